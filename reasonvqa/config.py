@@ -1,0 +1,85 @@
+"""The build configuration: one pydantic model shared by the CLI, the flow and deployments."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, Field
+
+from knowledge.config import KnowledgeConfig
+from reasonvqa.paths import REPO_ROOT, SAMPLE_DIR
+from tasks.balance.config import BalanceConfig, SplitConfig
+from tasks.questions.config import QuestionConfig
+
+SourceKind = Literal["vg", "gldv2"]
+
+
+class SourceConfig(BaseModel):
+    """One input dataset in its real on-disk format."""
+
+    kind: SourceKind
+    path: Path
+    max_images: int | None = Field(default=None, ge=1, description="Read at most this many images (for quick runs).")
+
+
+class ReleaseConfig(BaseModel):
+    """Name and version of the release folder ``<out>/<name>/<version>/``."""
+
+    name: str = Field(default="reasonvqa-sample", pattern=r"^[A-Za-z0-9._-]+$")
+    version: str = Field(default="0.1.0", pattern=r"^[A-Za-z0-9._-]+$")
+
+
+class BuildConfig(BaseModel):
+    """Everything that determines a build's output (hashed into the manifest)."""
+
+    sources: list[SourceConfig]
+    knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig)
+    questions: QuestionConfig = Field(default_factory=QuestionConfig)
+    balance: BalanceConfig = Field(default_factory=BalanceConfig)
+    split: SplitConfig = Field(default_factory=SplitConfig)
+    release: ReleaseConfig = Field(default_factory=ReleaseConfig)
+    seed: int = 0
+    shard_size: int = Field(default=5000, ge=1, description="Records per shard (one Prefect task per shard).")
+
+    def config_hash(self) -> str:
+        """sha256 of the canonical JSON of the config (paths relative where possible)."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    def canonical_json(self) -> str:
+        """Sorted-key JSON with repository paths made relative, so clones hash alike."""
+        return json.dumps(_relative_paths(self.model_dump(mode="json")), sort_keys=True, separators=(",", ":"))
+
+
+def _relative_paths(value):
+    if isinstance(value, dict):
+        return {k: _relative_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_relative_paths(v) for v in value]
+    if isinstance(value, str) and value.startswith(str(REPO_ROOT) + "/"):
+        return value[len(str(REPO_ROOT)) + 1 :]
+    return value
+
+
+def sample_config() -> BuildConfig:
+    """The embedded default: bundled Visual Genome and GLDv2 samples, local knowledge mirror."""
+    return BuildConfig(
+        sources=[
+            SourceConfig(kind="vg", path=SAMPLE_DIR / "vg"),
+            SourceConfig(kind="gldv2", path=SAMPLE_DIR / "gldv2"),
+        ]
+    )
+
+
+def load_config(path: Path) -> BuildConfig:
+    """Load a BuildConfig from YAML; relative paths resolve against the file's folder."""
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    cfg = BuildConfig.model_validate(raw)
+    base = path.resolve().parent
+    for src in cfg.sources:
+        if not src.path.is_absolute():
+            src.path = base / src.path
+    return cfg

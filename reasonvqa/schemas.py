@@ -1,0 +1,161 @@
+"""Typed, versioned pyarrow schemas of the record model shared by every stage.
+
+Stable ids: images ``<source>:<native id>`` (``vg:1``, ``gldv2:7e4627eb6f721857``);
+objects ``<image_id>/o<native id>``; relations ``<image_id>/r<native id>``.
+Boxes are XYWH in pixels; a null box means "the whole image".
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = "1.0.0"
+
+RLE = pa.struct([("size", pa.list_(pa.int32())), ("counts", pa.string())])
+
+IMAGES = pa.schema(
+    [
+        ("image_id", pa.string()),
+        ("source", pa.string()),
+        ("source_image_id", pa.string()),
+        ("width", pa.int32()),
+        ("height", pa.int32()),
+        ("url", pa.string()),
+        ("file_path", pa.string()),
+        ("group_id", pa.string()),  # e.g. GLDv2 landmark_id; null when the source has none
+        ("is_clean", pa.bool_()),  # GLDv2 train_clean membership; null when not applicable
+    ]
+)
+
+OBJECTS = pa.schema(
+    [
+        ("object_id", pa.string()),
+        ("image_id", pa.string()),
+        ("label", pa.string()),
+        ("names", pa.list_(pa.string())),
+        ("synset", pa.string()),  # first WordNet 3.0 synset name, e.g. dog.n.01
+        ("synsets", pa.list_(pa.string())),
+        ("x", pa.float64()),
+        ("y", pa.float64()),
+        ("w", pa.float64()),
+        ("h", pa.float64()),
+        ("mask", RLE),  # COCO RLE, null when no mask
+        ("score", pa.float32()),  # detector score; null for human annotations
+        ("origin", pa.string()),  # "annotation:vg", "annotation:gldv2", "grounding_dino", ...
+        ("commons_category", pa.string()),  # Commons category name without "Category:"
+    ]
+)
+
+RELATIONS = pa.schema(
+    [
+        ("relation_id", pa.string()),
+        ("image_id", pa.string()),
+        ("subject_id", pa.string()),
+        ("object_id", pa.string()),
+        ("predicate", pa.string()),
+        ("subject_label", pa.string()),
+        ("object_label", pa.string()),
+        ("synset", pa.string()),
+    ]
+)
+
+ATTRIBUTES = pa.schema(
+    [
+        ("object_id", pa.string()),
+        ("image_id", pa.string()),
+        ("attribute", pa.string()),
+    ]
+)
+
+ENTITY_LINKS = pa.schema(
+    [
+        ("object_id", pa.string()),
+        ("image_id", pa.string()),
+        ("qid", pa.string()),
+        ("label", pa.string()),  # English label of the item
+        ("method", pa.string()),  # "wordnet:p8814", "wordnet:p8814:hypernym", "commons:sitelink-p301", "commons:p373"
+        ("synset", pa.string()),  # WordNet 3.0 name the link started from, null for landmarks
+        ("wn30_offset", pa.string()),  # "02084071-n"
+        ("wn31_offset", pa.string()),  # "02086723-n"
+        ("hypernym_depth", pa.int8()),  # 0 for a direct link
+    ]
+)
+
+FACTS = pa.schema(
+    [
+        ("subject_qid", pa.string()),
+        ("subject_label", pa.string()),
+        ("property_id", pa.string()),
+        ("hop", pa.int8()),  # 1 = subject is a linked item; 2, 3 = reached through item-valued facts
+        ("value_type", pa.string()),  # "item", "quantity", "time", "string", "monolingualtext"
+        ("value_qid", pa.string()),
+        ("value_label", pa.string()),  # English label (item) or the literal text
+        ("amount", pa.float64()),
+        ("unit_qid", pa.string()),
+        ("unit_label", pa.string()),
+        ("time", pa.string()),  # xsd:dateTime as Wikidata gives it, e.g. "+1889-03-31T00:00:00Z"
+        ("precision", pa.int8()),  # 9 year, 10 month, 11 day
+        ("rank", pa.string()),  # "preferred" or "normal"
+    ]
+)
+
+QUESTIONS = pa.schema(
+    [
+        ("question_id", pa.string()),
+        ("image_id", pa.string()),
+        ("image_source", pa.string()),
+        ("object_ids", pa.list_(pa.string())),
+        ("question", pa.string()),
+        ("answer", pa.string()),
+        ("answer_qid", pa.string()),
+        ("answer_category", pa.string()),  # fixed, date, number, literal
+        ("choices", pa.list_(pa.string())),
+        ("n_hop", pa.int8()),
+        ("route", pa.list_(pa.string())),  # property path, e.g. ["P131", "P17", "P36"]
+        ("property_id", pa.string()),  # the property asked about (last of the route)
+        ("domains", pa.list_(pa.string())),
+        ("has_scene_graph", pa.bool_()),
+        ("template_ids", pa.list_(pa.string())),
+        ("template_version", pa.string()),
+        ("knowledge_snapshot", pa.string()),
+    ]
+)
+
+REJECTS = pa.schema(
+    [
+        ("stage", pa.string()),
+        ("shard", pa.int32()),
+        ("reason", pa.string()),
+        ("source", pa.string()),  # file and record location, e.g. "objects.json#[3].objects[7]"
+        ("record", pa.string()),  # the rejected record as JSON text (or raw text when unparsable)
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "images": IMAGES,
+    "objects": OBJECTS,
+    "relations": RELATIONS,
+    "attributes": ATTRIBUTES,
+    "entity_links": ENTITY_LINKS,
+    "facts": FACTS,
+    "questions": QUESTIONS,
+    "rejects": REJECTS,
+}
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    """An empty table of ``schema``."""
+    return schema.empty_table()
+
+
+def from_rows(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """Build a table from dict rows, filling missing columns with nulls."""
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Cast ``table`` to ``schema`` (same column order); raises on missing columns."""
+    missing = [f.name for f in schema if f.name not in table.column_names]
+    if missing:
+        raise ValueError(f"table lacks columns {missing} of the schema")
+    return table.select(schema.names).cast(schema)

@@ -1,0 +1,212 @@
+"""The stage contract: one pure function over one shard; the runner does the bookkeeping.
+
+Layout of a stage folder ``<work>/<stage>/``::
+
+    <table>/part-NNNNN.parquet     one folder per output table (readable as a dataset)
+    _rejects/part-NNNNN.parquet    dropped rows: stage, shard, reason, source, record
+    _stats/part-NNNNN.json         {"rows_in", "rows_out", "rejected": {reason: n}, "seconds", "requests"}
+    _done/part-NNNNN               written last; a rerun skips shards that have it
+
+Every shard must account for every record: ``rows_in == rows_out + rejected``.
+The runner refuses (raises ``AccountingError``) a result that does not add up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from reasonvqa import schemas
+
+
+class AccountingError(RuntimeError):
+    """A stage result whose rows in != rows out + rows rejected."""
+
+
+@dataclass
+class Rejects:
+    """Collects rejected records of one shard with reason and source location."""
+
+    stage: str
+    shard: int = 0
+    rows: list[dict] = field(default_factory=list)
+
+    def add(self, reason: str, source: str, record: Any) -> None:
+        """Record one dropped row. ``record`` is kept as JSON (or raw text)."""
+        if isinstance(record, (bytes, bytearray)):
+            record = record.decode("utf-8", "replace")
+        text = record if isinstance(record, str) else json.dumps(record, default=str, sort_keys=True)
+        self.rows.append(
+            {"stage": self.stage, "shard": self.shard, "reason": reason, "source": source, "record": text}
+        )
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def table(self) -> pa.Table:
+        return schemas.from_rows(self.rows, schemas.REJECTS)
+
+
+@dataclass
+class StageResult:
+    """What a stage function returns for one shard.
+
+    ``rows_in`` counts the input records in the unit the stage documents
+    (records read, candidate questions, ...); every one of them must end up
+    in exactly one output row or one reject.
+    ``rows_out`` defaults to the total length of ``outputs``; stages whose
+    outputs fan out (one record -> several rows) set it explicitly.
+    """
+
+    outputs: dict[str, pa.Table]
+    rejects: Rejects
+    rows_in: int
+    rows_out: int | None = None
+    requests: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def counted_out(self) -> int:
+        if self.rows_out is not None:
+            return self.rows_out
+        return sum(t.num_rows for t in self.outputs.values())
+
+
+def part_name(shard: int) -> str:
+    return f"part-{shard:05d}"
+
+
+def is_done(stage_dir: Path, shard: int) -> bool:
+    """True when the shard's completion marker exists."""
+    return (stage_dir / "_done" / part_name(shard)).exists()
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """Write a zstd Parquet file atomically (write aside, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp, compression="zstd", write_statistics=True)
+    os.replace(tmp, path)
+
+
+def write_json(obj: Any, path: Path) -> None:
+    """Write JSON atomically with sorted keys (deterministic bytes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_shard(stage_dir: Path, shard: int, result: StageResult, seconds: float = 0.0) -> dict:
+    """Write one shard's outputs, rejects, stats and marker; return the stats."""
+    rows_out = result.counted_out()
+    rejected = Counter(r["reason"] for r in result.rejects.rows)
+    if result.rows_in != rows_out + len(result.rejects):
+        raise AccountingError(
+            f"{stage_dir.name} shard {shard}: rows_in={result.rows_in} != "
+            f"rows_out={rows_out} + rejected={len(result.rejects)}"
+        )
+    name = part_name(shard)
+    for table_name, table in result.outputs.items():
+        write_parquet(table, stage_dir / table_name / f"{name}.parquet")
+    write_parquet(result.rejects.table(), stage_dir / "_rejects" / f"{name}.parquet")
+    stats = {
+        "stage": stage_dir.name,
+        "shard": shard,
+        "rows_in": result.rows_in,
+        "rows_out": rows_out,
+        "rejected": dict(sorted(rejected.items())),
+        "seconds": round(seconds, 3),
+        "requests": result.requests,
+        **result.extra,
+    }
+    write_json(stats, stage_dir / "_stats" / f"{name}.json")
+    marker = stage_dir / "_done" / name
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("")
+    return stats
+
+
+def run_shard(stage_dir: Path, shard: int, compute: Callable[[], StageResult]) -> dict:
+    """Run ``compute`` for one shard unless its marker exists; return its stats."""
+    if is_done(stage_dir, shard):
+        return read_stats(stage_dir, shard)
+    start = time.perf_counter()
+    result = compute()
+    return write_shard(stage_dir, shard, result, time.perf_counter() - start)
+
+
+def run_stream(stage_dir: Path, results: Iterable[StageResult]) -> list[dict]:
+    """Write each result of a streaming stage (e.g. a source read in chunks) as the next shard.
+
+    A finished stream leaves ``_done/ALL``; a rerun then only re-reads stats.
+    """
+    if (stage_dir / "_done" / "ALL").exists():
+        return stage_stats(stage_dir)
+    clear_stage(stage_dir)
+    stats = []
+    start = time.perf_counter()
+    for shard, result in enumerate(results):
+        now = time.perf_counter()
+        stats.append(write_shard(stage_dir, shard, result, now - start))
+        start = now
+    (stage_dir / "_done").mkdir(parents=True, exist_ok=True)
+    (stage_dir / "_done" / "ALL").write_text("")
+    return stats
+
+
+def clear_stage(stage_dir: Path) -> None:
+    """Remove a stage folder's contents (used before a stream is rewritten from scratch)."""
+    import shutil
+
+    if stage_dir.exists():
+        shutil.rmtree(stage_dir)
+
+
+def read_stats(stage_dir: Path, shard: int) -> dict:
+    return json.loads((stage_dir / "_stats" / f"{part_name(shard)}.json").read_text())
+
+
+def stage_stats(stage_dir: Path) -> list[dict]:
+    """All shard stats of a stage, in shard order."""
+    folder = stage_dir / "_stats"
+    if not folder.exists():
+        return []
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("part-*.json"))]
+
+
+def summarize(stats: list[dict]) -> dict:
+    """Totals over shards: rows_in, rows_out, rejected by reason, requests."""
+    rejected: Counter[str] = Counter()
+    for s in stats:
+        rejected.update(s["rejected"])
+    return {
+        "shards": len(stats),
+        "rows_in": sum(s["rows_in"] for s in stats),
+        "rows_out": sum(s["rows_out"] for s in stats),
+        "rejected": dict(sorted(rejected.items())),
+        "requests": sum(s.get("requests", 0) for s in stats),
+    }
+
+
+def read_table(stage_dir: Path, table_name: str, schema: pa.Schema | None = None) -> pa.Table:
+    """Concatenate every shard of one output table (empty table of ``schema`` if none)."""
+    parts = sorted((stage_dir / table_name).glob("part-*.parquet"))
+    if not parts:
+        if schema is None:
+            raise FileNotFoundError(f"no shards of table {table_name!r} under {stage_dir}")
+        return schema.empty_table()
+    tables = [pq.read_table(p) for p in parts]
+    return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+
+
+def shard_paths(stage_dir: Path, table_name: str) -> list[Path]:
+    """Paths of every shard of one output table, in shard order."""
+    return sorted((stage_dir / table_name).glob("part-*.parquet"))
