@@ -1,0 +1,104 @@
+"""The dataset card (README.md) of a release, with a YAML header that `datasets` understands."""
+
+from __future__ import annotations
+
+import yaml
+
+from reasonvqa import schemas
+
+_COLUMNS = {
+    "question_id": "stable hash of image, objects, route and template version",
+    "image_id": "`<source>:<native id>`, e.g. `vg:1`, `gldv2:7e4627eb6f721857`",
+    "image_source": "source dataset (`vg`, `gldv2`, ...)",
+    "object_ids": "objects the question is about",
+    "question": "the question text",
+    "answer": "the correct answer (never empty)",
+    "answer_qid": "Wikidata item of the answer, when it is an item",
+    "answer_category": "`fixed`, `date`, `number` or `literal`",
+    "choices": "the answer and 3 distractors, shuffled with a seed",
+    "n_hop": "number of knowledge hops (1-3)",
+    "route": "Wikidata property path from the object to the answer",
+    "property_id": "the property asked about (last of the route)",
+    "domains": "knowledge domains of the property",
+    "has_scene_graph": "the question names its object through a scene-graph relation",
+    "template_ids": "templates used to render the question",
+    "template_version": "content hash of the template bank",
+    "knowledge_snapshot": "content hash of the knowledge base the facts came from",
+}
+
+
+def render_card(
+    *,
+    name: str,
+    version: str,
+    splits: list[str],
+    counts: dict[str, int],
+    config_hash: str,
+    inputs: dict[str, str],
+    stats_files: dict[str, str],
+    notes: str = "",
+) -> str:
+    """Markdown dataset card; its YAML header lets `datasets.load_dataset` find the splits."""
+    header = {
+        "pretty_name": name,
+        "configs": [
+            {
+                "config_name": "default",
+                "data_files": [{"split": s, "path": f"{s}/*.parquet"} for s in splits],
+            }
+        ],
+        "tags": ["visual-question-answering", "knowledge-based-vqa", "multi-hop"],
+    }
+    lines = [
+        "---",
+        yaml.safe_dump(header, sort_keys=True).strip(),
+        "---",
+        "",
+        f"# {name} {version}",
+        "",
+        "Knowledge-based, multi-hop visual questions built by "
+        "[reasonvqa-pipeline](https://github.com/reasonvqa/reasonvqa-pipeline) "
+        "(ReasonVQA-style templates over Wikidata facts linked to image objects).",
+        "",
+        "## Splits",
+        "",
+        "| split | questions |",
+        "| --- | ---: |",
+        *[f"| {s} | {counts.get(s, 0)} |" for s in [*splits, "pool"]],
+        "",
+        "`pool/` holds the pre-balancing question pool, kept so `reasonvqa resplit` can "
+        "re-balance and re-split without a rebuild. Splits are image-disjoint.",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        'ds = load_dataset("parquet", data_dir="<this folder>")',
+        "```",
+        "",
+        "## Columns",
+        "",
+        "| column | meaning |",
+        "| --- | --- |",
+        *[f"| `{c}` | {_COLUMNS.get(c, '')} |" for c in schemas.QUESTIONS.names],
+        "",
+        "## Provenance",
+        "",
+        f"- schema version: `{schemas.SCHEMA_VERSION}`",
+        f"- config hash: `{config_hash}` (the full config is in `manifest.json`)",
+        *[f"- input `{k}`: `{v}`" for k, v in sorted(inputs.items())],
+        "- `manifest.json` lists the sha256 of every file; `reasonvqa verify <folder>` checks them.",
+    ]
+    if stats_files:
+        lines += ["", "## Statistics", ""]
+        lines += [f"- [{label}]({path})" for label, path in sorted(stats_files.items())]
+    if notes:
+        lines += ["", "## Notes", "", notes.strip()]
+    lines += [
+        "",
+        "## Licenses",
+        "",
+        "Questions derive from Wikidata (CC0) and image annotations of their source datasets "
+        "(Visual Genome: CC BY 4.0; Google Landmarks v2: see its per-image licenses). "
+        "Images themselves are not redistributed.",
+        "",
+    ]
+    return "\n".join(lines)

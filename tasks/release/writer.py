@@ -1,0 +1,156 @@
+"""Write a versioned release folder: splits as Parquet, pool, stats, manifest, dataset card.
+
+The release appears only when complete: everything is written into a hidden sibling
+folder, checksummed, then renamed into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from reasonvqa import schemas
+from tasks.release.card import render_card
+
+MANIFEST = "manifest.json"
+CARD = "README.md"
+ROWS_PER_FILE = 1_000_000
+SPLIT_ORDER = ("train", "validation", "test")
+
+
+class ReleaseExistsError(FileExistsError):
+    """The target version exists with different content and overwriting was not asked for."""
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, streamed."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _with_schema_metadata(table: pa.Table) -> pa.Table:
+    table = schemas.conform(table, schemas.QUESTIONS)
+    return table.replace_schema_metadata({"reasonvqa.schema_version": schemas.SCHEMA_VERSION})
+
+
+def write_table_files(table: pa.Table, folder: Path) -> list[Path]:
+    """Write ``table`` as ``part-NNNNN.parquet`` files of at most ROWS_PER_FILE rows."""
+    folder.mkdir(parents=True, exist_ok=True)
+    table = _with_schema_metadata(table)
+    paths = []
+    n_files = max(1, -(-table.num_rows // ROWS_PER_FILE))
+    for i in range(n_files):
+        path = folder / f"part-{i:05d}.parquet"
+        chunk = table.slice(i * ROWS_PER_FILE, ROWS_PER_FILE)
+        pq.write_table(chunk, path, compression="zstd", write_statistics=True)
+        paths.append(path)
+    return paths
+
+
+def _sort_by_question_id(table: pa.Table) -> pa.Table:
+    return table.sort_by([("question_id", "ascending")]) if table.num_rows else table
+
+
+def write_release(
+    out_root: Path,
+    name: str,
+    version: str,
+    splits: dict[str, pa.Table],
+    *,
+    pool: pa.Table,
+    stats_dir: Path | None,
+    config: dict[str, Any],
+    config_hash: str,
+    inputs: dict[str, str],
+    card_notes: str = "",
+    stats_files: dict[str, str] | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``<out_root>/<name>/<version>/`` and return its path.
+
+    ``splits`` maps split names (train, test, ...) to QUESTIONS tables; ``pool`` is the
+    pre-balancing question pool kept for re-splits. Rows are sorted by question_id.
+    If the version exists with identical content it is left as is; with different
+    content a ReleaseExistsError is raised unless ``overwrite``.
+    """
+    final = out_root / name / version
+    tmp = out_root / name / f".{version}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        counts = {}
+        for split in _ordered(splits):
+            table = _sort_by_question_id(splits[split])
+            write_table_files(table, tmp / split)
+            counts[split] = table.num_rows
+        write_table_files(_sort_by_question_id(pool), tmp / "pool")
+        counts["pool"] = pool.num_rows
+        if stats_dir is not None and stats_dir.exists():
+            shutil.copytree(stats_dir, tmp / "stats")
+        (tmp / CARD).write_text(
+            render_card(name=name, version=version, splits=list(_ordered(splits)), counts=counts,
+                        config_hash=config_hash, inputs=inputs, stats_files=stats_files or {},
+                        notes=card_notes),
+            encoding="utf-8",
+        )
+        manifest = {
+            "name": name,
+            "version": version,
+            "schema_version": schemas.SCHEMA_VERSION,
+            "splits": list(_ordered(splits)),
+            "counts": counts,
+            "config": config,
+            "config_hash": config_hash,
+            "inputs": dict(sorted(inputs.items())),
+            "files": _checksums(tmp),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return _publish(tmp, final, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _ordered(splits: dict[str, pa.Table]) -> list[str]:
+    known = [s for s in SPLIT_ORDER if s in splits]
+    return known + sorted(s for s in splits if s not in SPLIT_ORDER)
+
+
+def _checksums(root: Path) -> dict[str, dict[str, Any]]:
+    files = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        if rel == MANIFEST:
+            continue
+        files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+    return files
+
+
+def _publish(tmp: Path, final: Path, overwrite: bool) -> Path:
+    if final.exists():
+        same = (final / MANIFEST).exists() and (final / MANIFEST).read_bytes() == (tmp / MANIFEST).read_bytes()
+        if same:
+            shutil.rmtree(tmp)
+            return final
+        if not overwrite:
+            raise ReleaseExistsError(
+                f"release {final} exists with different content; choose another version or overwrite"
+            )
+        aside = final.with_name(f".{final.name}.old-{os.getpid()}")
+        os.replace(final, aside)
+        os.replace(tmp, final)
+        shutil.rmtree(aside)
+        return final
+    os.replace(tmp, final)
+    return final
