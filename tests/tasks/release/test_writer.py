@@ -1,0 +1,66 @@
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tasks.release.reader import read_release
+from tasks.release.verify import verify_release
+from tasks.release.writer import ReleaseExistsError, write_release
+
+
+def _write(out, splits, version="1.0.0", **kw):
+    pool = pa.concat_tables(list(splits.values()))
+    return write_release(out, "demo", version, splits, pool=pool, stats_dir=None,
+                         config={"seed": 0}, config_hash="abc", inputs={"vg": "s1"}, **kw)
+
+
+def test_release_layout_manifest_and_sorted_rows(tmp_path, splits):
+    path = _write(tmp_path, splits)
+    assert path == tmp_path / "demo" / "1.0.0"
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["counts"] == {"train": 3, "test": 1, "pool": 4}
+    assert manifest["splits"] == ["train", "test"]
+    assert set(manifest["files"]) == {"README.md", "train/part-00000.parquet",
+                                      "test/part-00000.parquet", "pool/part-00000.parquet"}
+    train = pq.read_table(path / "train" / "part-00000.parquet")
+    assert train["question_id"].to_pylist() == ["q1", "q2", "q3"]
+    assert train.schema.metadata[b"reasonvqa.schema_version"] == b"1.0.0"
+    assert [p.name for p in (tmp_path / "demo").iterdir()] == ["1.0.0"]  # no temp folder left
+
+
+def test_same_input_gives_identical_bytes(tmp_path, splits):
+    a = _write(tmp_path / "a", splits)
+    b = _write(tmp_path / "b", splits)
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    for rel in files:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+
+
+def test_written_release_verifies_and_reads_back(tmp_path, splits):
+    path = _write(tmp_path, splits)
+    assert verify_release(path) == []
+    release = read_release(path)
+    assert release.splits["test"]["answer"].to_pylist() == ["Madrid"]
+    assert release.pool.num_rows == 4
+
+
+def test_existing_version_identical_is_kept_different_is_refused(tmp_path, splits):
+    path = _write(tmp_path, splits)
+    assert _write(tmp_path, splits) == path
+    smaller = {"train": splits["train"].slice(0, 2), "test": splits["test"]}
+    with pytest.raises(ReleaseExistsError):
+        _write(tmp_path, smaller)
+    _write(tmp_path, smaller, overwrite=True)
+    assert json.loads((path / "manifest.json").read_text())["counts"]["train"] == 2
+
+
+def test_huggingface_datasets_loads_the_splits(tmp_path, splits):
+    datasets = pytest.importorskip("datasets")
+    path = _write(tmp_path, splits)
+    ds = datasets.load_dataset("parquet", data_dir=str(path), cache_dir=str(tmp_path / "hf"))
+    assert set(ds) == {"train", "test"}
+    assert sorted(ds["train"]["question_id"]) == ["q1", "q2", "q3"]
+    card = datasets.load_dataset(str(path), cache_dir=str(tmp_path / "hf2"))
+    assert card["test"]["answer"] == ["Madrid"]
