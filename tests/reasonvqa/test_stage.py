@@ -1,0 +1,57 @@
+import json
+
+import pyarrow as pa
+import pytest
+
+from reasonvqa import schemas
+from reasonvqa.stage import (AccountingError, Rejects, StageResult, read_table, run_shard, run_stream,
+                             stage_stats, summarize)
+
+
+def _result(shard: int, kept: list[str], bad: list[str]) -> StageResult:
+    rejects = Rejects("demo", shard)
+    for b in bad:
+        rejects.add("bad_value", f"in.json#[{b}]", {"value": b})
+    table = pa.table({"value": kept})
+    return StageResult(outputs={"values": table}, rejects=rejects, rows_in=len(kept) + len(bad))
+
+
+def test_shard_writes_outputs_rejects_stats_and_marker(tmp_path):
+    stats = run_shard(tmp_path / "demo", 0, lambda: _result(0, ["a", "b"], ["x"]))
+    assert stats["rows_in"] == 3 and stats["rows_out"] == 2 and stats["rejected"] == {"bad_value": 1}
+    stage = tmp_path / "demo"
+    assert read_table(stage, "values")["value"].to_pylist() == ["a", "b"]
+    rejects = read_table(stage, "_rejects")
+    assert rejects.to_pylist() == [{"stage": "demo", "shard": 0, "reason": "bad_value",
+                                    "source": "in.json#[x]", "record": json.dumps({"value": "x"})}]
+    assert (stage / "_done" / "part-00000").exists()
+
+
+def test_done_shard_is_skipped(tmp_path):
+    run_shard(tmp_path / "demo", 0, lambda: _result(0, ["a"], []))
+
+    def fail():
+        raise AssertionError("must not run")
+
+    assert run_shard(tmp_path / "demo", 0, fail)["rows_out"] == 1
+
+
+def test_accounting_mismatch_is_refused(tmp_path):
+    broken = _result(0, ["a"], [])
+    broken.rows_in = 5
+    with pytest.raises(AccountingError, match="rows_in=5 != rows_out=1 \\+ rejected=0"):
+        run_shard(tmp_path / "demo", 0, lambda: broken)
+    assert not (tmp_path / "demo" / "_done").exists()
+
+
+def test_stream_numbers_shards_and_summarizes(tmp_path):
+    stage = tmp_path / "src"
+    run_stream(stage, iter([_result(0, ["a"], ["b"]), _result(1, ["c", "d"], [])]))
+    total = summarize(stage_stats(stage))
+    assert total == {"shards": 2, "rows_in": 4, "rows_out": 3, "rejected": {"bad_value": 1}, "requests": 0}
+    # a finished stream is not re-read
+    assert len(run_stream(stage, iter([]))) == 2
+
+
+def test_read_table_of_missing_output_gives_empty_schema_table(tmp_path):
+    assert read_table(tmp_path, "objects", schemas.OBJECTS).num_rows == 0
