@@ -1,0 +1,230 @@
+"""The `build-reasonvqa` flow: sources -> linking -> facts -> questions -> balance -> split -> release.
+
+Each step is one Prefect task per shard over the stage functions in tasks/ and knowledge/;
+tasks pass file paths and small stats dicts, never data. Shard markers (reasonvqa.stage)
+make a rerun skip finished work; Prefect's own cache is not used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from knowledge.config import KnowledgeConfig
+from reasonvqa import schemas
+from reasonvqa.config import BuildConfig, SourceConfig
+from reasonvqa.snapshot import folder_snapshot_id
+from reasonvqa.stage import read_table, run_shard, shard_paths, stage_stats, summarize, write_json
+from tasks.questions.config import QuestionConfig
+
+INGESTERS = {
+    "vg": "tasks.sources.vg:ingest_vg",
+    "gldv2": "tasks.sources.gldv2:ingest_gldv2",
+}
+
+
+def _load(spec: str):
+    module, name = spec.split(":")
+    return getattr(__import__(module, fromlist=[name]), name)
+
+
+@task(name="ingest-source", cache_policy=NO_CACHE)
+def ingest_source(source: SourceConfig, stage_dir: Path, shard_size: int) -> dict:
+    """Stream one source dataset into image-aligned shards."""
+    ingest = _load(INGESTERS[source.kind])
+    return summarize(ingest(source.path, stage_dir, shard_size=shard_size, max_images=source.max_images))
+
+
+@task(name="link-shard", cache_policy=NO_CACHE)
+def link_shard(objects_path: Path, shard: int, stage_dir: Path, endpoint: str,
+               config: KnowledgeConfig, cache_dir: Path) -> dict:
+    """Link one shard of objects to Wikidata items."""
+    from knowledge.linking import link_objects
+    from knowledge.wikidata import WikidataClient
+
+    def compute():
+        client = WikidataClient(endpoint, config, cache_dir)
+        return link_objects(pq.read_table(objects_path), client, config, shard)
+
+    return run_shard(stage_dir, shard, compute)
+
+
+@task(name="facts-shard", cache_policy=NO_CACHE)
+def facts_shard(qids: list[str], shard: int, stage_dir: Path, endpoint: str, config: KnowledgeConfig,
+                cache_dir: Path, properties: list[str]) -> dict:
+    """Fetch up to 3 hops of facts for one batch of linked items."""
+    from knowledge.facts import fetch_facts
+    from knowledge.wikidata import WikidataClient
+
+    def compute():
+        client = WikidataClient(endpoint, config, cache_dir)
+        return fetch_facts(qids, client, config, properties, shard)
+
+    return run_shard(stage_dir, shard, compute)
+
+
+@task(name="questions-shard", cache_policy=NO_CACHE)
+def questions_shard(inputs: dict[str, Path], shard: int, stage_dir: Path, facts_path: Path,
+                    config: QuestionConfig, seed: int, knowledge_snapshot: str) -> dict:
+    """Generate templated questions for one shard of images."""
+    from tasks.questions.bank import load_bank
+    from tasks.questions.templated import generate_questions
+
+    def compute():
+        return generate_questions(
+            pq.read_table(inputs["images"]), pq.read_table(inputs["objects"]),
+            pq.read_table(inputs["relations"]), pq.read_table(inputs["links"]),
+            pq.read_table(facts_path), load_bank(), config, seed=seed, shard=shard,
+            knowledge_snapshot=knowledge_snapshot,
+        )
+
+    return run_shard(stage_dir, shard, compute)
+
+
+@contextlib.contextmanager
+def knowledge_endpoint(config: KnowledgeConfig, work: Path) -> Iterator[str]:
+    """The configured SPARQL endpoint, or the embedded Oxigraph mirror served on 127.0.0.1."""
+    if config.endpoint:
+        yield config.endpoint
+        return
+    from knowledge.mirror import serve_mirror
+
+    with serve_mirror(config.mirror_entities, work / "mirror") as endpoint:
+        yield endpoint
+
+
+def knowledge_snapshot(config: KnowledgeConfig) -> str:
+    if config.endpoint:
+        return f"endpoint:{config.endpoint}"
+    from knowledge.mirror import snapshot_id
+
+    return snapshot_id(config.mirror_entities)
+
+
+def _merged_facts(stage_dir: Path, out: Path) -> Path:
+    """All fact shards as one file, deduplicated, each fact at its smallest hop."""
+    facts = pl.from_arrow(read_table(stage_dir, "facts", schemas.FACTS))
+    keys = [c for c in schemas.FACTS.names if c != "hop"]
+    merged = facts.group_by(keys).agg(pl.col("hop").min()).select(schemas.FACTS.names).sort(
+        ["subject_qid", "property_id", "value_qid", "value_label", "amount", "time"], nulls_last=True
+    )
+    pq.write_table(schemas.conform(merged.to_arrow(), schemas.FACTS), out, compression="zstd")
+    return out
+
+
+@flow(name="build-reasonvqa", log_prints=True)
+def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, overwrite: bool = False) -> str:
+    """Build a release from ``config`` into ``out``; returns the release folder."""
+    logger = get_run_logger()
+    out_dir = Path(out)
+    work_dir = Path(work) if work else out_dir / ".work" / config.config_hash()[:16]
+    work_dir.mkdir(parents=True, exist_ok=True)
+    report: dict[str, dict] = {}
+
+    # 1. sources: one task per source, each streaming its files into shards
+    source_dirs = {s.kind: work_dir / f"sources_{s.kind}" for s in config.sources}
+    futures = [ingest_source.submit(s, source_dirs[s.kind], config.shard_size) for s in config.sources]
+    for source, future in zip(config.sources, futures):
+        report[f"sources_{source.kind}"] = future.result()
+    shards = [(kind, i) for kind, d in source_dirs.items() for i, _ in enumerate(shard_paths(d, "objects"))]
+
+    from tasks.questions.bank import load_bank
+
+    bank = load_bank()
+    properties = bank.property_ids(config.questions.domains)
+    cache_dir = config.knowledge.cache_dir or work_dir / "_sparql_cache"
+    snapshot = knowledge_snapshot(config.knowledge)
+    with knowledge_endpoint(config.knowledge, work_dir) as endpoint:
+        # 2. linking: one task per source shard of objects
+        link_dir = work_dir / "link"
+        objects_paths = [shard_paths(source_dirs[k], "objects")[i] for k, i in shards]
+        link_futures = [
+            link_shard.submit(p, n, link_dir, endpoint, config.knowledge, cache_dir)
+            for n, p in enumerate(objects_paths)
+        ]
+        report["link"] = summarize([f.result() for f in link_futures])
+
+        # 3. facts: the distinct linked items, in batches of shard_size
+        links = read_table(link_dir, "entity_links", schemas.ENTITY_LINKS)
+        qids = sorted(set(links["qid"].to_pylist()))
+        facts_dir = work_dir / "facts"
+        batches = [qids[i : i + config.shard_size] for i in range(0, len(qids), config.shard_size)]
+        fact_futures = [
+            facts_shard.submit(b, n, facts_dir, endpoint, config.knowledge, cache_dir, properties)
+            for n, b in enumerate(batches)
+        ]
+        report["facts"] = summarize([f.result() for f in fact_futures])
+    facts_path = _merged_facts(facts_dir, work_dir / "facts_merged.parquet")
+
+    # 4. questions: one task per source shard of images
+    question_dir = work_dir / "questions"
+    question_futures = []
+    for n, (kind, i) in enumerate(shards):
+        inputs = {t: shard_paths(source_dirs[kind], t)[i] for t in ("images", "objects", "relations")}
+        inputs["links"] = link_dir / "entity_links" / f"part-{n:05d}.parquet"
+        question_futures.append(
+            questions_shard.submit(inputs, n, question_dir, facts_path, config.questions, config.seed, snapshot)
+        )
+    report["questions"] = summarize([f.result() for f in question_futures])
+    pool = read_table(question_dir, "questions", schemas.QUESTIONS)
+
+    # 5-7. balance, split, stats, release
+    release = finish_release(pool, config, out_dir, work_dir, snapshot, report, overwrite)
+    logger.info("release written to %s", release)
+    return str(release)
+
+
+def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir: Path, snapshot: str,
+                   report: dict[str, dict], overwrite: bool) -> Path:
+    """Balance the pool, split it, write stats and the release folder."""
+    from tasks.balance.balance import balance_questions
+    from tasks.balance.split import split_images
+    from tasks.balance.stats import write_stats
+    from tasks.release.writer import write_release
+
+    balanced = balance_questions(pool, config.balance, config.seed)
+    split = split_images(balanced.kept, config.split, config.seed)
+    stats_dir = work_dir / "stats"
+    if stats_dir.exists():
+        shutil.rmtree(stats_dir)
+    stats_files = write_stats(pool, balanced, split, stats_dir)
+    write_json(report, stats_dir / "stages.json")
+    inputs = {f"source:{s.kind}": folder_snapshot_id(s.path) for s in config.sources}
+    inputs["knowledge"] = snapshot
+    release = write_release(
+        out_dir, config.release.name, config.release.version, {"train": split.train, "test": split.test},
+        pool=pool, stats_dir=stats_dir, config=json.loads(config.canonical_json()),
+        config_hash=config.config_hash(), inputs=inputs,
+        stats_files={k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in stats_files.items()},
+        overwrite=overwrite,
+    )
+    publish_artifacts(release)
+    return release
+
+
+def publish_artifacts(release: Path) -> None:
+    """Publish the release's counts and plots as Prefect artifacts (markdown + table)."""
+    from prefect.artifacts import create_markdown_artifact
+
+    manifest = json.loads((release / "manifest.json").read_text())
+    plots = sorted((release / "stats").glob("*.png")) if (release / "stats").exists() else []
+    lines = [f"# {manifest['name']} {manifest['version']}", "", f"Release folder: `{release}`", "",
+             "| split | questions |", "| --- | ---: |"]
+    lines += [f"| {k} | {v} |" for k, v in manifest["counts"].items()]
+    if plots:
+        lines += ["", "Plots:"] + [f"- `{p}`" for p in plots]
+    create_markdown_artifact("\n".join(lines), key="release-summary", description="Release counts and stats")
+
+
+def stage_report(work_dir: Path) -> dict[str, dict]:
+    """Totals per stage folder of a build's work directory."""
+    return {d.name: summarize(stage_stats(d)) for d in sorted(work_dir.iterdir()) if (d / "_stats").exists()}
