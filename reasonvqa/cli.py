@@ -90,6 +90,25 @@ def resplit(
     typer.echo(path)
 
 
+@app.command()
+def serve(
+    name: Annotated[str, typer.Option(help="Deployment name: runs as 'build-reasonvqa/<name>'.")],
+    sample: Annotated[bool, typer.Option("--sample", help="Default parameters: the bundled sample.")] = False,
+    config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False)] = None,
+    out: Annotated[Path, typer.Option(help="Default output folder of the deployment.")] = Path("out"),
+    cron: Annotated[Optional[str], typer.Option(help='Rebuild schedule, e.g. "0 3 * * 1".')] = None,
+) -> None:
+    """Serve build-reasonvqa and resplit as deployments (blocks; needs a Prefect API)."""
+    from reasonvqa.config import load_config, sample_config
+
+    if sample == (config is not None):
+        raise typer.BadParameter("give exactly one of --sample or --config FILE")
+    _quiet_prefect()
+    from flows.deployments import serve_build
+
+    serve_build(name, sample_config() if sample else load_config(config), str(out.resolve()), cron)
+
+
 @sources_app.command("scan")
 def sources_scan(
     source: Annotated[str, typer.Option("--source", help="vg or gldv2")],
