@@ -1,0 +1,30 @@
+import pytest
+from pydantic import ValidationError
+
+from reasonvqa.config import load_config, sample_config
+from reasonvqa.paths import SAMPLE_DIR
+
+
+def test_yaml_config_resolves_relative_source_paths(tmp_path):
+    (tmp_path / "build.yaml").write_text(
+        "sources:\n  - {kind: vg, path: vg}\nquestions:\n  domains: ['Places & Locations']\nseed: 7\n"
+    )
+    cfg = load_config(tmp_path / "build.yaml")
+    assert cfg.sources[0].path == tmp_path / "vg"
+    assert cfg.questions.domains == ["Places & Locations"]
+    assert cfg.seed == 7 and cfg.split.train_ratio == 0.7
+
+
+def test_unknown_source_kind_is_refused(tmp_path):
+    (tmp_path / "bad.yaml").write_text("sources:\n  - {kind: coco, path: x}\n")
+    with pytest.raises(ValidationError, match="kind"):
+        load_config(tmp_path / "bad.yaml")
+
+
+def test_config_hash_is_stable_and_path_independent_inside_the_repo():
+    a, b = sample_config(), sample_config()
+    assert a.config_hash() == b.config_hash()
+    assert '"path":"data/sample/vg"' in a.canonical_json()
+    assert str(SAMPLE_DIR) not in a.canonical_json()
+    b.seed = 1
+    assert a.config_hash() != b.config_hash()
