@@ -40,6 +40,8 @@ def build(
     work: Annotated[Optional[Path], typer.Option(help="Work folder (default OUT/.work/<config hash>).")] = None,
     version: Annotated[Optional[str], typer.Option(help="Release version (overrides the config).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing release version.")] = False,
+    dask_workers: Annotated[int, typer.Option(help="Run shards on a local Dask cluster of N processes.")] = 0,
+    dask_address: Annotated[Optional[str], typer.Option(help="Run shards on an existing Dask scheduler.")] = None,
 ) -> None:
     """Run the build-reasonvqa flow and print the release folder."""
     from reasonvqa.config import load_config, sample_config
@@ -53,8 +55,10 @@ def build(
         cfg.release.version = version
     _quiet_prefect()
     from flows.build_reasonvqa import build_reasonvqa
+    from flows.runners import make_task_runner
 
-    release = build_reasonvqa(cfg, str(out), str(work) if work else None, overwrite)
+    runner = make_task_runner(dask_workers, dask_address)
+    release = build_reasonvqa.with_options(task_runner=runner)(cfg, str(out), str(work) if work else None, overwrite)
     typer.echo(release)
 
 
