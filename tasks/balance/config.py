@@ -1,19 +1,71 @@
-"""Configuration of answer balancing and image-disjoint splitting."""
+"""Configuration of answer balancing and image-disjoint splitting.
+
+The ReasonVQA and GQA papers leave the balancing bound and the consecutive-answer ratios
+unpublished; the defaults below are this project's choices, explained field by field and in
+tasks/balance/README.md.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 
 class BalanceConfig(BaseModel):
-    """Answer balancing per property group (ReasonVQA 3.3.1, after GQA)."""
+    """Answer balancing per property group (ReasonVQA 3.3.1, GQA's question balancing).
+
+    Per group (property_id) and round, the answers are ranked by count (ties: answer text).
+    Each of the ``top_k`` most frequent answers that has a non-empty tail (the answers ranked
+    after it) is cut to at most ``head_tail_bound`` times its tail mass and at most
+    ``max_ratio`` times the next answer's count, but never below ``min_ratio`` times the
+    next answer's count (this keeps the frequency order) and never by more than
+    ``max_round_fraction`` of its questions in one round. Rounds repeat until nothing
+    changes or ``rounds`` is reached.
+    """
 
     enabled: bool = True
-    rounds: int = Field(default=20, ge=0)
+    rounds: int = Field(
+        default=20,
+        ge=0,
+        description="Upper bound on balancing rounds (the paper's 20); the loop stops early at a fixed point.",
+    )
+    top_k: int = Field(default=10, ge=1, description="Only the top-k answers of a group are downsampled (the paper's 10).")
+    head_tail_bound: float = Field(
+        default=1.5,
+        ge=1.0,
+        description="An answer may hold at most this many times the questions of all less frequent answers "
+        "of its group together (1.5: a two-answer group ends at most 60/40).",
+    )
+    min_ratio: float = Field(
+        default=1.0,
+        ge=1.0,
+        description="An answer is never cut below this many times the next answer's count (1.0 keeps the order, ties allowed).",
+    )
+    max_ratio: float = Field(
+        default=3.0,
+        ge=1.0,
+        description="An answer may hold at most this many times the next answer's count (smooths steep heads).",
+    )
+    max_round_fraction: float = Field(
+        default=0.25,
+        gt=0.0,
+        le=1.0,
+        description="At most this share of an answer's questions is removed in one round, so image "
+        "question counts (the removal preference) are refreshed between small steps.",
+    )
+
+    @model_validator(mode="after")
+    def _ratios_consistent(self) -> "BalanceConfig":
+        if self.max_ratio < self.min_ratio:
+            raise ValueError(f"max_ratio ({self.max_ratio}) must be >= min_ratio ({self.min_ratio})")
+        if self.head_tail_bound < self.min_ratio:
+            raise ValueError(f"head_tail_bound ({self.head_tail_bound}) must be >= min_ratio ({self.min_ratio})")
+        return self
 
 
 class SplitConfig(BaseModel):
     """Image-disjoint, answer-stratified split (ReasonVQA 3.3.2)."""
 
     train_ratio: float = Field(default=0.7, gt=0, lt=1)
-    pool_min_share: float = Field(default=0.01, gt=0, lt=1, description="An answer enters the pool with at least this share of all answers.")
+    pool_min_share: float = Field(
+        default=0.01, gt=0, lt=1, description="An answer enters the pool with at least this share of all answers."
+    )

@@ -1,0 +1,266 @@
+"""Answer balancing per property group (ReasonVQA 3.3.1 after GQA), vectorized with numpy/polars.
+
+Algorithm (one round; rounds repeat until a fixed point or ``config.rounds``):
+
+1. Count the surviving questions per (property_id, answer) and rank each group's answers by
+   count, most frequent first (ties: answer text ascending).
+2. For each of the group's ``top_k`` answers with a non-empty tail (tail mass T = the
+   questions of all answers ranked after it, including those beyond the top-k), and the next
+   answer's count n, the target is
+   ``min(c, max(min(floor(bound * T), floor(max_ratio * n)), ceil(min_ratio * n)))``,
+   but at most ``ceil(max_round_fraction * c)`` questions go per round. All targets of a
+   round are computed from the counts at the start of the round (the constraint of an answer
+   only looks at less frequent answers, so this equals a pass in decreasing frequency).
+3. From each answer over its target, remove the excess questions whose images hold the most
+   surviving questions (counted over all groups at the start of the round), ties broken by
+   a seeded random key of the question (tasks.balance.keys).
+
+Invalid rows (no question_id, a repeated question_id, no image_id, no property_id, no answer)
+are removed first with their reason and round 0, so ``pool == kept + removed`` always.
+tasks/balance/reference.py implements the same algorithm row by row in plain Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from tasks.balance import keys
+from tasks.balance.config import BalanceConfig
+from tasks.balance.summary import balance_report
+
+REQUIRED_COLUMNS = ("question_id", "image_id", "property_id", "answer")
+
+REMOVED = pa.schema(
+    [
+        ("question_id", pa.string()),
+        ("property_id", pa.string()),
+        ("answer", pa.string()),
+        ("round", pa.int32()),  # 0 = invalid before balancing, k = removed in balancing round k
+        ("reason", pa.string()),
+    ]
+)
+
+# Order matters: a row gets the first reason that applies.
+INVALID_REASONS = (
+    "missing_question_id",
+    "duplicate_question_id",
+    "missing_image_id",
+    "missing_property_id",
+    "missing_answer",
+)
+BALANCE_REASONS = ("head_tail_bound", "max_ratio")
+
+
+@dataclass
+class BalanceResult:
+    """Kept questions (pool schema, sorted by question_id), removals and the report."""
+
+    kept: pa.Table
+    removed: pa.Table
+    report: dict
+
+
+def check_columns(pool: pa.Table) -> None:
+    """Raise a clear error when the pool lacks a column balancing or splitting needs."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in pool.column_names]
+    if missing:
+        raise ValueError(f"question pool lacks required column(s) {missing}; it has {pool.column_names}")
+
+
+def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int) -> BalanceResult:
+    """Downsample over-frequent answers per property group; deterministic for ``seed``."""
+    check_columns(pool)
+    frame = pl.from_arrow(pool.select(list(REQUIRED_COLUMNS)))
+    invalid = _invalid_codes(frame)
+    valid_rows = np.flatnonzero(invalid == 0)
+    valid = frame[valid_rows]
+
+    # Everything below is indexed by valid rows in question_id order.
+    qid_order = valid["question_id"].arg_sort().to_numpy()
+    valid_rows = valid_rows[qid_order]
+    valid = valid[qid_order]
+    n_valid = len(valid_rows)
+    random_key = keys.keys_of(keys.salt(seed, "balance"), np.arange(n_valid))
+    key_rank = np.empty(n_valid, dtype=np.int64)
+    key_rank[np.argsort(random_key, kind="stable")] = np.arange(n_valid)
+
+    codes = valid.select(
+        group=pl.col("property_id").rank("dense") - 1,
+        answer=pl.col("answer").rank("dense") - 1,
+        image=pl.col("image_id").rank("dense") - 1,
+    )
+    group = codes["group"].to_numpy().astype(np.int64)
+    answer = codes["answer"].to_numpy().astype(np.int64)
+    image = codes["image"].to_numpy().astype(np.int64)
+    # Pair codes in (property_id, answer) order: within a group, code order = answer order.
+    pair_raw = group * (int(answer.max(initial=0)) + 1) + answer
+    pair_values, pair = np.unique(pair_raw, return_inverse=True)
+    n_pairs, n_images = len(pair_values), int(image.max(initial=-1)) + 1
+    first_row_of_pair = np.zeros(n_pairs, dtype=np.int64)
+    first_row_of_pair[pair[::-1]] = np.arange(n_valid)[::-1]
+    pair_group = group[first_row_of_pair]
+
+    alive = np.ones(n_valid, dtype=bool)
+    removed_round = np.zeros(n_valid, dtype=np.int32)
+    removed_reason = np.zeros(n_valid, dtype=np.int8)
+    counts_before = np.bincount(pair, minlength=n_pairs)
+    rounds: list[dict] = []
+    converged = False
+    for round_no in range(1, config.rounds + 1 if config.enabled else 1):
+        counts = np.bincount(pair[alive], minlength=n_pairs)
+        target, reason = pair_targets(counts, pair_group, config)
+        excess = counts - target
+        if not excess.any():
+            converged = True
+            break
+        image_count = np.bincount(image[alive], minlength=n_images)
+        candidates = np.flatnonzero(alive & (excess[pair] > 0))
+        order = _priority_order(pair[candidates], image_count[image[candidates]], key_rank[candidates])
+        ranked = candidates[order]
+        ranked_pair = pair[ranked]
+        rank_in_pair = np.arange(len(ranked)) - np.searchsorted(ranked_pair, ranked_pair, side="left")
+        drop = ranked[rank_in_pair < excess[ranked_pair]]
+        alive[drop] = False
+        removed_round[drop] = round_no
+        removed_reason[drop] = reason[pair[drop]]
+        rounds.append(_round_entry(round_no, reason[pair[drop]], pair_group[pair[drop]], int(alive.sum())))
+    else:
+        if config.enabled:
+            counts = np.bincount(pair[alive], minlength=n_pairs)
+            converged = not (counts - pair_targets(counts, pair_group, config)[0]).any()
+
+    kept = pool.take(pa.array(valid_rows[alive]))
+    removed = _removed_table(pool, invalid, valid_rows, alive, removed_round, removed_reason)
+    counts_after = np.bincount(pair[alive], minlength=n_pairs)
+    props = valid["property_id"].to_numpy()[first_row_of_pair]
+    answers = valid["answer"].to_numpy()[first_row_of_pair]
+    before = _nested_counts(props, answers, counts_before)
+    after = _nested_counts(props, answers, counts_after)
+    images_before = np.bincount(image, minlength=n_images) > 0
+    images_after = np.bincount(image[alive], minlength=n_images) > 0
+    report = balance_report(
+        before,
+        after,
+        config,
+        seed,
+        questions_in=pool.num_rows,
+        invalid={r: int((invalid == i + 1).sum()) for i, r in enumerate(INVALID_REASONS)},
+        rounds=rounds,
+        converged=converged,
+        images_before=int(images_before.sum()),
+        images_emptied=int((images_before & ~images_after).sum()),
+    )
+    return BalanceResult(kept=kept, removed=removed, report=report)
+
+
+def pair_targets(counts: np.ndarray, pair_group: np.ndarray, config: BalanceConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Target count per (group, answer) pair for one round, and the binding bound's reason code.
+
+    Pair codes must be ordered by (group, answer text). Reason codes: 1 head_tail_bound,
+    2 max_ratio (index + 1 into BALANCE_REASONS).
+    """
+    target = counts.copy()
+    reason = np.ones(len(counts), dtype=np.int8)
+    present = np.flatnonzero(counts > 0)
+    if len(present) == 0:
+        return target, reason
+    g, c = pair_group[present], counts[present]
+    order = np.lexsort((present, -c, g))
+    pairs, g, c = present[order], g[order], c[order]
+    n = len(pairs)
+    starts = np.searchsorted(g, g, side="left")
+    rank = np.arange(n) - starts
+    cum = np.cumsum(c)
+    ends = np.searchsorted(g, g, side="right") - 1
+    tail = cum[ends] - cum  # mass of the answers ranked after this one in its group
+    next_count = np.zeros(n, dtype=np.int64)
+    has_next = np.arange(n) < ends
+    next_count[has_next] = c[np.flatnonzero(has_next) + 1]
+
+    by_tail = np.floor(config.head_tail_bound * tail).astype(np.int64)
+    by_ratio = np.floor(config.max_ratio * next_count).astype(np.int64)
+    floor_ = np.ceil(config.min_ratio * next_count).astype(np.int64)
+    goal = np.minimum(c, np.maximum(np.minimum(by_tail, by_ratio), floor_))
+    step_floor = c - np.ceil(config.max_round_fraction * c).astype(np.int64)
+    reducible = (rank < config.top_k) & (tail > 0)
+    target[pairs] = np.where(reducible, np.maximum(goal, step_floor), c)
+    reason[pairs] = np.where(by_tail <= by_ratio, 1, 2)
+    return target, reason
+
+
+def _priority_order(pair: np.ndarray, image_count: np.ndarray, key_rank: np.ndarray) -> np.ndarray:
+    """Order by pair, then image question count descending, then random key."""
+    if len(pair) == 0:
+        return np.zeros(0, dtype=np.int64)
+    top = int(image_count.max())
+    b_key, b_cnt = int(key_rank.max()).bit_length(), top.bit_length()
+    if int(pair.max()).bit_length() + b_cnt + b_key <= 63:
+        composite = (pair.astype(np.int64) << (b_cnt + b_key)) | ((top - image_count) << b_key) | key_rank
+        return np.argsort(composite)
+    return np.lexsort((key_rank, -image_count, pair))
+
+
+def _invalid_codes(frame: pl.DataFrame) -> np.ndarray:
+    """Per row: 0 valid, else 1 + index of its first reason in INVALID_REASONS."""
+    qid = pl.col("question_id")
+    code = (
+        pl.when(qid.is_null())
+        .then(1)
+        .when(~qid.is_first_distinct())
+        .then(2)
+        .when(pl.col("image_id").is_null() | (pl.col("image_id") == ""))
+        .then(3)
+        .when(pl.col("property_id").is_null() | (pl.col("property_id") == ""))
+        .then(4)
+        .when(pl.col("answer").is_null() | (pl.col("answer") == ""))
+        .then(5)
+        .otherwise(0)
+    )
+    return frame.select(code.alias("code"))["code"].to_numpy().astype(np.int8)
+
+
+def _round_entry(round_no: int, reason_codes: np.ndarray, groups: np.ndarray, after: int) -> dict:
+    by_reason = np.bincount(reason_codes, minlength=len(BALANCE_REASONS) + 1)
+    return {
+        "round": round_no,
+        "removed": int(len(reason_codes)),
+        "by_reason": {r: int(by_reason[i + 1]) for i, r in enumerate(BALANCE_REASONS) if by_reason[i + 1]},
+        "groups_touched": int(len(np.unique(groups))),
+        "questions_after": after,
+    }
+
+
+def _removed_table(
+    pool: pa.Table,
+    invalid: np.ndarray,
+    valid_rows: np.ndarray,
+    alive: np.ndarray,
+    removed_round: np.ndarray,
+    removed_reason: np.ndarray,
+) -> pa.Table:
+    bad_rows = np.flatnonzero(invalid)
+    dropped = ~alive
+    rows = np.concatenate([bad_rows, valid_rows[dropped]])
+    all_reasons = np.array(INVALID_REASONS + BALANCE_REASONS, dtype=object)
+    reason = np.concatenate(
+        [all_reasons[invalid[bad_rows] - 1], all_reasons[len(INVALID_REASONS) + removed_reason[dropped] - 1]]
+    )
+    rounds = np.concatenate([np.zeros(len(bad_rows), dtype=np.int32), removed_round[dropped]])
+    frame = pl.from_arrow(pool.select(["question_id", "property_id", "answer"]).take(pa.array(rows)))
+    frame = frame.with_columns(
+        pl.Series("round", rounds, dtype=pl.Int32), pl.Series("reason", reason.tolist(), dtype=pl.String)
+    ).with_row_index("_order")
+    frame = frame.sort(["question_id", "_order"], nulls_last=True).drop("_order")
+    return frame.to_arrow().cast(REMOVED)
+
+
+def _nested_counts(props: np.ndarray, answers: np.ndarray, counts: np.ndarray) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for prop, answer, count in zip(props.tolist(), answers.tolist(), counts.tolist()):
+        if count:
+            out.setdefault(prop, {})[answer] = count
+    return out

@@ -1,0 +1,222 @@
+"""Straightforward pure-Python balancing and splitting: the same algorithm, row by row.
+
+Used by the tests (it must give the same tables and reports as the vectorized engine in
+tasks/balance/balance.py and split.py) and by benchmarks/bench_balance_split.py as the baseline.
+Only the input read and the final row selection touch pyarrow; every decision is plain Python.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+
+import pyarrow as pa
+
+from tasks.balance import keys
+from tasks.balance.balance import (
+    BALANCE_REASONS,
+    REMOVED,
+    BalanceResult,
+    check_columns,
+)
+from tasks.balance.config import BalanceConfig, SplitConfig
+from tasks.balance.split import IMAGES, SEP, SplitResult, check_split_input, readable_category, split_report
+from tasks.balance.summary import balance_report
+
+
+def reference_balance(pool: pa.Table, config: BalanceConfig, seed: int) -> BalanceResult:
+    """Pure-Python twin of :func:`tasks.balance.balance.balance_questions`."""
+    check_columns(pool)
+    qids = pool.column("question_id").to_pylist()
+    images = pool.column("image_id").to_pylist()
+    props = pool.column("property_id").to_pylist()
+    answers = pool.column("answer").to_pylist()
+
+    invalid: dict[int, str] = {}
+    seen: set[str] = set()
+    for row, (qid, image, prop, answer) in enumerate(zip(qids, images, props, answers)):
+        if qid is None:
+            invalid[row] = "missing_question_id"
+        elif qid in seen:
+            invalid[row] = "duplicate_question_id"
+        elif not image:
+            invalid[row] = "missing_image_id"
+        elif not prop:
+            invalid[row] = "missing_property_id"
+        elif not answer:
+            invalid[row] = "missing_answer"
+        if qid is not None:
+            seen.add(qid)
+
+    valid = sorted((row for row in range(len(qids)) if row not in invalid), key=lambda r: qids[r])
+    state = keys.salt(seed, "balance")
+    key = {row: keys.key_of(state, rank) for rank, row in enumerate(valid)}
+    alive = set(valid)
+    removed_in: dict[int, tuple[int, str]] = {}
+    before = _group_counts(valid, props, answers)
+    rounds: list[dict] = []
+    converged = False
+    for round_no in range(1, config.rounds + 1 if config.enabled else 1):
+        current = _group_counts([r for r in valid if r in alive], props, answers)
+        plan = {}  # (prop, answer) -> (excess, reason)
+        for prop, counts in current.items():
+            for answer, (target, reason) in group_targets(counts, config).items():
+                if counts[answer] > target:
+                    plan[(prop, answer)] = (counts[answer] - target, reason)
+        if not plan:
+            converged = True
+            break
+        image_count = Counter(images[r] for r in valid if r in alive)
+        candidates: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for row in valid:
+            if row in alive and (props[row], answers[row]) in plan:
+                candidates[(props[row], answers[row])].append(row)
+        dropped = []
+        for pair, rows in candidates.items():
+            excess, reason = plan[pair]
+            rows.sort(key=lambda r: (-image_count[images[r]], key[r]))
+            for row in rows[:excess]:
+                dropped.append((row, reason))
+        for row, reason in dropped:
+            alive.discard(row)
+            removed_in[row] = (round_no, reason)
+        by_reason = Counter(reason for _, reason in dropped)
+        rounds.append(
+            {
+                "round": round_no,
+                "removed": len(dropped),
+                "by_reason": {r: by_reason[r] for r in BALANCE_REASONS if by_reason[r]},
+                "groups_touched": len({props[row] for row, _ in dropped}),
+                "questions_after": len(alive),
+            }
+        )
+    else:
+        if config.enabled:
+            current = _group_counts([r for r in valid if r in alive], props, answers)
+            converged = all(
+                counts[a] <= t for counts in current.values() for a, (t, _) in group_targets(counts, config).items()
+            )
+
+    kept_rows = [r for r in valid if r in alive]
+    invalid_rows = [r for r in range(len(qids)) if r in invalid]
+    removal_list = [(r, 0, invalid[r]) for r in invalid_rows] + [
+        (r, removed_in[r][0], removed_in[r][1]) for r in valid if r not in alive
+    ]
+    order = sorted(range(len(removal_list)), key=lambda i: (qids[removal_list[i][0]] is None, qids[removal_list[i][0]] or "", i))
+    removed = pa.Table.from_pylist(
+        [
+            {"question_id": qids[r], "property_id": props[r], "answer": answers[r], "round": rnd, "reason": why}
+            for r, rnd, why in (removal_list[i] for i in order)
+        ],
+        schema=REMOVED,
+    )
+    images_before = {images[r] for r in valid}
+    images_after = {images[r] for r in kept_rows}
+    report = balance_report(
+        before,
+        _group_counts(kept_rows, props, answers),
+        config,
+        seed,
+        questions_in=len(qids),
+        invalid=Counter(invalid.values()),
+        rounds=rounds,
+        converged=converged,
+        images_before=len(images_before),
+        images_emptied=len(images_before - images_after),
+    )
+    return BalanceResult(kept=pool.take(pa.array(kept_rows, type=pa.int64())), removed=removed, report=report)
+
+
+def group_targets(counts: dict[str, int], config: BalanceConfig) -> dict[str, tuple[int, str]]:
+    """Target count and binding reason for each answer of one group (one round)."""
+    ranked = sorted(((a, c) for a, c in counts.items() if c > 0), key=lambda ac: (-ac[1], ac[0]))
+    out = {}
+    tail = sum(c for _, c in ranked)
+    for rank, (answer, count) in enumerate(ranked):
+        tail -= count
+        next_count = ranked[rank + 1][1] if rank + 1 < len(ranked) else 0
+        by_tail = math.floor(config.head_tail_bound * tail)
+        by_ratio = math.floor(config.max_ratio * next_count)
+        reason = "head_tail_bound" if by_tail <= by_ratio else "max_ratio"
+        if rank < config.top_k and tail > 0:
+            goal = min(count, max(min(by_tail, by_ratio), math.ceil(config.min_ratio * next_count)))
+            out[answer] = (max(goal, count - math.ceil(config.max_round_fraction * count)), reason)
+        else:
+            out[answer] = (count, reason)
+    return out
+
+
+def _group_counts(rows: list[int], props: list, answers: list) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        group = out.setdefault(props[row], {})
+        group[answers[row]] = group.get(answers[row], 0) + 1
+    return out
+
+
+def reference_split(questions: pa.Table, config: SplitConfig, seed: int) -> SplitResult:
+    """Pure-Python twin of :func:`tasks.balance.split.split_images`."""
+    check_split_input(questions)
+    qids = questions.column("question_id").to_pylist()
+    images = questions.column("image_id").to_pylist()
+    answers = questions.column("answer").to_pylist()
+    n = len(qids)
+
+    answer_count = Counter(a for a in answers if a is not None)
+    pool = sorted(
+        ((a, c) for a, c in answer_count.items() if c >= config.pool_min_share * n), key=lambda ac: (-ac[1], ac[0])
+    )
+    pool_set = {a for a, _ in pool}
+    per_image: dict[str, Counter] = defaultdict(Counter)
+    questions_of: Counter = Counter()
+    for image, answer in zip(images, answers):
+        questions_of[image] += 1
+        if answer in pool_set:
+            per_image[image][answer] += 1
+
+    state = keys.salt(seed, "split")
+    records = []  # [image, initial, first, questions, key]
+    for rank, image in enumerate(sorted(questions_of)):
+        top = sorted(per_image[image].items(), key=lambda ac: (-ac[1], ac[0]))[:2]
+        first = "1" + top[0][0] if top else "0"
+        initial = first + SEP + top[1][0] if len(top) == 2 else first
+        records.append([image, initial, first, questions_of[image], keys.key_of(state, rank)])
+    initial_size = Counter(r[1] for r in records)
+    level1 = {r[0]: (r[2] if initial_size[r[1]] == 1 else r[1]) for r in records}
+    level1_size = Counter(level1.values())
+    label = {image: ("2" if level1_size[lab] == 1 else lab) for image, lab in level1.items()}
+
+    records.sort(key=lambda r: (label[r[0]], -r[3], r[4]))
+    ratio = config.train_ratio
+    is_train = {}
+    for position, record in enumerate(records):
+        is_train[record[0]] = math.floor(ratio * (position + 1) + 0.5) - math.floor(ratio * position + 0.5) == 1
+
+    rows = sorted(range(n), key=lambda r: (qids[r] is None, qids[r] or "", r))
+    train_rows = [r for r in rows if is_train[images[r]]]
+    test_rows = [r for r in rows if not is_train[images[r]]]
+    report = split_report(
+        config,
+        seed,
+        questions=n,
+        pool=pool,
+        images=[(r[1], level1[r[0]], label[r[0]], r[3], is_train[r[0]]) for r in records],
+    )
+    table = pa.Table.from_pylist(
+        [
+            {
+                "image_id": image,
+                "category": readable_category(label[image]),
+                "questions": questions_of[image],
+                "split": "train" if is_train[image] else "test",
+            }
+            for image in sorted(questions_of)
+        ],
+        schema=IMAGES,
+    )
+    return SplitResult(
+        train=questions.take(pa.array(train_rows, type=pa.int64())),
+        test=questions.take(pa.array(test_rows, type=pa.int64())),
+        images=table,
+        report=report,
+    )
