@@ -1,0 +1,179 @@
+"""Google Landmarks v2 source: stream train.csv (4.1 M rows) into shards of images and objects.
+
+Inputs in one folder: ``train.csv`` (``id,url,landmark_id``; the Kaggle 2020/2021
+releases drop ``url``), or else ``index.csv`` / ``test.csv`` (``id,url``, no landmark);
+``train_label_to_category.csv`` (required when rows carry landmark ids) and the
+optional ``train_clean.csv`` (see tasks/sources/gldv2_side.py).
+
+Per row: an image ``gldv2:<id>`` (``group_id`` = landmark id, ``is_clean`` from
+train_clean.csv or null without it, width/height null: unknown without the file,
+``file_path`` ``<split>/a/b/c/abc....jpg``) and, when the row has a landmark, one
+whole-image object ``gldv2:<id>/o0`` (box null) labelled with the Commons category name.
+
+Accounting unit (``rows_in``): one data row of the split file, plus, in shard 0, each
+rejected row or image id of the side files. Kept rows count once (their object is not
+counted again: ``rows_out`` = images).
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from reasonvqa import schemas
+from reasonvqa.stage import Rejects, StageResult, run_stream, stage_stats
+from tasks.sources.gldv2_side import CATEGORIES, CLEAN, SideTables, csv_rows, image_key, read_side_tables
+from tasks.sources.normalize import as_int_id
+from tasks.sources.seen_ids import SeenIds
+
+STAGE = "sources_gldv2"
+ORIGIN = "annotation:gldv2"
+SPLIT_FILES = ("train.csv", "index.csv", "test.csv")
+
+
+def locate_split(folder: Path) -> Path:
+    """The image list to read: train.csv, else index.csv, else test.csv."""
+    for name in SPLIT_FILES:
+        if (folder / name).is_file():
+            return folder / name
+    raise FileNotFoundError(f"GLDv2 image list not found: {folder / SPLIT_FILES[0]} (nor index.csv, test.csv)")
+
+
+def is_http_url(text: str) -> bool:
+    """True for an absolute http(s) URL with a host."""
+    try:
+        parts = urlsplit(text.strip())
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.netloc) and " " not in text.strip()
+
+
+def ingest_gldv2(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: int | None = None) -> list[dict]:
+    """Read a GLDv2 folder into ``stage_dir``; return the per-shard stats.
+
+    A finished stage (``_done/ALL``) is not read again. ``max_images`` reads only the
+    first N data rows of the image list.
+    """
+    stage_dir = Path(stage_dir)
+    if (stage_dir / "_done" / "ALL").exists():
+        return stage_stats(stage_dir)
+    if shard_size < 1:
+        raise ValueError(f"shard_size must be >= 1, got {shard_size}")
+    folder = Path(path)
+    split = locate_split(folder)
+    with closing(csv_rows(split)) as rows:
+        header = next(rows)
+    side = read_side_tables(folder, need_categories="landmark_id" in header)
+    extra = {
+        "source": "gldv2",
+        "split_file": split.name,
+        "missing_files": sorted(n for n in (CATEGORIES, CLEAN) if not (folder / n).is_file()),
+    }
+    return run_stream(stage_dir, _shards(split, side, shard_size, max_images, extra))
+
+
+def _shards(split: Path, side: SideTables, shard_size: int, max_images: int | None, extra: dict) -> Iterator[StageResult]:
+    seen = SeenIds()
+    with closing(csv_rows(split)) as rows:
+        header = next(rows)
+        builder = _ShardBuilder(split, header, side, seen, extra)
+        if "id" not in header:
+            yield builder.build(0, [], header_error=True)
+            return
+        chunk: list[tuple[int, list[str]]] = []
+        shard = read = 0
+        for line, row in rows:
+            if max_images is not None and read >= max_images:
+                break
+            chunk.append((line, row))
+            read += 1
+            if len(chunk) == shard_size:
+                yield builder.build(shard, chunk)
+                shard, chunk = shard + 1, []
+        if chunk or shard == 0:
+            yield builder.build(shard, chunk)
+
+
+class _ShardBuilder:
+    """Turns chunks of split-file rows into shard results (duplicate ids checked across shards)."""
+
+    def __init__(self, split: Path, header: list[str], side: SideTables, seen: SeenIds, extra: dict) -> None:
+        self.split, self.header, self.side, self.seen, self.extra = split, header, side, seen, extra
+        self.stem = split.stem
+        self.columns = {name: header.index(name) for name in ("id", "url", "landmark_id") if name in header}
+
+    def build(self, shard: int, chunk: list[tuple[int, list[str]]], header_error: bool = False) -> StageResult:
+        rejects = Rejects(STAGE, shard)
+        rows_in = len(chunk)
+        if shard == 0:
+            rows_in += len(self.side.rejects) + header_error
+            for reason, source, record in self.side.rejects:
+                rejects.add(reason, source, record)
+            if header_error:
+                rejects.add("csv_header_malformed", f"{self.split.name}:1", ",".join(self.header))
+        valid = [v for v in (self._check(line, row, rejects) for line, row in chunk) if v is not None]
+        ids = np.array([int(v[1], 16) for v in valid], dtype=np.uint64)
+        repeated = self.seen.add_batch(ids)
+        clean = self.side.is_clean(ids)
+        images, objects = [], []
+        for i, (source, key, url, landmark, row) in enumerate(valid):
+            if repeated[i]:
+                rejects.add("duplicate_image_id", source, row)
+                continue
+            image_id = f"gldv2:{key}"
+            images.append(
+                {
+                    "image_id": image_id,
+                    "source": "gldv2",
+                    "source_image_id": key,
+                    "width": None,
+                    "height": None,
+                    "url": url,
+                    "file_path": f"{self.stem}/{key[0]}/{key[1]}/{key[2]}/{key}.jpg",
+                    "group_id": None if landmark is None else str(landmark),
+                    "is_clean": None if clean is None else bool(clean[i]),
+                }
+            )
+            if landmark is not None:
+                category = self.side.categories[landmark]
+                objects.append(
+                    {
+                        "object_id": f"{image_id}/o0",
+                        "image_id": image_id,
+                        "label": category,
+                        "names": [category],
+                        "origin": ORIGIN,
+                        "commons_category": category,
+                    }
+                )
+        images.sort(key=lambda r: r["image_id"])
+        objects.sort(key=lambda r: r["object_id"])
+        outputs = {"images": schemas.from_rows(images, schemas.IMAGES), "objects": schemas.from_rows(objects, schemas.OBJECTS)}
+        extra = {**self.extra, "tables": {k: t.num_rows for k, t in outputs.items()}}
+        return StageResult(outputs=outputs, rejects=rejects, rows_in=rows_in, rows_out=len(images), extra=extra)
+
+    def _check(self, line: int, row: list[str], rejects: Rejects) -> tuple | None:
+        """(source, image key, url, landmark id, row) of a well-formed row; otherwise one reject."""
+        source = f"{self.split.name}:{line}"
+        reason = None
+        key = url = landmark = None
+        if len(row) != len(self.header):
+            reason = "csv_row_malformed"
+        elif (key := image_key(row[self.columns["id"]])) is None:
+            reason = "image_id_malformed"
+        elif "url" in self.columns and not is_http_url(url := row[self.columns["url"]].strip()):
+            reason = "url_malformed"
+        elif "landmark_id" in self.columns:
+            landmark = as_int_id(row[self.columns["landmark_id"]])
+            if landmark is None:
+                reason = "landmark_id_not_numeric"
+            elif landmark not in self.side.categories:
+                reason = "landmark_without_category"
+        if reason is not None:
+            rejects.add(reason, source, row)
+            return None
+        return source, key, url, landmark, row

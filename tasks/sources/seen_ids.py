@@ -1,0 +1,47 @@
+"""A compact set of 64-bit ids for duplicate checks over millions of rows.
+
+Ids live in a few sorted numpy arrays whose sizes at least double from last to first
+(merged as they fill), so a batch lookup is a handful of binary searches and adding n
+ids costs O(n log n) overall: 4.1 M GLDv2 ids take ~33 MB instead of ~250 MB as a
+Python set of ints.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class SeenIds:
+    """Add batches of uint64 ids; each batch reports which ids were already seen."""
+
+    def __init__(self) -> None:
+        self._levels: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return sum(level.size for level in self._levels)
+
+    def contains(self, ids: np.ndarray) -> np.ndarray:
+        """Boolean mask: which of ``ids`` are in the set."""
+        ids = np.asarray(ids, dtype=np.uint64)
+        found = np.zeros(ids.shape, dtype=bool)
+        for level in self._levels:
+            where = np.searchsorted(level, ids)
+            where[where == level.size] = 0
+            found |= level[where] == ids
+        return found
+
+    def add_batch(self, ids: np.ndarray) -> np.ndarray:
+        """Add ``ids`` (in order) and return the mask of those seen before or earlier in the batch."""
+        ids = np.asarray(ids, dtype=np.uint64)
+        seen = self.contains(ids)
+        _, first = np.unique(ids, return_index=True)
+        repeated = np.ones(ids.shape, dtype=bool)
+        repeated[first] = False
+        seen |= repeated
+        new = np.unique(ids[~seen])
+        if new.size:
+            self._levels.append(new)
+            while len(self._levels) > 1 and self._levels[-2].size <= 2 * self._levels[-1].size:
+                top = self._levels.pop()
+                self._levels[-1] = np.union1d(self._levels[-1], top)
+        return seen

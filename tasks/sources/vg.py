@@ -1,0 +1,155 @@
+"""Visual Genome source: stream the released JSON files into image-aligned shards.
+
+Inputs in one folder: ``image_data.json`` (required), ``objects.json`` (required, or
+``scene_graphs.json`` with objects and relationships per image instead), and optional
+``attributes.json`` and ``relationships.json``. Files are streamed with ijson, never
+loaded whole (objects.json is ~400 MB, scene_graphs.json needs >6 GB in memory);
+only image_data.json (~20 MB) is read into an index.
+
+Output: one stage folder with tables ``images``, ``objects``, ``relations``,
+``attributes`` (see reasonvqa/schemas.py) and the usual ``_rejects``/``_stats``/``_done``.
+Ids: ``vg:<image_id>``, ``vg:<image_id>/o<object_id>``, ``vg:<image_id>/r<relationship_id>``.
+Record parsing and the box policy: tasks/sources/vg_records.py; accounting:
+tasks/sources/vg_shard.py; file alignment: tasks/sources/vg_merge.py.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from reasonvqa.stage import StageResult, run_stream, stage_stats
+from tasks.sources.jsonstream import StreamFailure, iter_json_array
+from tasks.sources.vg_merge import AlignedCursor, OutOfOrder, PartitionedCursor, ShardPlan, partition_file
+from tasks.sources.vg_shard import VgShardBuilder, build_image_index
+
+IMAGE_DATA = "image_data.json"
+OBJECTS = "objects.json"
+SCENE_GRAPHS = "scene_graphs.json"
+ATTRIBUTES = "attributes.json"
+RELATIONSHIPS = "relationships.json"
+
+
+@dataclass(frozen=True)
+class VgFiles:
+    """The files one build reads, in the order a shard must consume them."""
+
+    image_data: Path
+    primary: Path  # objects.json or scene_graphs.json
+    attributes: Path | None
+    relationships: Path | None
+    missing: tuple[str, ...]  # optional files that are absent
+    ignored: tuple[str, ...]  # present but not read (superseded by another file)
+
+    def annotation_files(self) -> list[tuple[str, Path]]:
+        files = [("primary", self.primary), ("attributes", self.attributes), ("relationships", self.relationships)]
+        return [(kind, p) for kind, p in files if p is not None]
+
+
+def locate_files(folder: Path) -> VgFiles:
+    """Find the Visual Genome files in ``folder``; FileNotFoundError names a missing required one."""
+    folder = Path(folder)
+    image_data = folder / IMAGE_DATA
+    if not image_data.is_file():
+        raise FileNotFoundError(f"Visual Genome image metadata not found: {image_data}")
+    objects, scene_graphs = folder / OBJECTS, folder / SCENE_GRAPHS
+    relationships, attributes = folder / RELATIONSHIPS, folder / ATTRIBUTES
+    ignored: list[str] = []
+    missing: list[str] = []
+    if objects.is_file():
+        primary, relations = objects, relationships if relationships.is_file() else None
+        if relations is None:
+            missing.append(RELATIONSHIPS)
+        if scene_graphs.is_file():
+            ignored.append(SCENE_GRAPHS)
+    elif scene_graphs.is_file():
+        primary, relations = scene_graphs, None  # scene graphs carry their own relationships
+        if relationships.is_file():
+            ignored.append(RELATIONSHIPS)
+    else:
+        raise FileNotFoundError(f"Visual Genome objects not found: {objects} (nor {scene_graphs})")
+    if not attributes.is_file():
+        missing.append(ATTRIBUTES)
+    return VgFiles(
+        image_data=image_data,
+        primary=primary,
+        attributes=attributes if attributes.is_file() else None,
+        relationships=relations,
+        missing=tuple(sorted(missing)),
+        ignored=tuple(ignored),
+    )
+
+
+def read_image_rows(path: Path) -> tuple[list, StreamFailure | None]:
+    """All rows of image_data.json (small), and the failure if the file stops parsing."""
+    rows: list = []
+    for item in iter_json_array(path):
+        if isinstance(item, StreamFailure):
+            return rows, item
+        rows.append(item[1])
+    return rows, None
+
+
+def ingest_vg(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: int | None = None) -> list[dict]:
+    """Read a Visual Genome folder into ``stage_dir``; return the per-shard stats.
+
+    A finished stage (``_done/ALL``) is not read again. ``max_images`` keeps the first
+    N rows of image_data.json and the annotations of those images.
+    """
+    stage_dir = Path(stage_dir)
+    if (stage_dir / "_done" / "ALL").exists():
+        return stage_stats(stage_dir)
+    if shard_size < 1:
+        raise ValueError(f"shard_size must be >= 1, got {shard_size}")
+    files = locate_files(Path(path))
+    rows, image_failure = read_image_rows(files.image_data)
+    index = build_image_index(rows)
+    del rows
+    selected = len(index.entries) if max_images is None else min(max_images, len(index.entries))
+    plan = ShardPlan(index, selected, shard_size)
+    extra = {
+        "source": "vg",
+        "primary_file": files.primary.name,
+        "missing_files": list(files.missing),
+        "ignored_files": list(files.ignored),
+        "merge": "aligned",
+    }
+    aligned = {kind: AlignedCursor(p, plan) for kind, p in files.annotation_files()}
+    try:
+        return run_stream(stage_dir, _shards(plan, aligned, files, extra, image_failure))
+    except OutOfOrder as disorder:
+        extra["merge"] = "partitioned"
+        extra["merge_reason"] = str(disorder)
+    finally:
+        for cursor in aligned.values():
+            cursor.close()
+    with tempfile.TemporaryDirectory(prefix=f".{stage_dir.name}-spill-", dir=stage_dir.parent) as spill:
+        partitioned = {kind: partition_file(p, plan, Path(spill) / kind) for kind, p in files.annotation_files()}
+        extra["skipped_outside_selection"] = sum(c.skipped_outside for c in partitioned.values())
+        return run_stream(stage_dir, _shards(plan, partitioned, files, extra, image_failure))
+
+
+def _shards(
+    plan: ShardPlan,
+    cursors: dict[str, AlignedCursor] | dict[str, PartitionedCursor],
+    files: VgFiles,
+    extra: dict,
+    image_failure: StreamFailure | None,
+) -> Iterator[StageResult]:
+    for shard in range(plan.n_shards):
+        builder = VgShardBuilder(shard, plan.index, extra)
+        if shard == 0 and image_failure is not None:
+            builder.add_failure(image_failure)
+        for pos in plan.positions(shard):
+            builder.add_image_row(pos)
+        for kind, cursor in cursors.items():
+            add = {"primary": builder.add_primary, "attributes": builder.add_attributes, "relationships": builder.add_relationships}[kind]
+            label = getattr(files, kind).name
+            for item in cursor.take(shard):
+                if isinstance(item, StreamFailure):
+                    builder.add_failure(item)
+                else:
+                    add(label, item[0], item[1])
+        yield builder.result()

@@ -1,0 +1,184 @@
+"""Parse single Visual Genome records across file versions into plain values.
+
+Field drift handled (v1.0 / v1.2 / v1.4 and ``scene_graphs.json``):
+
+* image records: ``image_id`` or ``id``;
+* objects: ``object_id`` or ``id``; ``names`` (list) or ``name`` (string, as in
+  relationship subjects/objects); ``synsets`` as strings or ``{"synset_name": ...}``
+  dicts, missing or empty; box ``w``/``h`` or ``width``/``height``; v1.4
+  ``merged_object_ids`` (ids of older objects folded into this one);
+* relationships: ``relationship_id`` or ``id``; endpoints as embedded objects
+  (``subject``/``object``) or as ids (``subject_id``/``object_id``, scene graphs).
+
+Each parser returns a value or a short reject reason, never raises on bad input.
+
+Box policy (stated once, here): coordinates must be finite numbers, ``w`` and ``h``
+strictly positive. A box that overhangs the image is clipped to it when at least
+``MIN_VISIBLE_FRACTION`` of its area lies inside; a box with less inside is rejected
+(``box_mostly_outside``), one with nothing inside too (``box_outside_image``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tasks.sources.normalize import as_int_id, as_number, normalize_label
+
+MIN_VISIBLE_FRACTION = 0.5
+
+
+@dataclass(frozen=True)
+class ImageEntry:
+    """One valid row of image_data.json."""
+
+    image_id: int
+    width: int
+    height: int
+    url: str | None
+
+
+@dataclass(frozen=True)
+class ObjectEntry:
+    """One valid object, box already clipped to its image."""
+
+    object_id: int
+    names: list[str]
+    synsets: list[str]
+    box: tuple[float, float, float, float]
+    clipped: bool
+    merged_ids: list[int]
+
+
+@dataclass(frozen=True)
+class RelationEntry:
+    """One relationship with its endpoint ids (not yet resolved against the image's objects)."""
+
+    relationship_id: int
+    predicate: str
+    synset: str | None
+    subject_id: int
+    object_id: int
+    subject_name: str | None
+    object_name: str | None
+
+
+def record_image_id(record: object) -> int | None:
+    """The image id of a per-image record (``image_id`` or the older ``id``)."""
+    if not isinstance(record, dict):
+        return None
+    value = record.get("image_id", record.get("id"))
+    return as_int_id(value)
+
+
+def parse_image_entry(record: object) -> ImageEntry | str:
+    """An image_data.json row, or a reject reason."""
+    if not isinstance(record, dict):
+        return "image_record_malformed"
+    image_id = record_image_id(record)
+    if image_id is None:
+        return "image_missing_id"
+    width, height = as_number(record.get("width")), as_number(record.get("height"))
+    if width is None or height is None or width <= 0 or height <= 0 or not width.is_integer() or not height.is_integer():
+        return "image_bad_size"
+    url = record.get("url")
+    return ImageEntry(image_id, int(width), int(height), url if isinstance(url, str) and url else None)
+
+
+def object_names(record: dict) -> list[str]:
+    """Normalized, de-duplicated names from ``names`` (list or string) or ``name``."""
+    raw = record.get("names", record.get("name"))
+    values = raw if isinstance(raw, list) else [raw]
+    names: list[str] = []
+    for value in values:
+        name = normalize_label(value)
+        if name is not None and name not in names:
+            names.append(name)
+    return names
+
+
+def synset_names(raw: object) -> list[str]:
+    """Synset names from a list (or single value) of strings or ``{"synset_name": ...}`` dicts."""
+    values = raw if isinstance(raw, list) else ([] if raw is None else [raw])
+    names: list[str] = []
+    for value in values:
+        if isinstance(value, dict):
+            value = value.get("synset_name")
+        if isinstance(value, str) and value.strip() and value.strip() not in names:
+            names.append(value.strip())
+    return names
+
+
+def object_id_of(record: object) -> int | None:
+    """``object_id`` or the older ``id`` of an object-like dict."""
+    if not isinstance(record, dict):
+        return None
+    return as_int_id(record.get("object_id", record.get("id")))
+
+
+def clip_box(x: float, y: float, w: float, h: float, width: int, height: int) -> tuple[tuple[float, float, float, float], bool] | str:
+    """Clip a positive-size XYWH box to the image (see the module's box policy)."""
+    x0, y0, x1, y1 = max(x, 0.0), max(y, 0.0), min(x + w, float(width)), min(y + h, float(height))
+    if x1 <= x0 or y1 <= y0:
+        return "box_outside_image"
+    inside = (x1 - x0) * (y1 - y0)
+    if inside < MIN_VISIBLE_FRACTION * w * h:
+        return "box_mostly_outside"
+    clipped = (x0, y0, x1 - x0, y1 - y0)
+    return clipped, clipped != (x, y, w, h)
+
+
+def parse_object(record: object, image: ImageEntry) -> ObjectEntry | str:
+    """An object of ``image``, or a reject reason."""
+    if not isinstance(record, dict):
+        return "object_malformed"
+    object_id = object_id_of(record)
+    if object_id is None:
+        return "object_missing_id"
+    names = object_names(record)
+    if not names:
+        return "object_missing_name"
+    raw_box = [record.get("x"), record.get("y"), record.get("w", record.get("width")), record.get("h", record.get("height"))]
+    if any(v is None for v in raw_box):
+        return "box_missing"
+    box = [as_number(v) for v in raw_box]
+    if any(v is None for v in box):
+        return "box_not_numeric"
+    x, y, w, h = box  # type: ignore[misc]
+    if w <= 0 or h <= 0:
+        return "box_nonpositive_size"
+    fitted = clip_box(x, y, w, h, image.width, image.height)
+    if isinstance(fitted, str):
+        return fitted
+    merged = record.get("merged_object_ids") or []
+    merged_ids = [i for i in (as_int_id(v) for v in merged) if i is not None] if isinstance(merged, list) else []
+    return ObjectEntry(object_id, names, synset_names(record.get("synsets")), fitted[0], fitted[1], merged_ids)
+
+
+def _endpoint(record: dict, role: str) -> tuple[int, str | None] | None:
+    """Endpoint id and name from an embedded object (``subject``) or a bare id (``subject_id``)."""
+    embedded = record.get(role)
+    if isinstance(embedded, dict):
+        object_id = object_id_of(embedded)
+        names = object_names(embedded)
+        return (object_id, names[0] if names else None) if object_id is not None else None
+    if embedded is not None:
+        return None
+    object_id = as_int_id(record.get(f"{role}_id"))
+    return (object_id, None) if object_id is not None else None
+
+
+def parse_relation(record: object) -> RelationEntry | str:
+    """A relationship, or a reject reason."""
+    if not isinstance(record, dict):
+        return "relation_malformed"
+    relationship_id = as_int_id(record.get("relationship_id", record.get("id")))
+    if relationship_id is None:
+        return "relation_missing_id"
+    predicate = normalize_label(record.get("predicate"))
+    if predicate is None:
+        return "relation_missing_predicate"
+    subject, obj = _endpoint(record, "subject"), _endpoint(record, "object")
+    if subject is None or obj is None:
+        return "relation_endpoint_malformed"
+    synsets = synset_names(record.get("synsets"))
+    return RelationEntry(relationship_id, predicate, synsets[0] if synsets else None, subject[0], obj[0], subject[1], obj[1])
