@@ -76,25 +76,30 @@ def csv_rows(path: Path) -> Iterator:
                 yield reader.line_num, row
 
 
-def read_categories(path: Path, tables: SideTables) -> None:
-    """Fill ``tables.categories`` from train_label_to_category.csv."""
+def _columns(path: Path, names: tuple[str, str], rejects: list[Reject]) -> Iterator[tuple[str, str, str, list[str]]]:
+    """``(source, first, second, row)`` for each well-formed row, ``first``/``second`` the named columns.
+
+    A header without both columns is one reject; a row of the wrong width is one reject.
+    """
     with closing(csv_rows(path)) as rows:
         header = next(rows)
-        if "landmark_id" in header and "category" in header:
-            _read_categories(path.name, header, rows, tables)
-        else:
-            tables.rejects.append(("csv_header_malformed", f"{path.name}:1", ",".join(header)))
+        if not all(name in header for name in names):
+            rejects.append(("csv_header_malformed", f"{path.name}:1", ",".join(header)))
+            return
+        first, second = (header.index(name) for name in names)
+        for line, row in rows:
+            source = f"{path.name}:{line}"
+            if len(row) != len(header):
+                rejects.append(("csv_row_malformed", source, row))
+            else:
+                yield source, row[first], row[second], row
 
 
-def _read_categories(file: str, header: list[str], rows: Iterator, tables: SideTables) -> None:
-    lid, cat = header.index("landmark_id"), header.index("category")
-    for line, row in rows:
-        source = f"{file}:{line}"
-        if len(row) != len(header):
-            tables.rejects.append(("csv_row_malformed", source, row))
-            continue
-        landmark = as_int_id(row[lid])
-        name = commons_category_name(row[cat])
+def read_categories(path: Path, tables: SideTables) -> None:
+    """Fill ``tables.categories`` from train_label_to_category.csv."""
+    for source, landmark_text, url, row in _columns(path, ("landmark_id", "category"), tables.rejects):
+        landmark = as_int_id(landmark_text)
+        name = commons_category_name(url)
         if landmark is None:
             tables.rejects.append(("category_landmark_id_not_numeric", source, row))
         elif name is None:
@@ -108,33 +113,19 @@ def _read_categories(file: str, header: list[str], rows: Iterator, tables: SideT
 def read_clean(path: Path, tables: SideTables) -> None:
     """Fill ``tables.clean`` from train_clean.csv (one reject per bad row or bad image id)."""
     chunks: list[np.ndarray] = []
-    with closing(csv_rows(path)) as rows:
-        header = next(rows)
-        if "landmark_id" in header and "images" in header:
-            _read_clean(path.name, header, rows, tables, chunks)
-        else:
-            tables.rejects.append(("csv_header_malformed", f"{path.name}:1", ",".join(header)))
-    tables.clean = np.unique(np.concatenate(chunks)) if chunks else np.zeros(0, dtype=np.uint64)
-
-
-def _read_clean(file: str, header: list[str], rows: Iterator, tables: SideTables, chunks: list[np.ndarray]) -> None:
-    lid, img = header.index("landmark_id"), header.index("images")
-    for line, row in rows:
-        source = f"{file}:{line}"
-        if len(row) != len(header):
-            tables.rejects.append(("csv_row_malformed", source, row))
-            continue
-        if as_int_id(row[lid]) is None:
+    for source, landmark_text, images, row in _columns(path, ("landmark_id", "images"), tables.rejects):
+        if as_int_id(landmark_text) is None:
             tables.rejects.append(("clean_landmark_id_not_numeric", source, row))
             continue
         ids = []
-        for token in row[img].split():
+        for token in images.split():
             key = image_key(token)
             if key is None:
                 tables.rejects.append(("clean_image_id_malformed", source, token))
             else:
                 ids.append(int(key, 16))
         chunks.append(np.array(ids, dtype=np.uint64))
+    tables.clean = np.unique(np.concatenate(chunks)) if chunks else np.zeros(0, dtype=np.uint64)
 
 
 def read_side_tables(folder: Path, need_categories: bool) -> SideTables:

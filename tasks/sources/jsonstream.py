@@ -54,7 +54,8 @@ class _TrackingReader:
             return b""
         chunk = self._pending + self._handle.read(size if size >= 0 else -1)
         self._pending = b""
-        self.start, self.end = self.end, self.end + len(chunk)
+        if chunk:  # an empty read (end of file) keeps the range of the last data read
+            self.start, self.end = self.end, self.end + len(chunk)
         return chunk
 
     def first_significant_byte(self) -> bytes:
