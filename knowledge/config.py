@@ -3,30 +3,62 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from reasonvqa.paths import DATA_DIR
 
+KNOWLEDGE_DATA_DIR = DATA_DIR / "knowledge"
+
 
 class KnowledgeConfig(BaseModel):
-    """Where knowledge comes from and how the client behaves."""
+    """Where knowledge comes from and how the client behaves.
+
+    The defaults follow the Wikidata Query Service rules (FIELD_NOTES section 3):
+    one query in flight, 429 + Retry-After honoured, bounded retries, a
+    policy-conformant User-Agent, POST for long queries.
+    """
 
     endpoint: str | None = Field(
         default=None,
         description="SPARQL endpoint URL; null = start the embedded Oxigraph mirror on 127.0.0.1.",
     )
     mirror_entities: Path = Field(
-        default=DATA_DIR / "knowledge" / "entities.jsonl",
-        description="Wikidata entities (JSON dump format) the embedded mirror is built from.",
+        default=KNOWLEDGE_DATA_DIR / "entities",
+        description=(
+            "Wikidata entities the embedded mirror is built from: a file or a folder of files in the "
+            "JSON dump format (one entity per line, the `[...]` dump, or Special:EntityData JSON; .gz/.bz2 ok)."
+        ),
     )
     batch_size: int = Field(default=200, ge=1, le=1000, description="Entity ids per VALUES query.")
     max_hops: int = Field(default=3, ge=1, le=3)
     cache_dir: Path | None = Field(default=None, description="Query cache folder; null = <work>/_sparql_cache.")
-    cache_ttl_days: float = Field(default=30.0, ge=0)
+    cache_ttl_days: float = Field(default=30.0, ge=0, description="Cached answers older than this are fetched again.")
     contact: str = Field(
         default="https://github.com/reasonvqa/reasonvqa-pipeline",
+        min_length=3,
         description="Contact URL or email sent in the User-Agent (Wikimedia policy).",
     )
+    tool_name: str = Field(default="reasonvqa-pipeline", pattern=r"^[A-Za-z0-9._-]+$", description="Tool name in the User-Agent.")
     hypernym_fallback: bool = Field(default=True, description="Link a synset through its hypernyms when it has no P8814 item.")
     max_hypernym_depth: int = Field(default=2, ge=0, le=10)
+    wordnet_source: Literal["auto", "nltk", "table"] = Field(
+        default="auto",
+        description="WordNet 3.0 -> 3.1 mapping: NLTK readers (needs wordnet + wordnet31 corpora), the bundled table, or auto.",
+    )
+    wordnet_table: Path = Field(
+        default=KNOWLEDGE_DATA_DIR / "wordnet" / "wn30_nouns.tsv.gz",
+        description="Bundled WordNet 3.0 noun table: name, 3.0 offset, ILI, 3.1 offset, 3.0 hypernym offsets.",
+    )
+    # HTTP behaviour
+    timeout_s: float = Field(default=65.0, gt=0, description="Socket timeout per request (WDQS kills queries at 60 s).")
+    max_attempts: int = Field(default=5, ge=1, le=20, description="Attempts per query (first try + retries).")
+    backoff_base_s: float = Field(default=1.0, ge=0, description="First retry delay for 5xx / timeouts; doubles per attempt.")
+    backoff_max_s: float = Field(default=60.0, ge=0, description="Upper bound of one backoff delay.")
+    max_retry_after_s: float = Field(
+        default=300.0, ge=0, description="A 429 asking to wait longer than this fails the stage instead of sleeping."
+    )
+    post_min_chars: int = Field(default=1500, ge=0, description="Queries at least this long are sent with POST.")
+    max_in_flight: int = Field(default=1, ge=1, le=8, description="Concurrent queries per client (WDQS asks for one).")
+    label_language: str = Field(default="en", pattern=r"^[a-z]{2,3}(-[a-z0-9]+)*$")

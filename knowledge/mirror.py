@@ -1,0 +1,249 @@
+"""The embedded knowledge base: an Oxigraph store built from Wikidata entity JSON, served over HTTP SPARQL.
+
+``build_store`` maps the entities to RDF (``rdf_mapping``) and loads them with the
+``oxigraph`` command-line tool; a store whose snapshot id (content hash of the
+entity files + mapping version) is unchanged is reused as is. ``serve_mirror``
+runs ``oxigraph serve-read-only`` on a free 127.0.0.1 port for the length of a
+``with`` block, so the pipeline's client talks HTTP SPARQL exactly as to Wikidata.
+``InProcessClient`` answers the same queries from a store opened in-process
+(pyoxigraph), for the offline CLI and unit tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pyoxigraph
+from pyoxigraph import Literal, NamedNode, QuerySolutions, RdfFormat, Store
+
+from knowledge.entity_dump import entity_files, read_entities
+from knowledge.rdf_mapping import MAPPING_VERSION, MappingStats, entity_triples, property_declarations
+
+log = logging.getLogger(__name__)
+
+STORE_SUBDIR = "db"
+SNAPSHOT_FILE = "snapshot.json"
+REPORT_FILE = "build_report.json"
+
+
+class MirrorError(RuntimeError):
+    """The embedded mirror could not be built or started."""
+
+
+def snapshot_id(entities_path: Path) -> str:
+    """Content hash of the entity file(s): ``sha256:<hex>`` over names and bytes, in name order."""
+    entities_path = Path(entities_path)
+    digest = hashlib.sha256()
+    base = entities_path if entities_path.is_dir() else entities_path.parent
+    for file in entity_files(entities_path):
+        digest.update(file.relative_to(base).as_posix().encode() + b"\0")
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return "sha256:" + digest.hexdigest()
+
+
+def oxigraph_binary() -> str:
+    """The ``oxigraph`` CLI of the PyPI package (next to this interpreter, else on PATH)."""
+    candidate = Path(sys.executable).parent / "oxigraph"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("oxigraph")
+    if not found:
+        raise MirrorError("the `oxigraph` command (PyPI package `oxigraph`) is not installed")
+    return found
+
+
+def write_ntriples(entities_path: Path, out_file: Path, languages: tuple[str, ...] = ("en",)) -> dict:
+    """Map every entity to N-Triples in ``out_file``; return a report of counts and problems."""
+    read = read_entities(entities_path)
+    if not read.entities:
+        problems = "; ".join(f"{p.source}: {p.reason}" for p in read.problems[:5])
+        raise MirrorError(f"no usable Wikidata entity in {entities_path}" + (f" ({problems})" if problems else ""))
+    stats = MappingStats()
+    datatypes: dict[str, str] = {}
+
+    def triples() -> Iterator[pyoxigraph.Triple]:
+        for entity_id in sorted(read.entities, key=lambda e: (e[0], int(e[1:]))):
+            yield from entity_triples(read.entities[entity_id], languages, stats, datatypes)
+        yield from property_declarations(datatypes)
+
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    with out_file.open("wb") as handle:
+        pyoxigraph.serialize(triples(), handle, format=RdfFormat.N_TRIPLES)
+    report = {
+        "entities": len(read.entities),
+        "statements": stats.statements,
+        "truthy_triples": stats.truthy,
+        "properties": len(datatypes),
+        "skipped": dict(sorted(stats.skipped.items())),
+        "problems": [{"source": p.source, "reason": p.reason} for p in read.problems],
+        "files": [f.name for f in read.files],
+    }
+    for problem in read.problems:
+        log.warning("entity input %s: %s", problem.source, problem.reason)
+    return report
+
+
+def build_store(entities_path: Path, store_dir: Path) -> Path:
+    """Build (or reuse) the Oxigraph store for ``entities_path`` under ``store_dir``; return its location."""
+    entities_path = Path(entities_path)
+    store_dir = Path(store_dir)
+    wanted = {"snapshot_id": snapshot_id(entities_path), "mapping_version": MAPPING_VERSION}
+    marker = store_dir / SNAPSHOT_FILE
+    if marker.exists() and (store_dir / STORE_SUBDIR).is_dir():
+        try:
+            if json.loads(marker.read_text()) == wanted:
+                return store_dir / STORE_SUBDIR
+        except json.JSONDecodeError:
+            pass
+    store_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=store_dir.name + ".building-", dir=store_dir.parent))
+    try:
+        data = staging / "entities.nt"
+        report = write_ntriples(entities_path, data)
+        done = subprocess.run(
+            [oxigraph_binary(), "load", "--location", str(staging / STORE_SUBDIR), "--file", str(data)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise MirrorError(f"oxigraph load failed for {entities_path}: {done.stderr.strip()[-2000:]}")
+        data.unlink()
+        (staging / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        (staging / SNAPSHOT_FILE).write_text(json.dumps(wanted, sort_keys=True) + "\n")
+        if store_dir.exists():
+            shutil.rmtree(store_dir)
+        os.replace(staging, store_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return store_dir / STORE_SUBDIR
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_ready(url: str, process: subprocess.Popen, timeout_s: float) -> None:
+    ask = url + "?" + urllib.parse.urlencode({"query": "ASK {}"})
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise MirrorError(f"oxigraph server exited with code {process.returncode}: {process.stderr.read()[-2000:]}")
+        try:
+            with urllib.request.urlopen(ask, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, socket.timeout):
+            time.sleep(0.05)
+    raise MirrorError(f"oxigraph server at {url} not ready after {timeout_s:.0f} s")
+
+
+@contextlib.contextmanager
+def serve_mirror(entities_path: Path, work_dir: Path, *, ready_timeout_s: float = 30.0) -> Iterator[str]:
+    """Serve the mirror of ``entities_path`` on 127.0.0.1; yield its SPARQL endpoint URL.
+
+    The store lives in ``work_dir/knowledge_mirror`` and is reused while the entity
+    files are unchanged. The server is stopped on exit, also when the block raises.
+    """
+    location = build_store(entities_path, Path(work_dir) / "knowledge_mirror")
+    last_error: Exception | None = None
+    for _ in range(3):  # a port taken between probe and bind: try another
+        port = _free_port()
+        process = subprocess.Popen(
+            [oxigraph_binary(), "serve-read-only", "--location", str(location), "--bind", f"127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        url = f"http://127.0.0.1:{port}/query"
+        try:
+            try:
+                _wait_ready(url, process, ready_timeout_s)
+            except MirrorError as error:
+                last_error = error
+                continue
+            log.info("knowledge mirror serving %s on %s", location, url)
+            yield url
+            return
+        finally:
+            _stop(process)
+    raise MirrorError(f"could not start the oxigraph server: {last_error}")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    if process.stderr:
+        process.stderr.close()
+
+
+class InProcessClient:
+    """Answers SELECT queries from a pyoxigraph store with the WikidataClient interface."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.requests = 0
+        self.cache_hits = 0
+
+    @classmethod
+    def open(cls, location: Path) -> "InProcessClient":
+        """Open a built store read-only."""
+        return cls(Store.read_only(str(location)))
+
+    def select(self, query: str) -> list[dict[str, dict[str, str]]]:
+        self.requests += 1
+        solutions = self.store.query(query)
+        if not isinstance(solutions, QuerySolutions):
+            raise TypeError("only SELECT queries are supported")
+        names = [v.value for v in solutions.variables]
+        rows = []
+        for solution in solutions:
+            row = {}
+            for name in names:
+                term = solution[name]
+                if term is not None:
+                    row[name] = _json_term(term)
+            rows.append(row)
+        return rows
+
+    def stats(self) -> dict[str, int]:
+        return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": 0}
+
+
+def _json_term(term: object) -> dict[str, str]:
+    """A term in the SPARQL 1.1 JSON results shape (what WDQS returns)."""
+    if isinstance(term, NamedNode):
+        return {"type": "uri", "value": term.value}
+    if isinstance(term, Literal):
+        out = {"type": "literal", "value": term.value}
+        if term.language:
+            out["xml:lang"] = term.language
+        elif term.datatype.value != "http://www.w3.org/2001/XMLSchema#string":
+            out["datatype"] = term.datatype.value
+        return out
+    return {"type": "bnode", "value": str(getattr(term, "value", term))}

@@ -1,0 +1,243 @@
+"""A polite SPARQL client for the Wikidata Query Service (and anything that speaks SPARQL 1.1 HTTP).
+
+Behaviour (FIELD_NOTES section 3):
+- User-Agent ``<tool>/<version> (<contact>) SPARQLWrapper/<version>`` (Wikimedia policy);
+- POST for long queries; one query in flight per client (configurable);
+- HTTP 429: wait ``Retry-After`` seconds (number or HTTP date), then retry;
+- 5xx, timeouts, connection errors, unparsable bodies: bounded exponential backoff with jitter;
+- 400: never retried, raised with the query text; other 4xx: not retried;
+- an on-disk cache keyed by endpoint + query text with a TTL; only complete,
+  parsed answers are cached, so a truncated body is never taken for a result.
+
+``requests`` counts HTTP requests actually sent (retries included); ``cache_hits``
+counts answers served from the cache.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import urllib.error
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, Protocol
+
+import SPARQLWrapper as sparqlwrapper_pkg
+from SPARQLWrapper import JSON, POST, SPARQLWrapper
+from SPARQLWrapper.SPARQLExceptions import EndPointInternalError, EndPointNotFound, QueryBadFormed, Unauthorized, URITooLong
+
+from knowledge.config import KnowledgeConfig
+
+log = logging.getLogger(__name__)
+
+Binding = dict[str, dict[str, str]]
+
+
+class SparqlError(RuntimeError):
+    """A query that could not be answered."""
+
+
+class QueryRejected(SparqlError):
+    """The endpoint refused the query itself (HTTP 400): retrying cannot help."""
+
+
+class EndpointUnavailable(SparqlError):
+    """The endpoint did not give a complete answer within the bounded retries."""
+
+
+class SparqlClient(Protocol):
+    """What the linking and facts stages need from a SPARQL endpoint."""
+
+    requests: int
+    cache_hits: int
+
+    def select(self, query: str) -> list[Binding]: ...
+
+
+def user_agent(config: KnowledgeConfig) -> str:
+    """``reasonvqa-pipeline/0.1.0 (<contact>) SPARQLWrapper/2.0.0``."""
+    try:
+        version = metadata.version("reasonvqa-pipeline")
+    except metadata.PackageNotFoundError:
+        version = "0"
+    return f"{config.tool_name}/{version} ({config.contact}) SPARQLWrapper/{sparqlwrapper_pkg.__version__}"
+
+
+@dataclass
+class _Transient(Exception):
+    """A failure worth retrying; ``wait`` is a server-imposed delay (429)."""
+
+    reason: str
+    wait: float | None = None
+
+
+class WikidataClient:
+    """SPARQL SELECT client with cache, retries and a request counter."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        config: KnowledgeConfig,
+        cache_dir: Path | None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not endpoint.startswith(("http://", "https://")):
+            raise ValueError(f"SPARQL endpoint must be an http(s) URL, got {endpoint!r}")
+        self.endpoint = endpoint
+        self.config = config
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.agent = user_agent(config)
+        self.requests = 0
+        self.cache_hits = 0
+        self.retries = 0
+        self._sleep = sleep
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._in_flight = threading.BoundedSemaphore(config.max_in_flight)
+
+    # -- public -------------------------------------------------------------
+    def select(self, query: str) -> list[Binding]:
+        """Run a SELECT query; return its bindings (from the cache when fresh)."""
+        cached = self._cache_read(query)
+        if cached is not None:
+            self.cache_hits += 1
+            return cached
+        bindings = self._fetch(query)
+        self._cache_write(query, bindings)
+        return bindings
+
+    def stats(self) -> dict[str, int]:
+        return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": self.retries}
+
+    # -- network ------------------------------------------------------------
+    def _fetch(self, query: str) -> list[Binding]:
+        attempts = self.config.max_attempts
+        last = "no attempt made"
+        for attempt in range(attempts):
+            try:
+                with self._in_flight:
+                    return self._request(query)
+            except _Transient as failure:
+                last = failure.reason
+                if attempt + 1 == attempts:
+                    break
+                delay = failure.wait if failure.wait is not None else self._backoff(attempt)
+                if delay > self.config.max_retry_after_s:
+                    raise EndpointUnavailable(
+                        f"{self.endpoint}: asked to wait {delay:.0f} s ({last}), more than "
+                        f"max_retry_after_s={self.config.max_retry_after_s:.0f}; giving up"
+                    ) from None
+                self.retries += 1
+                log.warning("SPARQL %s: %s; retry %d/%d in %.1f s", self.endpoint, last, attempt + 1, attempts - 1, delay)
+                self._sleep(delay)
+        raise EndpointUnavailable(f"{self.endpoint}: no complete answer after {attempts} attempts; last error: {last}")
+
+    def _backoff(self, attempt: int) -> float:
+        cap = min(self.config.backoff_max_s, self.config.backoff_base_s * (2**attempt))
+        return cap / 2 + self._rng.uniform(0, cap / 2)
+
+    def _request(self, query: str) -> list[Binding]:
+        wrapper = SPARQLWrapper(self.endpoint, agent=self.agent)
+        wrapper.setQuery(query)
+        wrapper.setReturnFormat(JSON)
+        wrapper.setTimeout(int(max(1, self.config.timeout_s)))
+        if len(query) >= self.config.post_min_chars:
+            wrapper.setMethod(POST)
+        self.requests += 1
+        try:
+            response = wrapper.query().response
+            body = response.read()
+        except QueryBadFormed as error:
+            raise QueryRejected(f"{self.endpoint} rejected the query (HTTP 400): {_short(error)}\nQuery:\n{query}") from None
+        except EndPointInternalError as error:
+            raise _Transient(f"HTTP 500: {_short(error)}") from None
+        except (EndPointNotFound, Unauthorized, URITooLong) as error:
+            raise EndpointUnavailable(f"{self.endpoint}: {_short(error)}") from None
+        except urllib.error.HTTPError as error:
+            if error.code == 429:
+                wait = _retry_after(error.headers.get("Retry-After"), self._clock())
+                raise _Transient("HTTP 429 Too Many Requests", wait=wait) from None
+            if error.code >= 500:
+                raise _Transient(f"HTTP {error.code}") from None
+            detail = error.read()[:300].decode("utf-8", "replace")
+            raise EndpointUnavailable(f"{self.endpoint}: HTTP {error.code} {error.reason}: {detail}") from None
+        except urllib.error.URLError as error:
+            raise _Transient(f"connection failed: {error.reason}") from None
+        except (TimeoutError, socket.timeout, ConnectionError, OSError) as error:
+            raise _Transient(f"{type(error).__name__}: {error}") from None
+        return _parse_bindings(body)
+
+    # -- cache --------------------------------------------------------------
+    def _cache_path(self, query: str) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        key = hashlib.sha256(f"{self.endpoint}\n{query}".encode()).hexdigest()
+        return self.cache_dir / key[:2] / f"{key}.json"
+
+    def _cache_read(self, query: str) -> list[Binding] | None:
+        path = self._cache_path(query)
+        if path is None or not path.exists():
+            return None
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return None  # a damaged cache file is simply refetched
+        if entry.get("endpoint") != self.endpoint or entry.get("query") != query:
+            return None
+        age_days = (self._clock() - float(entry.get("fetched_at", 0))) / 86400
+        if age_days > self.config.cache_ttl_days or not entry.get("complete"):
+            return None
+        return entry["bindings"]
+
+    def _cache_write(self, query: str, bindings: list[Binding]) -> None:
+        path = self._cache_path(query)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        entry = {"endpoint": self.endpoint, "query": query, "fetched_at": self._clock(), "complete": True, "bindings": bindings}
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(entry, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def _parse_bindings(body: bytes) -> list[Binding]:
+    """The bindings of a complete SPARQL JSON result; a truncated body is a transient failure."""
+    try:
+        document = json.loads(body)
+        bindings = document["results"]["bindings"]
+        document["head"]["vars"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise _Transient(f"incomplete or unparsable SPARQL JSON ({len(body)} bytes): {error}") from None
+    if not isinstance(bindings, list):
+        raise _Transient("SPARQL JSON without a bindings list")
+    return bindings
+
+
+def _retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date); None if absent/invalid."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def _short(error: Exception) -> str:
+    text = str(error).replace("\n", " ")
+    return text if len(text) <= 500 else text[:500] + "..."
