@@ -6,8 +6,26 @@ from pydantic import BaseModel, Field
 
 
 class QuestionConfig(BaseModel):
-    """Which questions to generate."""
+    """Which questions to generate and how their references and distractors are chosen."""
 
     domains: list[str] | None = Field(default=None, description="Restrict to these domains (names from templates/domains.yaml); null = all.")
     max_hops: int = Field(default=3, ge=1, le=3)
     scene_graph_clauses: bool = Field(default=True, description="Use Visual Genome relations as sub-clauses.")
+    max_scene_graph_refs: int = Field(
+        default=1, ge=0, description="Scene-graph phrases used per linked item and image (taken in relation-id order)."
+    )
+    max_predicate_words: int = Field(default=4, ge=1, description="Longest relationship predicate used in a scene-graph phrase.")
+    fallback_class_name: str = Field(
+        default="landmark",
+        min_length=1,
+        description="Name of a linked landmark whose item has no English instance-of/subclass-of label.",
+    )
+    latest_year: int = Field(
+        default=2026,
+        description="Date distractors never fall after this year (unless the answer does); a config value, never the clock.",
+    )
+    max_questions_per_image: int | None = Field(
+        default=None,
+        ge=1,
+        description="Keep at most this many questions per image (lowest question ids); the rest are rejected as over_image_cap. null = all.",
+    )

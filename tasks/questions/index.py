@@ -1,0 +1,244 @@
+"""What question generation needs from the whole fact table, computed once per build.
+
+- truthy facts: deprecated values dropped; where a subject+property has a preferred value,
+  only preferred values count (Wikidata's ``wdt:`` semantics); duplicates removed.
+- class names: the label that names a linked item in a question ("this skyscraper").
+- routes: every property path of 1..max_hops hops from each linked item (a subject with hop-1
+  facts), one row per (start item, route) with the final subject's value and how many distinct
+  values it has. Inner hops only follow single-valued item facts (an inner hop with two values
+  would make the sub-clause ambiguous); such edges are counted in ``stats``, not expanded.
+  No property repeats within a route and no route comes back to an item it passed through.
+- route texts: the composed template of each route, split around the subject phrase.
+- pools: per literal property the distinct values (by normalized label) found on any subject,
+  per fixed property its closed set; distractors are drawn from them.
+
+Everything here depends on the fact table and the bank only, never on which images a shard
+holds, so sharding cannot change a question.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from reasonvqa import schemas
+from tasks.questions.bank import NAMING_PROPERTIES, SUBJECT, TemplateBank
+from tasks.questions.config import QuestionConfig
+from tasks.questions.hashing import stable_rank
+from tasks.questions.text import clean_phrase_expr, normalize_expr, normalize_text
+
+VALUE_COLUMNS = ["value_kind", "value_qid", "value_label", "amount", "unit_qid", "unit_label", "time", "precision"]
+_KIND = {"item": "item", "quantity": "quantity", "time": "time", "string": "string", "monolingualtext": "string"}
+
+
+@dataclass
+class KnowledgeIndex:
+    """Routes, class names, route texts and distractor pools for one bank, domain filter and hop limit."""
+
+    bank_version: str
+    domains: list[str] | None
+    max_hops: int
+    routes: pl.DataFrame  # start_qid, route_key, n_hop, n_values, VALUE_COLUMNS; sorted by start_qid
+    class_names: pl.DataFrame  # qid, name_p31, name_p279
+    route_texts: pl.DataFrame  # route_key, route, property_id, category, prefix, suffix, template_ids, domains
+    pool: pl.DataFrame  # pool_idx, property_id, norm, display (ordered by property, then a stable hash)
+    pool_lookup: pl.DataFrame  # property_id, norm, pool_idx (fixed aliases included)
+    pool_spans: pl.DataFrame  # property_id, pool_offset, pool_size
+    stats: dict = field(default_factory=dict)
+    _route_spans: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+
+    def routes_for(self, qids: list[str]) -> pl.DataFrame:
+        """The route rows of the given start items (an unknown item has none)."""
+        idx = [np.arange(a, b) for a, b in (self._route_spans.get(q, (0, 0)) for q in qids)]
+        if not idx:
+            return self.routes.clear()
+        return self.routes[np.concatenate(idx)]
+
+
+def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: QuestionConfig) -> KnowledgeIndex:
+    """Prepare the fact table for question generation (see the module docstring)."""
+    templates = bank.select(config.domains)
+    clean = truthy_facts(facts, set(templates) | set(NAMING_PROPERTIES))
+    clean = clean.with_columns(n_values=pl.col("value_key").n_unique().over("subject_qid", "property_id"))
+    question_facts = clean.filter(pl.col("property_id").is_in(list(templates)))
+    routes, route_stats = _routes(question_facts, templates, config.max_hops)
+    route_texts = _route_texts(routes["route_key"].unique().sort().to_list(), templates, bank.domains)
+    routes = routes.sort("start_qid", "route_key")
+    spans = _spans(routes["start_qid"])
+    pool, lookup, pool_spans = _pools(question_facts, templates)
+    return KnowledgeIndex(
+        bank_version=bank.version,
+        domains=config.domains,
+        max_hops=config.max_hops,
+        routes=routes,
+        class_names=_class_names(clean, bank.naming_avoid),
+        route_texts=route_texts,
+        pool=pool,
+        pool_lookup=lookup,
+        pool_spans=pool_spans,
+        stats={"facts_in": len(facts), "truthy_facts": clean.height, **route_stats},
+        _route_spans=spans,
+    )
+
+
+def truthy_facts(facts: pa.Table | pl.DataFrame, properties: set[str]) -> pl.DataFrame:
+    """Facts of ``properties`` with best-rank semantics, a value kind and a value key, deduplicated."""
+    df = facts if isinstance(facts, pl.DataFrame) else pl.from_arrow(schemas.conform(facts, schemas.FACTS))
+    df = df.filter(pl.col("property_id").is_in(sorted(properties)), pl.col("rank").fill_null("normal") != "deprecated")
+    preferred = (pl.col("rank") == "preferred").any().over("subject_qid", "property_id")
+    df = df.filter(~preferred | (pl.col("rank") == "preferred"))
+    kind = pl.col("value_type").replace_strict(_KIND, default=None, return_dtype=pl.String)
+    amount_key = pl.col("amount").cast(pl.String) + "|" + pl.col("unit_qid").fill_null("")
+    time_key = pl.col("time") + "|" + pl.col("precision").cast(pl.String).fill_null("")
+    key = (
+        pl.when(kind == "item").then(pl.coalesce(pl.col("value_qid"), "label:" + pl.col("value_label")))
+        .when(kind == "quantity").then(amount_key)
+        .when(kind == "time").then(time_key)
+        .when(kind == "string").then(pl.col("value_label"))
+    )
+    df = df.with_columns(value_kind=kind, value_key=key).filter(pl.col("value_key").is_not_null())
+    cols = ["subject_qid", "property_id", "hop", "value_key", *VALUE_COLUMNS, "rank"]
+    return (
+        df.select(cols)
+        .sort("subject_qid", "property_id", "value_key", "hop", "value_label", nulls_last=True)
+        .unique(subset=["subject_qid", "property_id", "value_key"], keep="first", maintain_order=True)
+    )
+
+
+def _class_names(clean: pl.DataFrame, avoid: list[str]) -> pl.DataFrame:
+    """Per subject the best P31 and the best P279 label: preferred rank first, then labels not in
+    ``avoid`` (templates/naming.yaml), then the lowest item number."""
+    naming = clean.filter(
+        pl.col("property_id").is_in(list(NAMING_PROPERTIES)), pl.col("value_kind") == "item"
+    ).with_columns(name=clean_phrase_expr(pl.col("value_label")))
+    naming = naming.filter(pl.col("name").str.len_chars() > 0).with_columns(
+        pref=(pl.col("rank") != "preferred").cast(pl.Int8),
+        vague=normalize_expr(pl.col("name")).is_in(avoid).cast(pl.Int8),
+        num=pl.col("value_qid").str.slice(1).cast(pl.Int64, strict=False),
+    )
+    best = naming.sort("subject_qid", "property_id", "pref", "vague", "num", "name").unique(
+        subset=["subject_qid", "property_id"], keep="first", maintain_order=True
+    )
+    wide = best.pivot(on="property_id", index="subject_qid", values="name")
+    for pid in NAMING_PROPERTIES:
+        if pid not in wide.columns:
+            wide = wide.with_columns(pl.lit(None, dtype=pl.String).alias(pid))
+    return wide.select(qid="subject_qid", name_p31="P31", name_p279="P279")
+
+
+def _routes(facts: pl.DataFrame, templates: dict, max_hops: int) -> tuple[pl.DataFrame, dict]:
+    finals = (
+        facts.sort("subject_qid", "property_id", "value_key")
+        .unique(subset=["subject_qid", "property_id"], keep="first", maintain_order=True)
+        .select("subject_qid", "property_id", "n_values", *VALUE_COLUMNS)
+    )
+    sub_props = [pid for pid, t in templates.items() if t.sub is not None]
+    item_edges = facts.filter(
+        pl.col("property_id").is_in(sub_props), pl.col("value_kind") == "item", pl.col("value_qid").is_not_null()
+    )
+    edges = item_edges.filter(pl.col("n_values") == 1).select("subject_qid", "property_id", "value_qid")
+    stats = {"inner_edges_multivalued": item_edges.filter(pl.col("n_values") > 1).height}
+    starts = facts.filter(pl.col("hop") == 1).select(start_qid="subject_qid").unique()
+
+    def finish(paths: pl.DataFrame, last: str, props: list[str], inner: list[str]) -> pl.DataFrame:
+        out = paths.join(finals, left_on=last, right_on="subject_qid")
+        for p in props:
+            out = out.filter(pl.col("property_id") != pl.col(p))
+        for q in ["start_qid", *inner]:
+            out = out.filter(pl.col("value_qid").is_null() | (pl.col("value_qid") != pl.col(q)))
+        key = pl.concat_str([*props, "property_id"], separator=">") if props else pl.col("property_id")
+        return out.select(
+            "start_qid", route_key=key, n_hop=pl.lit(len(props) + 1, pl.Int8), n_values="n_values", **{c: c for c in VALUE_COLUMNS}
+        )
+
+    parts = [finish(starts, "start_qid", [], [])]
+    paths = starts
+    hop_props: list[str] = []
+    inner: list[str] = []
+    prev = "start_qid"
+    for hop in range(1, max_hops):
+        p, o = f"p{hop}", f"o{hop}"
+        step = edges.rename({"subject_qid": prev, "property_id": p, "value_qid": o})
+        paths = paths.join(step, on=prev)
+        for q in ["start_qid", *inner]:
+            paths = paths.filter(pl.col(o) != pl.col(q))
+        for hp in hop_props:
+            paths = paths.filter(pl.col(p) != pl.col(hp))
+        hop_props.append(p)
+        inner.append(o)
+        prev = o
+        parts.append(finish(paths, o, list(hop_props), list(inner)))
+    return pl.concat(parts), stats
+
+
+def _route_texts(route_keys: list[str], templates: dict, domain_order: list[str]) -> pl.DataFrame:
+    """Compose each route's templates: the first hop's sub-clause innermost, the asked property's main template outside."""
+    rows = []
+    rank = {d: i for i, d in enumerate(domain_order)}
+    for key in route_keys:
+        route = key.split(">")
+        text = SUBJECT
+        for pid in route[:-1]:
+            text = templates[pid].sub.replace(SUBJECT, text)
+        last = templates[route[-1]]
+        text = last.main.replace(SUBJECT, text)
+        prefix, suffix = text.split(SUBJECT)
+        domains = sorted({d for pid in route for d in templates[pid].domains}, key=rank.__getitem__)
+        rows.append(
+            {
+                "route_key": key,
+                "route": route,
+                "property_id": route[-1],
+                "category": last.category,
+                "prefix": prefix,
+                "suffix": suffix,
+                "template_ids": [templates[p].sub_id for p in route[:-1]] + [last.main_id],
+                "domains": domains,
+            }
+        )
+    schema = {
+        "route_key": pl.String, "route": pl.List(pl.String), "property_id": pl.String, "category": pl.String,
+        "prefix": pl.String, "suffix": pl.String, "template_ids": pl.List(pl.String), "domains": pl.List(pl.String),
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _pools(facts: pl.DataFrame, templates: dict) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    literal = [pid for pid, t in templates.items() if t.category == "literal"]
+    values = (
+        facts.filter(pl.col("property_id").is_in(literal), pl.col("value_kind").is_in(["item", "string"]))
+        .with_columns(norm=normalize_expr(pl.col("value_label")), display=clean_phrase_expr(pl.col("value_label")))
+        .filter(pl.col("norm").str.len_chars() > 0)
+        .group_by("property_id", "norm")
+        .agg(display=pl.col("display").min())
+    )
+    fixed_rows, alias_rows = [], []
+    for pid, t in templates.items():
+        for choice in t.choices:
+            norm = normalize_text(choice.label)
+            fixed_rows.append({"property_id": pid, "norm": norm, "display": choice.label})
+            alias_rows += [{"property_id": pid, "alias": normalize_text(a), "norm": norm} for a in choice.aliases]
+    fixed = pl.DataFrame(fixed_rows, schema={"property_id": pl.String, "norm": pl.String, "display": pl.String})
+    pool = pl.concat([values, fixed])
+    pool = pool.with_columns(
+        pnum=pl.col("property_id").str.slice(1).cast(pl.Int64),
+        rank=pl.Series(stable_rank((pool["property_id"] + "\x1f" + pool["norm"]).to_list()), dtype=pl.UInt64),
+    ).sort("pnum", "rank", "norm")
+    pool = pool.with_row_index("pool_idx").select(pl.col("pool_idx").cast(pl.Int64), "property_id", "norm", "display")
+    aliases = pl.DataFrame(alias_rows, schema={"property_id": pl.String, "alias": pl.String, "norm": pl.String})
+    alias_lookup = aliases.join(pool, on=["property_id", "norm"]).select("property_id", norm="alias", pool_idx="pool_idx")
+    lookup = pl.concat([pool.select("property_id", "norm", "pool_idx"), alias_lookup])
+    spans = pool.group_by("property_id").agg(pool_offset=pl.col("pool_idx").min(), pool_size=pl.len().cast(pl.Int64))
+    return pool, lookup, spans.sort("property_id")
+
+
+def _spans(sorted_keys: pl.Series) -> dict[str, tuple[int, int]]:
+    if sorted_keys.is_empty():
+        return {}
+    counts = sorted_keys.rle()
+    ends = np.cumsum(counts.struct.field("len").to_numpy())
+    starts = ends - counts.struct.field("len").to_numpy()
+    return dict(zip(counts.struct.field("value").to_list(), zip(starts.tolist(), ends.tolist())))

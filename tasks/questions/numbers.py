@@ -1,0 +1,113 @@
+"""Number answers and distractors in the answer's unit.
+
+Rendering: the template's ``decimals`` or, when automatic, about three significant digits but
+never more decimals than the value has (8848.86 -> "8,849", 1.55 -> "1.55", 11 -> "11"); a thousands
+separator unless the template turns it off; the unit's symbol from units.yaml, else its English
+label from the facts; unitless quantities (Wikidata unit "1"/Q199) render bare.
+
+Distractors: answer + k * step for three distinct k in [-5, 5] \\ {0}, where step is ``spread`` x
+|answer| rounded down to 1, 2 or 5 x 10^n and never finer than the rendered precision, so every
+distractor renders differently from the answer and from each other. A positive answer only gets
+positive distractors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from tasks.questions.bank import UnitFormat
+from tasks.questions.choice_frame import choice_frame
+from tasks.questions.hashing import sample3
+
+MAX_K = 5
+_UNITLESS = ("1", "Q199")
+_ENTITY_PREFIX = "http://www.wikidata.org/entity/"
+
+
+def number_choices(df: pl.DataFrame, seeds: np.ndarray, units: dict[str, UnitFormat]) -> pl.DataFrame:
+    """Columns answer, reason, d1, d2, d3 for rows with ``amount``, ``unit_qid``, ``unit_label``,
+    ``decimals`` (null = automatic), ``spread`` and ``thousands``."""
+    unit_table = pl.DataFrame(
+        {"unit_key": list(units), "symbol": [u.symbol for u in units.values()], "space": [u.space for u in units.values()]},
+        schema={"unit_key": pl.String, "symbol": pl.String, "space": pl.Boolean},
+    )
+    frame = df.select("amount", "unit_label", "decimals", "spread", "thousands",
+                      unit_key=pl.col("unit_qid").str.strip_prefix(_ENTITY_PREFIX))
+    frame = frame.join(unit_table, on="unit_key", how="left", maintain_order="left")
+    unitless = pl.col("unit_key").is_null() | pl.col("unit_key").is_in(_UNITLESS)
+    label = pl.col("unit_label").str.strip_chars()
+    suffix = (
+        pl.when(unitless).then(pl.lit(""))
+        .when(pl.col("symbol").is_not_null()).then(pl.when(pl.col("space")).then(pl.lit(" ")).otherwise(pl.lit("")) + pl.col("symbol"))
+        .when(label.str.len_chars() > 0).then(" " + label)
+    )
+    frame = frame.with_columns(suffix=suffix)
+
+    amount = frame["amount"].fill_null(0.0).to_numpy().astype(np.float64)
+    reason = np.full(df.height, None, dtype=object)
+    reason[frame["suffix"].is_null().to_numpy()] = "no_english_label"
+    too_big = ~np.isfinite(amount) | (np.abs(amount) >= 1e15)
+    reason[too_big] = "number_out_of_range"
+    reason[frame["amount"].is_null().to_numpy()] = "empty_answer"
+    amount = np.where(too_big, 0.0, amount)
+
+    decimals = frame["decimals"].fill_null(-1).to_numpy().astype(np.int64)
+    auto = decimals < 0
+    decimals = np.where(auto, auto_decimals(amount), decimals)
+    scale = 10.0 ** decimals
+    answer = np.round(amount * scale) / scale
+    tiny = (answer == 0) & (amount != 0)
+    reason[tiny & (reason == None)] = "number_out_of_range"  # noqa: E711
+
+    grid = 1.0 / scale
+    step = np.maximum(nice_floor(np.abs(answer) * frame["spread"].to_numpy()), grid)
+    # lowest k keeping a positive answer's distractors positive
+    k_min = np.where(answer > 0, np.maximum(-MAX_K, -np.ceil(answer / step - 1e-9) + 1), -MAX_K)
+    k_min = np.where(answer == 0, 1, k_min).astype(np.int64)
+    m = MAX_K - k_min + (k_min > 0)  # size of [k_min, MAX_K] without 0
+    q = sample3(m, seeds, stream=21) + k_min[:, None]
+    k = q + ((q >= 0) & (k_min[:, None] <= 0))
+    distractors = np.round((answer[:, None] + k * step[:, None]) * scale[:, None]) / scale[:, None]
+
+    values = np.concatenate([answer, distractors[:, 0], distractors[:, 1], distractors[:, 2]])
+    text = format_numbers(values, np.tile(decimals, 4), np.tile(frame["thousands"].to_numpy(), 4))
+    suffix_all = pl.concat([frame["suffix"].fill_null("")] * 4)
+    text = text + suffix_all
+    return choice_frame(text, reason)
+
+
+def auto_decimals(amount: np.ndarray) -> np.ndarray:
+    """About three significant digits, at most 6 decimals, never more than the value has."""
+    magnitude = np.floor(np.log10(np.where(amount == 0, 1.0, np.abs(amount))))
+    wanted = np.clip(2 - magnitude, 0, 6).astype(np.int64)
+    has = np.full(amount.shape, 6, dtype=np.int64)
+    for d in range(6, -1, -1):
+        scaled = amount * 10.0**d
+        exact = np.abs(scaled - np.round(scaled)) <= 1e-6 * np.maximum(1.0, np.abs(scaled))
+        has = np.where(exact, d, has)
+    return np.minimum(wanted, has)
+
+
+def nice_floor(x: np.ndarray) -> np.ndarray:
+    """Largest 1, 2 or 5 x 10^n not above x (0 for x <= 0)."""
+    safe = np.where(x > 0, x, 1.0)
+    power = 10.0 ** np.floor(np.log10(safe))
+    lead = safe / power
+    nice = np.where(lead >= 5, 5.0, np.where(lead >= 2, 2.0, 1.0)) * power
+    return np.where(x > 0, nice, 0.0)
+
+
+def format_numbers(values: np.ndarray, decimals: np.ndarray, thousands: np.ndarray) -> pl.Series:
+    """Fixed-point text with per-value decimals and optional thousands separators."""
+    scaled = np.round(np.abs(values) * 10.0**decimals).astype(np.int64)
+    unit = (10 ** decimals).astype(np.int64)
+    frame = pl.DataFrame(
+        {"int": scaled // unit, "frac": scaled % unit, "d": decimals, "neg": (values < 0) & (scaled > 0), "sep": thousands}
+    )
+    digits = pl.col("int").cast(pl.String)
+    grouped = digits.str.reverse().str.replace_all(r"(\d{3})", "${1},").str.reverse().str.strip_chars_start(",")
+    whole = pl.when(pl.col("sep")).then(grouped).otherwise(digits)
+    frac = pl.when(pl.col("d") > 0).then("." + pl.col("frac").cast(pl.String).str.zfill(pl.col("d"))).otherwise(pl.lit(""))
+    sign = pl.when(pl.col("neg")).then(pl.lit("-")).otherwise(pl.lit(""))
+    return frame.select((sign + whole + frac).alias("number")).to_series()

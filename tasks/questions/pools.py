@@ -1,0 +1,59 @@
+"""Literal and fixed answers: distractors drawn from a pool of the property's values.
+
+Literal: the pool is every distinct value (by normalized label) that the property has on any
+subject of the fact table. Fixed: the pool is the template's closed set; an answer matches a
+member by its normalized label or an alias and renders as the member's label, and an answer
+outside the set is rejected. Three distinct pool members other than the answer are drawn
+uniformly with the question's seed, so the distractor triple carries no trace of the answer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from tasks.questions.choice_frame import choice_frame
+from tasks.questions.hashing import sample3
+from tasks.questions.text import clean_phrase_expr, normalize_expr
+
+
+def pool_choices(df: pl.DataFrame, seeds: np.ndarray, index) -> pl.DataFrame:
+    """Columns answer, reason, d1, d2, d3 for rows with ``property_id``, ``category``,
+    ``value_kind``, ``value_label``; ``index`` is the KnowledgeIndex holding the pools."""
+    frame = df.select(
+        "property_id",
+        "category",
+        "value_kind",
+        "value_label",
+        label=clean_phrase_expr(pl.col("value_label")),
+        norm=normalize_expr(pl.col("value_label")),
+    )
+    frame = frame.join(index.pool_lookup, on=["property_id", "norm"], how="left", maintain_order="left")
+    frame = frame.join(index.pool_spans, on="property_id", how="left", maintain_order="left")
+    frame = frame.join(index.pool.select("pool_idx", canonical="display"), on="pool_idx", how="left", maintain_order="left")
+
+    reason = (
+        pl.when(pl.col("value_label").is_null() & (pl.col("value_kind") == "item")).then(pl.lit("no_english_label"))
+        .when(pl.col("value_kind").is_null() | ~pl.col("value_kind").is_in(["item", "string"])).then(pl.lit("value_type_mismatch"))
+        .when(pl.col("norm").fill_null("") == "").then(pl.lit("empty_answer"))
+        .when(pl.col("pool_idx").is_null() & (pl.col("category") == "fixed")).then(pl.lit("answer_outside_closed_set"))
+        .when(pl.col("pool_idx").is_null()).then(pl.lit("answer_not_in_pool"))
+        .when(pl.col("pool_size") < 4).then(pl.lit("too_few_distractors"))
+    )
+    frame = frame.with_columns(
+        reason=reason,
+        answer=pl.when(pl.col("category") == "fixed").then("canonical").otherwise("label"),
+    )
+    ok = frame["reason"].is_null().to_numpy()
+    size = frame["pool_size"].fill_null(4).to_numpy()
+    offset = frame["pool_offset"].fill_null(0).to_numpy()
+    local = np.where(ok, frame["pool_idx"].fill_null(0).to_numpy() - offset, 0)
+    m = np.where(ok, size - 1, 3)
+    q = sample3(m, seeds, stream=31)
+    q = q + (q >= local[:, None])
+    picked = np.where(ok[:, None], offset[:, None] + q, 0)
+    display = index.pool["display"]
+    if display.is_empty():
+        display = pl.Series([""], dtype=pl.String)
+    rendered = pl.concat([frame["answer"], *(display.gather(picked[:, j]) for j in range(3))])
+    return choice_frame(rendered, frame["reason"].to_numpy())

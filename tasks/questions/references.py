@@ -1,0 +1,148 @@
+"""How a question refers to a linked object of an image: "this skyscraper" or, from a Visual Genome
+relationship, "the vehicle parked next to the sidewalk".
+
+Naming: a Visual Genome object is linked to a class item (car), so it is named by the class's
+``subclass of`` (P279) label, then ``instance of`` (P31), then its own Visual Genome label; a
+landmark is linked to an individual item, so it is named by its P31 label, then P279, then
+``config.fallback_class_name``. The item's own label is never used: it would give the answer away
+("Who designed this Eiffel Tower?").
+
+Unambiguous references only (the rule, for "this <name>" and scene-graph phrases alike): within one
+image, every linked object that fits the words must be linked to the same item, so the answer
+cannot depend on which of them the reader picks. "this vehicle" is dropped where the image has a
+car and a bus both named "vehicle"; "the vehicle parked on the road" may still single one out.
+A scene-graph phrase uses a relationship whose subject is linked, whose object is a different item
+(or unlinked), whose predicate is at most ``config.max_predicate_words`` plain words, and whose
+(name, predicate, object label) triple passes the rule above; per linked item and image at most
+``config.max_scene_graph_refs`` phrases are used, taken in relation-id order.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pyarrow as pa
+
+from tasks.questions.bank import TemplateBank
+from tasks.questions.config import QuestionConfig
+from tasks.questions.text import clean_phrase_expr
+
+REF_SCHEMA = {
+    "image_id": pl.String,
+    "qid": pl.String,
+    "phrase": pl.String,
+    "object_ids": pl.List(pl.String),
+    "has_scene_graph": pl.Boolean,
+}
+
+
+def build_references(
+    objects: pa.Table,
+    relations: pa.Table,
+    links: pa.Table,
+    class_names: pl.DataFrame,
+    bank: TemplateBank,
+    config: QuestionConfig,
+) -> tuple[pl.DataFrame, dict]:
+    """All unambiguous references of the shard's linked objects, and counts of what was left out."""
+    named = _named_links(objects, links, class_names, config)
+    this_refs, n_ambiguous = _this_refs(named)
+    stats = {"linked_objects": named.height, "ambiguous_names": n_ambiguous}
+    refs = [this_refs]
+    if config.scene_graph_clauses and relations.num_rows:
+        sg_refs, sg_stats = _scene_graph_refs(pl.from_arrow(relations), named, bank, config)
+        refs.append(sg_refs)
+        stats.update(sg_stats)
+    return pl.concat(refs).select(list(REF_SCHEMA)), stats
+
+
+def _named_links(objects: pa.Table, links: pa.Table, class_names: pl.DataFrame, config: QuestionConfig) -> pl.DataFrame:
+    links_df = pl.from_arrow(links).filter(pl.col("qid").is_not_null())
+    labels = pl.from_arrow(objects).select("object_id", obj_label="label").unique("object_id", keep="first", maintain_order=True)
+    df = links_df.select("object_id", "image_id", "qid", "method", "synset").join(labels, on="object_id", how="left")
+    df = df.join(class_names, on="qid", how="left")
+    is_class = pl.col("method").fill_null("").str.starts_with("wordnet") | pl.col("synset").is_not_null()
+    own = clean_phrase_expr(pl.col("obj_label").str.to_lowercase())
+    name = (
+        pl.when(is_class)
+        .then(pl.coalesce("name_p279", "name_p31", own))
+        .otherwise(pl.coalesce("name_p31", "name_p279"))
+    )
+    df = df.with_columns(name=clean_phrase_expr(name)).with_columns(
+        name=pl.when(pl.col("name").str.len_chars() > 0).then("name").otherwise(pl.lit(config.fallback_class_name))
+    )
+    # one name per (image, item): the one of its first object, so duplicates of an object agree
+    first = df.sort("image_id", "qid", "object_id").unique(["image_id", "qid"], keep="first", maintain_order=True)
+    df = df.drop("name").join(first.select("image_id", "qid", "name"), on=["image_id", "qid"])
+    return df.select("object_id", "image_id", "qid", "name").sort("image_id", "object_id")
+
+
+def _this_refs(named: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    per_item = named.group_by("image_id", "qid").agg(
+        pl.col("name").first(), object_ids=pl.col("object_id").unique().sort()
+    )
+    n_items = pl.col("qid").n_unique().over("image_id", pl.col("name").str.to_lowercase())
+    per_item = per_item.with_columns(ambiguous=n_items > 1)
+    refs = per_item.filter(~pl.col("ambiguous")).select(
+        "image_id", "qid", phrase="this " + pl.col("name"), object_ids="object_ids", has_scene_graph=pl.lit(False)
+    )
+    return refs, int(per_item["ambiguous"].sum())
+
+
+def _scene_graph_refs(
+    relations: pl.DataFrame, named: pl.DataFrame, bank: TemplateBank, config: QuestionConfig
+) -> tuple[pl.DataFrame, dict]:
+    subj = named.select(subject_id="object_id", qid="qid", name="name")
+    other = named.select(object_id="object_id", other_qid="qid")
+    rel = relations.select("relation_id", "image_id", "subject_id", "object_id", "predicate", "object_label")
+    rel = rel.join(subj, on="subject_id").join(other, on="object_id", how="left")
+    words = pl.col("predicate").fill_null("").str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
+    pred = words.str.replace(r"^(is|are) (.+)$", "${2}").str.replace(r"^(.+) (a|an|the)$", "${1}")
+    max_words = config.max_predicate_words
+    rel = rel.with_columns(pred=pred, other_label=clean_phrase_expr(pl.col("object_label").fill_null("").str.to_lowercase()))
+    usable = (
+        pl.col("pred").str.contains(r"^[a-z]+( [a-z]+){0," + str(max_words - 1) + r"}$")
+        & ~pl.col("pred").is_in(["is", "are", "was", "were", "be", "and", "a", "an", "the"])
+        & (pl.col("other_label").str.len_chars() > 0)
+        & (pl.col("subject_id") != pl.col("object_id"))
+        & (pl.col("other_qid").is_null() | (pl.col("other_qid") != pl.col("qid")))
+    )
+    n_rel = rel.height
+    rel = rel.filter(usable)
+    n_usable = rel.height
+    mapping = pl.DataFrame(
+        {"pred": list(bank.predicates), "mapped": list(bank.predicates.values())}, schema={"pred": pl.String, "mapped": pl.String}
+    )
+    third_person = pl.col("pred").str.contains(r"^[a-z]{2,}[^s]s$")
+    rel = rel.join(mapping, on="pred", how="left").with_columns(
+        pred_phrase=pl.coalesce("mapped", pl.when(third_person).then("that " + pl.col("pred")).otherwise("pred"))
+    )
+    rel = rel.with_columns(desc=pl.concat_str(["name", "pred_phrase", "other_label"], separator="|").str.to_lowercase())
+    n_items = pl.col("qid").n_unique().over("image_id", "desc")
+    rel = rel.with_columns(ambiguous=n_items > 1)
+    n_ambiguous = rel.filter("ambiguous")["desc"].n_unique() if rel.height else 0
+    rel = rel.filter(~pl.col("ambiguous"))
+    per_desc = rel.group_by("image_id", "qid", "desc").agg(
+        pl.col("name").first(),
+        pl.col("pred_phrase").first(),
+        pl.col("other_label").first(),
+        first_relation=pl.col("relation_id").min(),
+        object_ids=pl.concat_list("subject_id", "object_id").list.explode(keep_nulls=False, empty_as_null=False).unique().sort(),
+    )
+    chosen = (
+        per_desc.sort("image_id", "qid", "first_relation")
+        .with_columns(rank=pl.int_range(pl.len()).over("image_id", "qid"))
+        .filter(pl.col("rank") < config.max_scene_graph_refs)
+    )
+    refs = chosen.select(
+        "image_id",
+        "qid",
+        phrase=pl.concat_str([pl.lit("the"), "name", "pred_phrase", pl.lit("the"), "other_label"], separator=" "),
+        object_ids="object_ids",
+        has_scene_graph=pl.lit(True),
+    )
+    stats = {
+        "relations_with_linked_subject": n_rel,
+        "relations_unusable": n_rel - n_usable,
+        "ambiguous_scene_graph_phrases": n_ambiguous,
+    }
+    return refs, stats

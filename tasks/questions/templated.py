@@ -1,0 +1,232 @@
+"""Templated knowledge questions for one shard of images (the ``questions`` stage).
+
+A candidate question is one (image, reference, route): a reference to a linked object ("this
+church", "the vehicle parked next to the sidewalk", see references.py) and a property path from
+the object's item through the fact table (see index.py). rows_in counts candidates; each ends
+as one question or one reject with a reason:
+
+- multiple_answers: the asked subject+property has several truthy values (questions are
+  single-answer, as in ReasonVQA; a distractor could otherwise be another true value)
+- no_english_label, empty_answer, value_type_mismatch, answer_outside_closed_set,
+  answer_not_in_pool, date_too_coarse, date_without_precision, unparsable_date,
+  number_out_of_range: the answer cannot be rendered (see pools.py, dates.py, numbers.py)
+- answer_in_question: the answer's words appear in the question
+- too_few_distractors: fewer than 3 distractors distinct from the answer and each other
+  after normalization
+- duplicate_question: a second candidate with the same question id
+- over_image_cap: beyond ``config.max_questions_per_image``
+
+Ids: question_id = blake2b(image_id, object ids, route, template version) (hashing.py); all draws
+of a question (distractors, choice order) come from that digest mixed with the build seed.
+Output rows are sorted by question_id. Nothing here depends on other images of the shard.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from reasonvqa import schemas
+from reasonvqa.stage import Rejects, StageResult
+from tasks.questions.bank import TemplateBank
+from tasks.questions.config import QuestionConfig
+from tasks.questions.dates import date_choices
+from tasks.questions.hashing import digest_keys, draw, mix_seed
+from tasks.questions.index import KnowledgeIndex, build_index
+from tasks.questions.numbers import number_choices
+from tasks.questions.pools import pool_choices
+from tasks.questions.references import build_references
+from tasks.questions.text import normalize_expr, resolve_articles_expr, tidy_question_expr
+
+STAGE = "questions"
+_PERMUTATIONS = np.array(list(itertools.permutations(range(4))), dtype=np.int64)
+
+
+def generate_questions(
+    images: pa.Table,
+    objects: pa.Table,
+    relations: pa.Table,
+    links: pa.Table,
+    facts: pa.Table,
+    bank: TemplateBank,
+    config: QuestionConfig,
+    seed: int,
+    shard: int,
+    knowledge_snapshot: str,
+    *,
+    index: KnowledgeIndex | None = None,
+) -> StageResult:
+    """Generate the shard's questions; outputs {"questions": schemas.QUESTIONS}.
+
+    ``facts`` is the whole fact table; pass ``index=build_index(facts, bank, config)`` to share
+    that preparation between shards (``facts`` is then not read again).
+    """
+    if index is None:
+        index = build_index(facts, bank, config)
+    _check_index(index, bank, config)
+    rejects = Rejects(STAGE, shard)
+    refs, stats = build_references(objects, relations, links, index.class_names, bank, config)
+    routes = index.routes_for(refs["qid"].unique().sort().to_list())
+    cand = refs.join(routes, left_on="qid", right_on="start_qid").filter(pl.col("n_hop") <= config.max_hops)
+    cand = cand.join(index.route_texts, on="route_key", how="left")
+    cand = _with_ids(cand, images, bank.version, seed)
+    seeds = cand["seed"].to_numpy()
+
+    question = pl.concat_str(["prefix", "phrase", "suffix"])
+    cand = cand.with_columns(question=tidy_question_expr(resolve_articles_expr(question)))
+    cand = _with_choices(cand, seeds, bank, config, index)
+    cand = _with_reasons(cand, config)
+
+    good = cand.filter(pl.col("reason").is_null())
+    _add_rejects(rejects, cand.filter(pl.col("reason").is_not_null()))
+    questions = _release_rows(good, draw(good["seed"].to_numpy(), 41), knowledge_snapshot, bank.version)
+    stats["candidates_by_hop"] = _counts(cand["n_hop"])
+    return StageResult(outputs={"questions": questions}, rejects=rejects, rows_in=cand.height, extra={"questions": stats})
+
+
+def _counts(series: pl.Series) -> dict[str, int]:
+    counts = series.value_counts().sort(series.name)
+    return {str(k): int(v) for k, v in zip(counts[series.name].to_list(), counts["count"].to_list())}
+
+
+def _check_index(index: KnowledgeIndex, bank: TemplateBank, config: QuestionConfig) -> None:
+    if index.bank_version != bank.version:
+        raise ValueError(f"knowledge index built for template bank {index.bank_version}, not {bank.version}")
+    if index.domains != config.domains or index.max_hops < config.max_hops:
+        raise ValueError(
+            f"knowledge index built for domains={index.domains} max_hops={index.max_hops}, "
+            f"not domains={config.domains} max_hops={config.max_hops}"
+        )
+
+
+def _with_ids(cand: pl.DataFrame, images: pa.Table, version: str, seed: int) -> pl.DataFrame:
+    sources = pl.from_arrow(images).select("image_id", image_source="source").unique("image_id", keep="first", maintain_order=True)
+    cand = cand.join(sources, on="image_id", how="left").with_columns(
+        image_source=pl.coalesce("image_source", pl.col("image_id").str.extract(r"^([^:]+):"))
+    )
+    key = pl.concat_str(
+        [pl.col("image_id"), pl.col("object_ids").list.join(","), pl.col("route_key"), pl.lit(version)], separator="\x1f"
+    )
+    ids, raw = digest_keys(cand.select(key.alias("key")).to_series())
+    cand = cand.with_columns(question_id=ids, seed=pl.Series(mix_seed(raw, seed), dtype=pl.UInt64))
+    return cand.sort("question_id", "phrase")
+
+
+def _with_choices(
+    cand: pl.DataFrame, seeds: np.ndarray, bank: TemplateBank, config: QuestionConfig, index: KnowledgeIndex
+) -> pl.DataFrame:
+    """answer, reason, d1..d3 per row, each category by its own rules."""
+    params = _template_params(bank)
+    cand = cand.with_row_index("_row").join(params, on="property_id", how="left", maintain_order="left")
+    parts = []
+    for category, make in (
+        ("date", lambda df, s: date_choices(df, s, config.latest_year)),
+        ("number", lambda df, s: number_choices(df, s, bank.units)),
+        ("literal", lambda df, s: pool_choices(df, s, index)),
+        ("fixed", lambda df, s: pool_choices(df, s, index)),
+    ):
+        mask = (cand["category"] == category).to_numpy()
+        if mask.any():
+            sub = cand.filter(pl.Series(mask))
+            parts.append(pl.concat([sub.select("_row"), make(sub, seeds[mask])], how="horizontal"))
+    schema = {"_row": pl.UInt32, "answer": pl.String, "reason": pl.String, "d1": pl.String, "d2": pl.String, "d3": pl.String}
+    choices = pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+    return cand.join(choices, on="_row", how="left", maintain_order="left").drop("_row")
+
+
+def _with_reasons(cand: pl.DataFrame, config: QuestionConfig) -> pl.DataFrame:
+    """The first reason that rejects each candidate (null = keep)."""
+    norms = [normalize_expr(pl.col(c).fill_null("")) for c in ("answer", "d1", "d2", "d3")]
+    distinct = pl.concat_list(norms).list.n_unique() == 4
+    padded_answer = " " + normalize_expr(pl.col("answer").fill_null("")) + " "
+    padded_question = " " + normalize_expr(pl.col("question")) + " "
+    in_question = padded_question.str.contains(padded_answer, literal=True)
+    reason = (
+        pl.when(pl.col("n_values") > 1).then(pl.lit("multiple_answers"))
+        .when(pl.col("reason").is_not_null()).then("reason")
+        .when(in_question).then(pl.lit("answer_in_question"))
+        .when(~distinct).then(pl.lit("too_few_distractors"))
+        .when(pl.int_range(pl.len()).over("question_id") > 0)
+        .then(pl.lit("duplicate_question"))
+    )
+    cand = cand.with_columns(reason=reason)
+    if config.max_questions_per_image is not None:
+        # rows are in question_id order, so the running count keeps each image's lowest ids
+        kept = pl.col("reason").is_null().cast(pl.Int64).cum_sum().over("image_id")
+        over = pl.col("reason").is_null() & (kept > config.max_questions_per_image)
+        cand = cand.with_columns(reason=pl.when(over).then(pl.lit("over_image_cap")).otherwise("reason"))
+    return cand
+
+
+def _template_params(bank: TemplateBank) -> pl.DataFrame:
+    rows = [
+        {
+            "property_id": pid,
+            "decimals": t.number.decimals,
+            "spread": t.number.spread,
+            "thousands": t.number.thousands,
+            "window_years": t.date.window_years,
+            "max_precision": t.date.max_precision,
+        }
+        for pid, t in bank.properties.items()
+    ]
+    schema = {
+        "property_id": pl.String, "decimals": pl.Int64, "spread": pl.Float64, "thousands": pl.Boolean,
+        "window_years": pl.Int64, "max_precision": pl.Int64,
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _release_rows(good: pl.DataFrame, shuffle: np.ndarray, snapshot: str, version: str) -> pa.Table:
+    perm = _PERMUTATIONS[(shuffle % np.uint64(24)).astype(np.int64)]
+    sources = ["answer", "d1", "d2", "d3"]
+    slots = []
+    for k in range(4):
+        pos = pl.Series(perm[:, k]) if good.height else pl.Series([], dtype=pl.Int64)
+        expr = pl.when(pos == 0).then(pl.col(sources[0]))
+        for j in range(1, 4):
+            expr = expr.when(pos == j).then(pl.col(sources[j]))
+        slots.append(expr)
+    out = good.select(
+        "question_id",
+        "image_id",
+        "image_source",
+        "object_ids",
+        "question",
+        "answer",
+        answer_qid=pl.when(pl.col("value_kind") == "item").then(pl.col("value_qid")),
+        answer_category="category",
+        choices=pl.concat_list(slots),
+        n_hop="n_hop",
+        route="route",
+        property_id="property_id",
+        domains="domains",
+        has_scene_graph="has_scene_graph",
+        template_ids="template_ids",
+        template_version=pl.lit(version),
+        knowledge_snapshot=pl.lit(snapshot),
+    )
+    return schemas.conform(out.to_arrow(), schemas.QUESTIONS)
+
+
+def _add_rejects(rejects: Rejects, bad: pl.DataFrame) -> None:
+    """All rejected candidates at once (one row each: reason, where it came from, what it was)."""
+    if bad.is_empty():
+        return
+    source = pl.concat_str(
+        [
+            pl.lit("image="), "image_id",
+            pl.lit(" objects="), pl.col("object_ids").list.join(","),
+            pl.lit(" route="), "route_key",
+        ]
+    )
+    record = pl.struct(
+        "question_id", "image_id", "object_ids", "route_key", "question", "answer", "value_qid", "value_label", "n_values"
+    ).struct.json_encode()
+    rows = bad.select(
+        stage=pl.lit(rejects.stage), shard=pl.lit(rejects.shard, dtype=pl.Int32), reason="reason", source=source, record=record
+    )
+    rejects.rows.extend(rows.to_dicts())

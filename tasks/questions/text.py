@@ -1,0 +1,56 @@
+"""Vectorized text rules for questions and answers: normalization, articles, capitalization.
+
+Every rule is a polars expression so that millions of questions render without a Python loop;
+``normalize_text`` applies the same expression to one string, so Python-side checks (the bank's
+closed choice sets) and column-side checks can never disagree.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# "an" before these although they start with a consonant letter (silent h).
+_AN_WORDS = r"(?i:(hour|honest|honou?r|heir))"
+# "a" before these although they start with a vowel letter (a "you"/"w" sound).
+_A_WORDS = r"(?i:(uni[^nmd]|uni\b|us[aeiu]|ut[ei]|ur[aeiou]|uk|ubiq|eu|ewe|one\b|ones\b|once\b))"
+
+
+def normalize_expr(expr: pl.Expr) -> pl.Expr:
+    """Lowercase, every run of characters that are not letters or digits -> one space, stripped.
+
+    "St. Louis" and "st louis" are equal; "1.5 m" and "15 m" stay different (the separator
+    becomes a space instead of disappearing).
+    """
+    return expr.str.to_lowercase().str.replace_all(r"[^\p{L}\p{N}]+", " ").str.strip_chars()
+
+
+def normalize_text(text: str) -> str:
+    """``normalize_expr`` for one Python string."""
+    return pl.select(normalize_expr(pl.lit(text, dtype=pl.String))).item()
+
+
+def resolve_articles_expr(expr: pl.Expr) -> pl.Expr:
+    """Replace each ``{a}`` placeholder by "a" or "an" according to the next word's sound:
+    vowel letters take "an", with the common exceptions ("an hour", "a university", "a one")."""
+    return (
+        expr.str.replace_all(r"\{a\} " + _AN_WORDS, "an ${1}")
+        .str.replace_all(r"\{a\} " + _A_WORDS, "a ${1}")
+        .str.replace_all(r"\{a\} ([AEIOUaeiou])", "an ${1}")
+        .str.replace_all(r"\{a\} ", "a ")
+    )
+
+
+def tidy_question_expr(expr: pl.Expr) -> pl.Expr:
+    """One space between words, no space before the question mark, exactly one question mark at
+    the end, and the first letter capitalized."""
+    text = (
+        expr.str.replace_all(r"\s+", " ")
+        .str.strip_chars()
+        .str.replace(r"[\s?.!]*$", "?")
+    )
+    return text.str.slice(0, 1).str.to_uppercase() + text.str.slice(1)
+
+
+def clean_phrase_expr(expr: pl.Expr) -> pl.Expr:
+    """A label as it may appear inside a question: no question marks or braces, single spaces."""
+    return expr.str.replace_all(r"[?{}]", " ").str.replace_all(r"\s+", " ").str.strip_chars()

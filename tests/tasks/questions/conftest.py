@@ -1,0 +1,171 @@
+"""Literal fixtures in the record model: one Visual Genome street scene and one landmark photo,
+linked items, and a small fact table (real Wikidata items and values, trimmed)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from reasonvqa import schemas
+from tasks.questions.bank import load_bank
+
+
+def item(subject, label, prop, qid, value_label, hop=1, rank="normal"):
+    return dict(subject_qid=subject, subject_label=label, property_id=prop, hop=hop, value_type="item",
+                value_qid=qid, value_label=value_label, rank=rank)
+
+
+def quantity(subject, label, prop, amount, unit_qid="Q11573", unit_label="metre", hop=1, rank="normal"):
+    return dict(subject_qid=subject, subject_label=label, property_id=prop, hop=hop, value_type="quantity",
+                amount=amount, unit_qid=unit_qid, unit_label=unit_label, rank=rank)
+
+
+def time(subject, label, prop, value, precision, hop=1, rank="normal"):
+    return dict(subject_qid=subject, subject_label=label, property_id=prop, hop=hop, value_type="time",
+                time=value, precision=precision, rank=rank)
+
+
+def string(subject, label, prop, text, hop=1, rank="normal"):
+    return dict(subject_qid=subject, subject_label=label, property_id=prop, hop=hop, value_type="string",
+                value_label=text, rank=rank)
+
+
+COUNTRIES = [  # country, label, capital, capital label, continent, currency
+    ("Q142", "France", "Q90", "Paris", "Q46", "Europe", "Q4916", "euro"),
+    ("Q183", "Germany", "Q64", "Berlin", "Q46", "Europe", "Q4916", "euro"),
+    ("Q38", "Italy", "Q220", "Rome", "Q46", "Europe", "Q4916", "euro"),
+    ("Q29", "Spain", "Q2807", "Madrid", "Q46", "Europe", "Q4916", "euro"),
+    ("Q17", "Japan", "Q1490", "Tokyo", "Q48", "Asia", "Q8146", "Japanese yen"),
+    ("Q30", "United States", "Q61", "Washington, D.C.", "Q49", "North America", "Q4917", "United States dollar"),
+]
+
+
+def fact_rows() -> list[dict]:
+    rows = [
+        # Eiffel Tower (linked landmark, hop 1)
+        item("Q243", "Eiffel Tower", "P31", "Q1440476", "lattice tower"),
+        item("Q243", "Eiffel Tower", "P31", "Q570116", "tourist attraction"),
+        item("Q243", "Eiffel Tower", "P17", "Q142", "France"),
+        item("Q243", "Eiffel Tower", "P131", "Q90", "Paris"),
+        item("Q243", "Eiffel Tower", "P84", "Q2335264", "Stephen Sauvestre"),
+        quantity("Q243", "Eiffel Tower", "P2048", 330, rank="preferred"),
+        quantity("Q243", "Eiffel Tower", "P2048", 300),
+        time("Q243", "Eiffel Tower", "P571", "+1889-03-31T00:00:00Z", 11),
+        item("Q243", "Eiffel Tower", "P186", "Q11427", "wrought iron"),
+        item("Q243", "Eiffel Tower", "P1435", "Q916475", None),  # no English label
+        # its architect (hop 2)
+        time("Q2335264", "Stephen Sauvestre", "P569", "+1847-12-26T00:00:00Z", 11, hop=2),
+        item("Q2335264", "Stephen Sauvestre", "P27", "Q142", "France", hop=2),
+        # car and bus (Visual Genome classes, hop 1)
+        item("Q1420", "car", "P279", "Q752870", "motor vehicle"),
+        item("Q1420", "car", "P61", "Q313", "Carl Benz"),
+        time("Q1420", "car", "P575", "+1886-00-00T00:00:00Z", 9),
+        item("Q5638", "bus", "P279", "Q752870", "motor vehicle"),
+        item("Q5638", "bus", "P176", "Q27530", "Mercedes-Benz Group"),
+        item("Q5638", "bus", "P176", "Q160", "Volvo"),
+        # the inventor (hop 2) and his birthplace (hop 3)
+        item("Q313", "Carl Benz", "P19", "Q1022", "Mühlburg", hop=2),
+        time("Q313", "Carl Benz", "P569", "+1844-11-25T00:00:00Z", 11, hop=2),
+        item("Q313", "Carl Benz", "P27", "Q183", "Germany", hop=2),
+        item("Q1022", "Mühlburg", "P17", "Q183", "Germany", hop=3),
+        item("Q1339", "Johann Sebastian Bach", "P19", "Q7070", "Eisenach", hop=2),
+        item("Q255", "Ludwig van Beethoven", "P19", "Q586", "Bonn", hop=2),
+        item("Q254", "Wolfgang Amadeus Mozart", "P19", "Q34713", "Salzburg", hop=2),
+        item("Q1268", "Frédéric Chopin", "P19", "Q2046", "Żelazowa Wola", hop=2),
+        item("Q7186", "Marie Curie", "P19", "Q270", "Warsaw", hop=2),
+        item("Q7186", "Marie Curie", "P27", "Q36", "Poland", hop=2),
+        item("Q937", "Albert Einstein", "P27", "Q39", "Switzerland", hop=2),
+        item("Q5593", "Pablo Picasso", "P27", "Q29", "Spain", hop=2),
+        item("Q35", "Denmark", "P61", "Q9036", "Nikola Tesla", hop=2),
+        item("Q12876", "tank", "P61", "Q1370", "Ernest Swinton", hop=2),
+        item("Q11019", "machine", "P61", "Q868", "Aristotle", hop=2),
+        item("Q5880", "airplane", "P61", "Q35820", "Wright brothers", hop=2),
+    ]
+    for qid, label, cap, cap_label, cont, cont_label, cur, cur_label in COUNTRIES:
+        rows += [
+            item(qid, label, "P36", cap, cap_label, hop=2),
+            item(qid, label, "P30", cont, cont_label, hop=2),
+            item(qid, label, "P38", cur, cur_label, hop=2),
+            item(cap, cap_label, "P17", qid, label, hop=3),
+        ]
+    rows += [
+        quantity("Q142", "France", "P1082", 68373433, unit_qid="1", unit_label=None, hop=2),
+        quantity("Q90", "Paris", "P1082", 2102650, unit_qid="1", unit_label=None, hop=3, rank="preferred"),
+        quantity("Q90", "Paris", "P1082", 2165423, unit_qid="1", unit_label=None, hop=3),
+        item("Q243", "Eiffel Tower", "P138", "Q1", None, rank="deprecated"),
+    ]
+    return rows
+
+
+@pytest.fixture(scope="session")
+def bank():
+    return load_bank()
+
+
+@pytest.fixture()
+def facts() -> pa.Table:
+    return schemas.from_rows(fact_rows(), schemas.FACTS)
+
+
+@pytest.fixture()
+def images() -> pa.Table:
+    return schemas.from_rows(
+        [
+            dict(image_id="vg:1", source="vg", source_image_id="1", width=800, height=600),
+            dict(image_id="gldv2:7e4627eb6f721857", source="gldv2", source_image_id="7e4627eb6f721857", group_id="1"),
+        ],
+        schemas.IMAGES,
+    )
+
+
+def vg_object(native, label, synset):
+    return dict(object_id=f"vg:1/o{native}", image_id="vg:1", label=label, names=[label], synset=synset,
+                synsets=[synset] if synset else [], x=1.0, y=2.0, w=3.0, h=4.0, origin="annotation:vg")
+
+
+@pytest.fixture()
+def objects() -> pa.Table:
+    return schemas.from_rows(
+        [
+            vg_object(1058529, "car", "car.n.01"),
+            vg_object(1058530, "sidewalk", "sidewalk.n.01"),
+            vg_object(1058531, "car", "car.n.01"),
+            vg_object(1058532, "bus", "bus.n.01"),
+            vg_object(1058533, "street", "street.n.01"),
+            dict(object_id="gldv2:7e4627eb6f721857/o0", image_id="gldv2:7e4627eb6f721857", label="Eiffel Tower",
+                 names=["Eiffel Tower"], origin="annotation:gldv2", commons_category="Eiffel Tower"),
+        ],
+        schemas.OBJECTS,
+    )
+
+
+@pytest.fixture()
+def relations() -> pa.Table:
+    def rel(native, subj, obj, predicate, subj_label, obj_label):
+        return dict(relation_id=f"vg:1/r{native}", image_id="vg:1", subject_id=f"vg:1/o{subj}", object_id=f"vg:1/o{obj}",
+                    predicate=predicate, subject_label=subj_label, object_label=obj_label)
+
+    return schemas.from_rows(
+        [
+            rel(4265927, 1058529, 1058530, "parked next to", "car", "sidewalk"),
+            rel(4265928, 1058532, 1058533, "ON", "bus", "street"),
+            rel(4265929, 1058531, 1058533, "is on", "car", "street"),  # same words as the bus: ambiguous
+        ],
+        schemas.RELATIONS,
+    )
+
+
+@pytest.fixture()
+def links() -> pa.Table:
+    def link(obj, qid, label, method, synset=None):
+        return dict(object_id=obj, image_id=obj.split("/")[0], qid=qid, label=label, method=method, synset=synset, hypernym_depth=0)
+
+    return schemas.from_rows(
+        [
+            link("vg:1/o1058529", "Q1420", "car", "wordnet:p8814", "car.n.01"),
+            link("vg:1/o1058531", "Q1420", "car", "wordnet:p8814", "car.n.01"),
+            link("vg:1/o1058532", "Q5638", "bus", "wordnet:p8814", "bus.n.01"),
+            link("gldv2:7e4627eb6f721857/o0", "Q243", "Eiffel Tower", "commons:sitelink-p301"),
+        ],
+        schemas.ENTITY_LINKS,
+    )
