@@ -54,7 +54,9 @@ def date_choices(df: pl.DataFrame, seeds: np.ndarray, latest_year: int) -> pl.Da
     """Columns answer, reason, d1, d2, d3 for rows with ``time``, ``precision``, ``max_precision``, ``window_years``."""
     parts = df.select(
         g=pl.col("time").fill_null("").str.extract_groups(_TIME),
-        precision=pl.min_horizontal(pl.col("precision").cast(pl.Int64), pl.col("max_precision").cast(pl.Int64)),
+        precision=pl.when(pl.col("precision").is_not_null()).then(
+            pl.min_horizontal(pl.col("precision").cast(pl.Int64), pl.col("max_precision").cast(pl.Int64))
+        ),
         window=pl.col("window_years").cast(pl.Int64),
     ).unnest("g")
     sign, year, month, day = (parts.get_column(c) for c in parts.columns[:4])

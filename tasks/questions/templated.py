@@ -144,11 +144,12 @@ def _with_reasons(cand: pl.DataFrame, config: QuestionConfig) -> pl.DataFrame:
     padded_answer = " " + normalize_expr(pl.col("answer").fill_null("")) + " "
     padded_question = " " + normalize_expr(pl.col("question")) + " "
     in_question = padded_question.str.contains(padded_answer, literal=True)
+    unrenderable = pl.col("reason").is_not_null() & (pl.col("reason") != "too_few_distractors")
     reason = (
         pl.when(pl.col("n_values") > 1).then(pl.lit("multiple_answers"))
-        .when(pl.col("reason").is_not_null()).then("reason")
+        .when(unrenderable).then("reason")
         .when(in_question).then(pl.lit("answer_in_question"))
-        .when(~distinct).then(pl.lit("too_few_distractors"))
+        .when(pl.col("reason").is_not_null() | ~distinct).then(pl.lit("too_few_distractors"))
         .when(pl.int_range(pl.len()).over("question_id") > 0)
         .then(pl.lit("duplicate_question"))
     )

@@ -53,6 +53,16 @@ def fact_rows() -> list[dict]:
         time("Q243", "Eiffel Tower", "P571", "+1889-03-31T00:00:00Z", 11),
         item("Q243", "Eiffel Tower", "P186", "Q11427", "wrought iron"),
         item("Q243", "Eiffel Tower", "P1435", "Q916475", None),  # no English label
+        item("Q243", "Eiffel Tower", "P127", "Q90", "Paris"),  # two owners: not single-answer
+        item("Q243", "Eiffel Tower", "P127", "Q3488244", "Société d'exploitation de la tour Eiffel"),
+        # Mount Everest (linked landmark, hop 1), values as in its Wikidata entity
+        item("Q513", "Mount Everest", "P31", "Q8502", "mountain"),
+        item("Q513", "Mount Everest", "P31", "Q570116", "tourist attraction"),
+        item("Q513", "Mount Everest", "P17", "Q837", "Nepal", rank="preferred"),
+        item("Q513", "Mount Everest", "P17", "Q148", "People's Republic of China", rank="preferred"),
+        item("Q513", "Mount Everest", "P30", "Q48", "Asia"),
+        quantity("Q513", "Mount Everest", "P2044", 8848.86, rank="preferred"),
+        quantity("Q513", "Mount Everest", "P2044", 8844.43),
         # its architect (hop 2)
         time("Q2335264", "Stephen Sauvestre", "P569", "+1847-12-26T00:00:00Z", 11, hop=2),
         item("Q2335264", "Stephen Sauvestre", "P27", "Q142", "France", hop=2),
@@ -89,9 +99,10 @@ def fact_rows() -> list[dict]:
             item(cap, cap_label, "P17", qid, label, hop=3),
         ]
     rows += [
-        quantity("Q142", "France", "P1082", 68373433, unit_qid="1", unit_label=None, hop=2),
-        quantity("Q90", "Paris", "P1082", 2102650, unit_qid="1", unit_label=None, hop=3, rank="preferred"),
-        quantity("Q90", "Paris", "P1082", 2165423, unit_qid="1", unit_label=None, hop=3),
+        quantity("Q142", "France", "P1082", 68373433, unit_qid=None, unit_label=None, hop=2),
+        time("Q142", "France", "P571", "+0843-00-00T00:00:00Z", 9, hop=2),
+        quantity("Q90", "Paris", "P1082", 2102650, unit_qid=None, unit_label=None, hop=3, rank="preferred"),
+        quantity("Q90", "Paris", "P1082", 2165423, unit_qid=None, unit_label=None, hop=3),
         item("Q243", "Eiffel Tower", "P138", "Q1", None, rank="deprecated"),
     ]
     return rows
@@ -113,6 +124,7 @@ def images() -> pa.Table:
         [
             dict(image_id="vg:1", source="vg", source_image_id="1", width=800, height=600),
             dict(image_id="gldv2:7e4627eb6f721857", source="gldv2", source_image_id="7e4627eb6f721857", group_id="1"),
+            dict(image_id="gldv2:0a1b2c3d4e5f6789", source="gldv2", source_image_id="0a1b2c3d4e5f6789", group_id="2"),
         ],
         schemas.IMAGES,
     )
@@ -134,6 +146,8 @@ def objects() -> pa.Table:
             vg_object(1058533, "street", "street.n.01"),
             dict(object_id="gldv2:7e4627eb6f721857/o0", image_id="gldv2:7e4627eb6f721857", label="Eiffel Tower",
                  names=["Eiffel Tower"], origin="annotation:gldv2", commons_category="Eiffel Tower"),
+            dict(object_id="gldv2:0a1b2c3d4e5f6789/o0", image_id="gldv2:0a1b2c3d4e5f6789", label="Mount Everest",
+                 names=["Mount Everest"], origin="annotation:gldv2", commons_category="Mount Everest"),
         ],
         schemas.OBJECTS,
     )
@@ -166,6 +180,7 @@ def links() -> pa.Table:
             link("vg:1/o1058531", "Q1420", "car", "wordnet:p8814", "car.n.01"),
             link("vg:1/o1058532", "Q5638", "bus", "wordnet:p8814", "bus.n.01"),
             link("gldv2:7e4627eb6f721857/o0", "Q243", "Eiffel Tower", "commons:sitelink-p301"),
+            link("gldv2:0a1b2c3d4e5f6789/o0", "Q513", "Mount Everest", "commons:p373"),
         ],
         schemas.ENTITY_LINKS,
     )

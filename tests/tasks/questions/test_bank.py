@@ -1,0 +1,126 @@
+"""The template bank as shipped, and the load-time errors of broken banks."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reasonvqa.paths import TEMPLATES_DIR
+from tasks.questions.bank import BankError, load_bank
+
+PAPER_PROPERTIES = ["P84", "P50", "P17", "P2048", "P2049", "P37", "P38", "P36", "P25", "P19"]
+
+
+def test_shipped_bank_covers_the_paper_and_the_shared_list(bank):
+    assert len(bank.properties) >= 60
+    assert len(bank.domains) == 20
+    assert bank.domains[0] == "Places & Locations" and "Food & Nutrition" in bank.domains
+    for pid in PAPER_PROPERTIES:
+        assert pid in bank.properties
+    shared = (TEMPLATES_DIR.parent / ".team" / "PROPERTIES.md")
+    if shared.exists():  # the team's list of properties the sample knowledge uses
+        import re
+
+        listed = set(re.findall(r"\bP\d+\b", shared.read_text().split("Answer categories")[0]))
+        assert listed <= set(bank.properties), sorted(listed - set(bank.properties))
+    assert {t.category for t in bank.properties.values()} == {"fixed", "date", "number", "literal"}
+    assert bank.properties["P84"].main == "Who designed {subject}?"
+    assert bank.properties["P84"].sub == "the architect of {subject}"
+    assert [c.label for c in bank.properties["P30"].choices][:2] == ["Africa", "Antarctica"]
+    assert bank.properties["P2048"].category == "number"
+    assert bank.properties["P569"].category == "date"
+    assert bank.units["Q11573"].symbol == "m"
+    assert bank.predicates["has"] == "with"
+    assert "tourist attraction" in bank.naming_avoid
+
+
+def test_every_domain_has_properties_and_every_property_known_domains(bank):
+    used = {d for t in bank.properties.values() for d in t.domains}
+    assert used == set(bank.domains)
+
+
+def test_property_ids_follow_the_domain_filter(bank):
+    food = bank.property_ids(["Food & Nutrition"])
+    assert "P31" in food and "P279" in food  # naming properties are always fetched
+    assert "P2012" in food and "P17" not in food
+    tagged = {pid for pid, t in bank.properties.items() if "Food & Nutrition" in t.domains}
+    assert set(bank.question_property_ids(["Food & Nutrition"])) == tagged
+    assert set(food) == tagged | {"P31", "P279"}
+    assert set(bank.property_ids(None)) >= set(bank.properties)
+    with pytest.raises(ValueError, match="Cooking"):
+        bank.property_ids(["Cooking"])
+
+
+def test_version_is_a_content_hash(bank, tmp_path):
+    copy = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_DIR, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    assert load_bank(copy).version == bank.version
+    path = copy / "properties" / "places.yaml"
+    path.write_text(path.read_text().replace("What is the capital of {subject}?", "Which city is the capital of {subject}?"))
+    assert load_bank(copy).version != bank.version
+
+
+def _bank_with(tmp_path: Path, name: str, text: str) -> Path:
+    copy = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_DIR, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    (copy / "properties" / name).write_text(text)
+    return copy
+
+
+GOOD = """P9999:
+  label: test
+  category: literal
+  value: item
+  domains: [Places & Locations]
+  main: What is the test of {subject}?
+  sub: the test of {subject}
+"""
+
+
+@pytest.mark.parametrize(
+    "text, key, problem",
+    [
+        (GOOD.replace("What is the test of {subject}?", "What is the test?"), "P9999.main", "exactly one {subject}"),
+        (GOOD.replace("{subject}?", "{object}?"), "P9999.main", "unknown placeholder {object}"),
+        (GOOD.replace("of {subject}?", "of {subject}"), "P9999.main", "question mark"),
+        (GOOD.replace("P9999:", "X12:"), "X12", "property id"),
+        (GOOD.replace("[Places & Locations]", "[Cooking]"), "P9999.domains", "unknown domain 'Cooking'"),
+        (GOOD.replace("value: item", "value: quantity"), "P9999.value", "does not fit category literal"),
+        (GOOD.replace("category: literal", "category: fixed"), "P9999.choices", "at least 4"),
+        (GOOD.replace("  label: test\n", ""), "P9999.label", "missing"),
+        (GOOD + "  colour: red\n", "P9999.colour", "unknown key"),
+        (GOOD.replace("sub: the test of {subject}", "sub: the test of {subject}?"), "P9999.sub", "no question mark"),
+        (GOOD.replace("P9999:", "P36:"), "P36", "defined twice"),
+        (GOOD.replace("sub: the test of {subject}", "sub: the place where {subject} was born"), "P9999.sub", "doubles the word 'born' inside P19.main"),
+        (GOOD.replace("What is the test", "What is {a} {subject}").replace(" of {subject}?", "?"), "P9999.main", "{a} must be followed by a word"),
+        ("P9999: [not, a, mapping]\n", "P9999", "expected a mapping"),
+        ("P9999:\n  label: [unclosed\n", "<file>", "invalid YAML"),
+    ],
+)
+def test_broken_templates_fail_at_load_naming_file_and_key(tmp_path, text, key, problem):
+    root = _bank_with(tmp_path, "zz_test.yaml", text)
+    with pytest.raises(BankError) as err:
+        load_bank(root)
+    message = str(err.value)
+    assert err.value.key == key, message
+    assert problem in message
+    expected_file = "places.yaml" if key == "P36" else "zz_test.yaml"
+    assert expected_file in message
+
+
+def test_missing_bank_file_is_named(tmp_path):
+    copy = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_DIR, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    (copy / "units.yaml").unlink()
+    with pytest.raises(BankError, match=r"units\.yaml: <file>: missing"):
+        load_bank(copy)
+
+
+def test_closed_sets_must_not_repeat_a_label(tmp_path):
+    text = GOOD.replace("category: literal", "category: fixed").replace(
+        "  sub: the test of {subject}\n", "  choices: [red, blue, green, {label: Red, aliases: [crimson]}]\n"
+    )
+    with pytest.raises(BankError, match=r"P9999.choices\[3\].*repeats choice 0"):
+        load_bank(_bank_with(tmp_path, "zz_test.yaml", text))

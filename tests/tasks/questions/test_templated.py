@@ -1,0 +1,182 @@
+"""End to end: literal tables of two landmark photos and one Visual Genome scene -> questions."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from reasonvqa import schemas
+from tasks.questions.config import QuestionConfig
+from tasks.questions.index import build_index
+from tasks.questions.templated import generate_questions
+
+TOWER, MOUNTAIN = "gldv2:7e4627eb6f721857", "gldv2:0a1b2c3d4e5f6789"
+
+# (question, answer, category, hops, scene graph) for each answer category and hop count
+EXPECTED = [
+    ("In which country is this lattice tower?", "France", "literal", 1, False),
+    ("Who invented the motor vehicle parked next to the sidewalk?", "Carl Benz", "literal", 1, True),
+    ("On which continent is this mountain?", "Asia", "fixed", 1, False),
+    ("How tall is this lattice tower?", "330 m", "number", 1, False),
+    ("What is the elevation of this mountain above sea level?", "8,849 m", "number", 1, False),
+    ("When was this lattice tower established?", "31 March 1889", "date", 1, False),
+    ("When was the motor vehicle parked next to the sidewalk invented?", "1886", "date", 1, True),
+    ("What is the capital of the country where this lattice tower is located?", "Paris", "literal", 2, False),
+    ("Where was the inventor of the motor vehicle parked next to the sidewalk born?", "Mühlburg", "literal", 2, True),
+    ("On which continent is the country where this lattice tower is located?", "Europe", "fixed", 2, False),
+    ("What is the population of the country where this lattice tower is located?", "68,373,433", "number", 2, False),
+    ("When was the architect of this lattice tower born?", "26 December 1847", "date", 2, False),
+    ("When was the inventor of the motor vehicle parked next to the sidewalk born?", "25 November 1844", "date", 2, True),
+    ("What is the capital of the country of citizenship of the architect of this lattice tower?", "Paris", "literal", 3, False),
+    ("In which country is the birthplace of the inventor of the motor vehicle parked next to the sidewalk?", "Germany",
+     "literal", 3, True),
+    ("On which continent is the country of citizenship of the architect of this lattice tower?", "Europe", "fixed", 3, False),
+    ("What is the population of the capital of the country where this lattice tower is located?", "2,102,650", "number", 3,
+     False),
+    ("When was the country of citizenship of the architect of this lattice tower established?", "843", "date", 3, False),
+]
+
+
+@pytest.fixture()
+def inputs(images, objects, relations, links, facts):
+    return dict(images=images, objects=objects, relations=relations, links=links, facts=facts)
+
+
+def _run(inputs, bank, config=None, seed=0, **kwargs):
+    return generate_questions(**inputs, bank=bank, config=config or QuestionConfig(), seed=seed, shard=3,
+                              knowledge_snapshot="sample-2026-02", **kwargs)
+
+
+def _questions(result) -> pl.DataFrame:
+    return pl.from_arrow(result.outputs["questions"])
+
+
+def test_rendered_questions_for_each_category_and_hop_count(inputs, bank):
+    q = _questions(_run(inputs, bank))
+    got = {(r["question"], r["answer"], r["answer_category"], r["n_hop"], r["has_scene_graph"]) for r in q.iter_rows(named=True)}
+    for expected in EXPECTED:
+        assert expected in got, expected
+
+
+def test_release_columns_and_provenance(inputs, bank):
+    result = _run(inputs, bank)
+    table = result.outputs["questions"]
+    assert table.schema == schemas.QUESTIONS
+    q = pl.from_arrow(table)
+    row = q.filter(pl.col("question") == "What is the capital of the country where this lattice tower is located?").row(0, named=True)
+    assert row["route"] == ["P17", "P36"] and row["property_id"] == "P36" and row["n_hop"] == 2
+    assert row["template_ids"] == ["P17:sub", "P36:main"]
+    assert row["domains"] == ["Places & Locations", "Politics & Government"]
+    assert row["answer_qid"] == "Q90" and row["image_id"] == TOWER and row["image_source"] == "gldv2"
+    assert row["object_ids"] == [f"{TOWER}/o0"]
+    assert row["template_version"] == bank.version and row["knowledge_snapshot"] == "sample-2026-02"
+    assert len(row["question_id"]) == 20
+    dated = q.filter(pl.col("answer_category") == "number")
+    assert dated["answer_qid"].null_count() == dated.height
+    assert set(q["image_source"]) == {"vg", "gldv2"}
+    assert q["question_id"].to_list() == sorted(q["question_id"].to_list())
+
+
+def test_every_choice_list_holds_the_answer_and_three_distinct_distractors(inputs, bank):
+    q = _questions(_run(inputs, bank))
+    assert q.height >= len(EXPECTED)
+    for row in q.iter_rows(named=True):
+        choices = row["choices"]
+        assert len(choices) == 4 and row["answer"] in choices and row["answer"].strip()
+        normalized = {" ".join(c.lower().replace(",", " ").split()) for c in choices}
+        assert len(normalized) == 4, choices
+        assert row["question"].endswith("?") and row["question"].count("?") == 1 and "  " not in row["question"]
+        assert row["question"][0].isupper()
+
+
+def test_fixed_distractors_come_from_the_closed_set(inputs, bank):
+    q = _questions(_run(inputs, bank)).filter(pl.col("property_id") == "P30")
+    closed = {c.label for c in bank.properties["P30"].choices}
+    assert q.height >= 3 and all(set(c) <= closed for c in q["choices"].to_list())
+
+
+def test_literal_distractors_come_from_the_same_property(inputs, bank):
+    q = _questions(_run(inputs, bank)).filter(pl.col("property_id") == "P36")
+    capitals = {"Paris", "Berlin", "Rome", "Madrid", "Tokyo", "Washington, D.C."}
+    assert q.height >= 2 and all(set(c) <= capitals for c in q["choices"].to_list())
+
+
+def test_every_candidate_is_a_question_or_a_reject_with_a_reason(inputs, bank):
+    result = _run(inputs, bank)
+    assert result.rows_in == result.outputs["questions"].num_rows + len(result.rejects)
+    reasons = {}
+    for row in result.rejects.rows:
+        record = json.loads(row["record"])
+        reasons.setdefault(row["reason"], []).append(record)
+        assert row["stage"] == "questions" and row["shard"] == 3
+        assert row["source"].startswith(f"image={record['image_id']} objects=") and record["route_key"] in row["source"]
+    # two truthy owners of the tower, two preferred countries of Everest
+    assert {r["route_key"] for r in reasons["multiple_answers"]} >= {"P127", "P17"}
+    # the heritage designation item has no English label
+    assert [r["route_key"] for r in reasons["no_english_label"]] == ["P1435"]
+    # "What is the motor vehicle ... a subclass of?" -> "motor vehicle"
+    assert any(r["route_key"] == "P279" and r["answer"] == "motor vehicle" for r in reasons["answer_in_question"])
+    # the only architect in the fact table cannot have three distractors
+    assert "P84" in {r["route_key"] for r in reasons["too_few_distractors"]}
+    q = _questions(result)
+    assert not q.filter(pl.col("property_id").is_in(["P127", "P1435", "P84"]) & (pl.col("n_hop") == 1)).height
+
+
+def test_reruns_are_byte_identical_and_the_seed_only_moves_choices(inputs, bank):
+    def parquet_bytes(table: pa.Table) -> bytes:
+        sink = io.BytesIO()
+        pq.write_table(table, sink)
+        return sink.getvalue()
+
+    first, again = _run(inputs, bank), _run(inputs, bank)
+    assert parquet_bytes(first.outputs["questions"]) == parquet_bytes(again.outputs["questions"])
+    assert first.rejects.rows == again.rejects.rows
+    other = _questions(_run(inputs, bank, seed=7))
+    base = _questions(first)
+    assert base["question_id"].to_list() == other["question_id"].to_list()
+    assert base["answer"].to_list() == other["answer"].to_list()
+    assert base["choices"].to_list() != other["choices"].to_list()
+
+
+def test_sharding_does_not_change_questions(inputs, bank):
+    whole = _questions(_run(inputs, bank))
+    index = build_index(inputs["facts"], bank, QuestionConfig())
+    parts = []
+    for image_id in [TOWER, MOUNTAIN, "vg:1"]:
+        shard = {
+            name: (pl.from_arrow(t).filter(pl.col("image_id") == image_id).to_arrow() if name != "facts" else t)
+            for name, t in inputs.items()
+        }
+        parts.append(_questions(_run(shard, bank, index=index)))
+    assert pl.concat(parts).sort("question_id").equals(whole)
+
+
+def test_domain_filter_only_asks_the_domains_properties(inputs, bank):
+    config = QuestionConfig(domains=["Measurements & Quantities"])
+    q = _questions(_run(inputs, bank, config))
+    assert sorted(q["question"].to_list()) == ["How tall is this lattice tower?", "What is the elevation of this mountain above sea level?"]
+    allowed = set(bank.question_property_ids(["Measurements & Quantities"]))
+    assert all(set(route) <= allowed for route in q["route"].to_list())
+
+
+def test_hop_limit_and_per_image_cap(inputs, bank):
+    q = _questions(_run(inputs, bank, QuestionConfig(max_hops=1)))
+    assert set(q["n_hop"]) == {1}
+    result = _run(inputs, bank, QuestionConfig(max_questions_per_image=2))
+    capped = _questions(result)
+    assert capped.group_by("image_id").len()["len"].max() == 2
+    full = _questions(_run(inputs, bank))
+    expected = full.sort("question_id").group_by("image_id", maintain_order=True).head(2)
+    assert sorted(capped["question_id"]) == sorted(expected["question_id"])
+    assert sum(r["reason"] == "over_image_cap" for r in result.rejects.rows) == full.height - capped.height
+
+
+def test_an_index_for_other_settings_is_refused(inputs, bank):
+    index = build_index(inputs["facts"], bank, QuestionConfig(max_hops=1))
+    with pytest.raises(ValueError, match="max_hops"):
+        _run(inputs, bank, QuestionConfig(max_hops=3), index=index)
