@@ -26,6 +26,7 @@ import numpy as np
 
 from reasonvqa import schemas
 from reasonvqa.stage import Rejects, StageResult, run_stream, stage_stats
+from tasks.sources.gc_pause import gc_paused
 from tasks.sources.gldv2_side import CATEGORIES, CLEAN, SideTables, csv_rows, image_key, read_side_tables
 from tasks.sources.normalize import as_int_id
 from tasks.sources.seen_ids import SeenIds
@@ -73,7 +74,8 @@ def ingest_gldv2(path: Path, stage_dir: Path, shard_size: int = 5000, max_images
         "split_file": split.name,
         "missing_files": sorted(n for n in (CATEGORIES, CLEAN) if not (folder / n).is_file()),
     }
-    return run_stream(stage_dir, _shards(split, side, shard_size, max_images, extra))
+    with gc_paused():
+        return run_stream(stage_dir, _shards(split, side, shard_size, max_images, extra))
 
 
 def _shards(split: Path, side: SideTables, shard_size: int, max_images: int | None, extra: dict) -> Iterator[StageResult]:

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import math
-import re
-
-_WHITESPACE = re.compile(r"\s+")
 
 
 def normalize_label(value: object) -> str | None:
     """Strip, lowercase and collapse internal whitespace; None for non-strings and empty text."""
-    if not isinstance(value, str):
+    if type(value) is not str:
         return None
-    text = _WHITESPACE.sub(" ", value).strip().lower()
-    return text or None
+    return " ".join(value.lower().split()) or None
 
 
 def collapse_spaces(value: str) -> str:
     """Collapse runs of whitespace to one space and strip (case kept)."""
-    return _WHITESPACE.sub(" ", value).strip()
+    return " ".join(value.split())
 
 
 def as_int_id(value: object) -> int | None:
@@ -35,9 +31,12 @@ def as_int_id(value: object) -> int | None:
     return None
 
 
+def is_number(value: object) -> bool:
+    """True for an int or a finite float (never bool or text)."""
+    kind = type(value)
+    return kind is int or (kind is float and math.isfinite(value))  # type: ignore[arg-type]
+
+
 def as_number(value: object) -> float | None:
     """A finite float from an int or float (never from bool or text); else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
+    return float(value) if is_number(value) else None  # type: ignore[arg-type]

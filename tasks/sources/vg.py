@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from reasonvqa.stage import StageResult, run_stream, stage_stats
+from tasks.sources.gc_pause import gc_paused
 from tasks.sources.jsonstream import StreamFailure, iter_json_array
 from tasks.sources.vg_merge import AlignedCursor, OutOfOrder, PartitionedCursor, ShardPlan, partition_file
 from tasks.sources.vg_shard import VgShardBuilder, build_image_index
@@ -118,14 +119,16 @@ def ingest_vg(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: i
     }
     aligned = {kind: AlignedCursor(p, plan) for kind, p in files.annotation_files()}
     try:
-        return run_stream(stage_dir, _shards(plan, aligned, files, extra, image_failure))
+        with gc_paused():
+            return run_stream(stage_dir, _shards(plan, aligned, files, extra, image_failure))
     except OutOfOrder as disorder:
         extra["merge"] = "partitioned"
         extra["merge_reason"] = str(disorder)
     finally:
         for cursor in aligned.values():
             cursor.close()
-    with tempfile.TemporaryDirectory(prefix=f".{stage_dir.name}-spill-", dir=stage_dir.parent) as spill:
+    stage_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{stage_dir.name}-spill-", dir=stage_dir.parent) as spill, gc_paused():
         partitioned = {kind: partition_file(p, plan, Path(spill) / kind) for kind, p in files.annotation_files()}
         extra["skipped_outside_selection"] = sum(c.skipped_outside for c in partitioned.values())
         return run_stream(stage_dir, _shards(plan, partitioned, files, extra, image_failure))

@@ -20,15 +20,14 @@ strictly positive. A box that overhangs the image is clipped to it when at least
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from tasks.sources.normalize import as_int_id, as_number, normalize_label
+from tasks.sources.normalize import as_int_id, as_number, is_number, normalize_label
 
 MIN_VISIBLE_FRACTION = 0.5
 
 
-@dataclass(frozen=True)
-class ImageEntry:
+class ImageEntry(NamedTuple):
     """One valid row of image_data.json."""
 
     image_id: int
@@ -37,8 +36,7 @@ class ImageEntry:
     url: str | None
 
 
-@dataclass(frozen=True)
-class ObjectEntry:
+class ObjectEntry(NamedTuple):
     """One valid object, box already clipped to its image."""
 
     object_id: int
@@ -49,8 +47,7 @@ class ObjectEntry:
     merged_ids: list[int]
 
 
-@dataclass(frozen=True)
-class RelationEntry:
+class RelationEntry(NamedTuple):
     """One relationship with its endpoint ids (not yet resolved against the image's objects)."""
 
     relationship_id: int
@@ -86,10 +83,14 @@ def parse_image_entry(record: object) -> ImageEntry | str:
 
 def object_names(record: dict) -> list[str]:
     """Normalized, de-duplicated names from ``names`` (list or string) or ``name``."""
-    raw = record.get("names", record.get("name"))
-    values = raw if isinstance(raw, list) else [raw]
+    raw = record.get("names")
+    if raw is None:
+        raw = record.get("name")
+    if type(raw) is list and len(raw) == 1 and type(raw[0]) is str:  # the common case, fast
+        name = " ".join(raw[0].lower().split())
+        return [name] if name else []
     names: list[str] = []
-    for value in values:
+    for value in raw if isinstance(raw, list) else [raw]:
         name = normalize_label(value)
         if name is not None and name not in names:
             names.append(name)
@@ -98,9 +99,11 @@ def object_names(record: dict) -> list[str]:
 
 def synset_names(raw: object) -> list[str]:
     """Synset names from a list (or single value) of strings or ``{"synset_name": ...}`` dicts."""
-    values = raw if isinstance(raw, list) else ([] if raw is None else [raw])
+    if type(raw) is list and len(raw) == 1 and type(raw[0]) is str:  # the common case, fast
+        name = raw[0].strip()
+        return [name] if name else []
     names: list[str] = []
-    for value in values:
+    for value in raw if isinstance(raw, list) else ([] if raw is None else [raw]):
         if isinstance(value, dict):
             value = value.get("synset_name")
         if isinstance(value, str) and value.strip() and value.strip() not in names:
@@ -117,39 +120,45 @@ def object_id_of(record: object) -> int | None:
 
 def clip_box(x: float, y: float, w: float, h: float, width: int, height: int) -> tuple[tuple[float, float, float, float], bool] | str:
     """Clip a positive-size XYWH box to the image (see the module's box policy)."""
-    x0, y0, x1, y1 = max(x, 0.0), max(y, 0.0), min(x + w, float(width)), min(y + h, float(height))
+    if x >= 0 and y >= 0 and x + w <= width and y + h <= height:  # inside: nothing to clip
+        return (x, y, w, h), False
+    x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + w, width), min(y + h, height)
     if x1 <= x0 or y1 <= y0:
         return "box_outside_image"
-    inside = (x1 - x0) * (y1 - y0)
-    if inside < MIN_VISIBLE_FRACTION * w * h:
+    if (x1 - x0) * (y1 - y0) < MIN_VISIBLE_FRACTION * w * h:
         return "box_mostly_outside"
-    clipped = (x0, y0, x1 - x0, y1 - y0)
-    return clipped, clipped != (x, y, w, h)
+    return (x0, y0, x1 - x0, y1 - y0), True
 
 
 def parse_object(record: object, image: ImageEntry) -> ObjectEntry | str:
     """An object of ``image``, or a reject reason."""
-    if not isinstance(record, dict):
+    if type(record) is not dict:
         return "object_malformed"
-    object_id = object_id_of(record)
-    if object_id is None:
-        return "object_missing_id"
+    object_id = record.get("object_id")
+    if type(object_id) is not int or object_id < 0:
+        object_id = object_id_of(record)
+        if object_id is None:
+            return "object_missing_id"
     names = object_names(record)
     if not names:
         return "object_missing_name"
-    raw_box = [record.get("x"), record.get("y"), record.get("w", record.get("width")), record.get("h", record.get("height"))]
-    if any(v is None for v in raw_box):
+    x, y, w, h = record.get("x"), record.get("y"), record.get("w"), record.get("h")
+    if w is None:
+        w = record.get("width")
+    if h is None:
+        h = record.get("height")
+    if x is None or y is None or w is None or h is None:
         return "box_missing"
-    box = [as_number(v) for v in raw_box]
-    if any(v is None for v in box):
+    if not (type(x) is int and type(y) is int and type(w) is int and type(h) is int) and not (
+        is_number(x) and is_number(y) and is_number(w) and is_number(h)
+    ):
         return "box_not_numeric"
-    x, y, w, h = box  # type: ignore[misc]
     if w <= 0 or h <= 0:
         return "box_nonpositive_size"
     fitted = clip_box(x, y, w, h, image.width, image.height)
-    if isinstance(fitted, str):
+    if type(fitted) is str:
         return fitted
-    merged = record.get("merged_object_ids") or []
+    merged = record.get("merged_object_ids")
     merged_ids = [i for i in (as_int_id(v) for v in merged) if i is not None] if isinstance(merged, list) else []
     return ObjectEntry(object_id, names, synset_names(record.get("synsets")), fitted[0], fitted[1], merged_ids)
 

@@ -18,11 +18,11 @@ import pyarrow as pa
 
 from reasonvqa import schemas
 from reasonvqa.stage import Rejects, StageResult
+from tasks.sources.columns import ColumnBuffer
 from tasks.sources.jsonstream import StreamFailure
 from tasks.sources.normalize import normalize_label
 from tasks.sources.vg_records import (
     ImageEntry,
-    ObjectEntry,
     object_id_of,
     parse_image_entry,
     parse_object,
@@ -94,6 +94,9 @@ class _ImageObjects:
         return self.aliases.get(object_id)
 
 
+_INT = pa.int64()
+
+
 class VgShardBuilder:
     """Collects one shard's rows and rejects; ``result()`` returns the sorted StageResult."""
 
@@ -104,10 +107,13 @@ class VgShardBuilder:
         self.rows_in = 0
         self.extra = dict(extra or {})
         self.boxes_clipped = 0
-        self._images: list[tuple[tuple, dict]] = []
-        self._objects: list[tuple[tuple, dict]] = []
-        self._relations: list[tuple[tuple, dict]] = []
-        self._attributes: list[tuple[tuple, dict]] = []
+        self._images = ColumnBuffer(schemas.IMAGES, ("image_id", "source_image_id", "width", "height", "url", "file_path"),
+                                    [("_pos", _INT)], {"source": "vg"})
+        self._objects = ColumnBuffer(schemas.OBJECTS, ("object_id", "image_id", "label", "names", "synset", "synsets", "x", "y", "w", "h"),
+                                     [("_pos", _INT), ("_oid", _INT)], {"origin": ORIGIN})
+        self._relations = ColumnBuffer(schemas.RELATIONS, tuple(schemas.RELATIONS.names), [("_pos", _INT), ("_rid", _INT)])
+        self._attributes = ColumnBuffer(schemas.ATTRIBUTES, tuple(schemas.ATTRIBUTES.names),
+                                        [("_pos", _INT), ("_oid", _INT), ("_attribute", pa.string())])
         self._per_image: dict[int, _ImageObjects] = {}
 
     # -- helpers -----------------------------------------------------------------------------
@@ -119,30 +125,26 @@ class VgShardBuilder:
         for source, record in items:
             self._reject(reason, source, record)
 
-    def _pos(self, image_id: int) -> int:
-        return self.index.position[image_id]
+    def _embedded_values(self, source: str, obj: Any) -> list[tuple[str, Any]]:
+        """The attribute values an object-like dict carries; a non-list ``attributes`` is one rejected item."""
+        values = obj.get("attributes") if type(obj) is dict else None
+        if values is None:
+            return []
+        if not isinstance(values, list):
+            self._reject("attribute_entry_malformed", f"{source}.attributes", values)
+            return []
+        return [(f"{source}.attributes[{k}]", v) for k, v in enumerate(values)]
 
     # -- image_data.json ---------------------------------------------------------------------
     def add_image_row(self, pos: int) -> None:
         """The image_data.json row at ``pos`` (already parsed in the index)."""
         entry = self.index.entries[pos]
-        source = f"image_data.json#[{pos}]"
         if not isinstance(entry, ImageEntry):
-            self._reject(entry, source, self.index.rejected_raw[pos])
+            self._reject(entry, f"image_data.json#[{pos}]", self.index.rejected_raw[pos])
             return
         self.rows_in += 1
-        row = {
-            "image_id": vg_image_id(entry.image_id),
-            "source": "vg",
-            "source_image_id": str(entry.image_id),
-            "width": entry.width,
-            "height": entry.height,
-            "url": entry.url,
-            "file_path": vg_file_path(entry.image_id, entry.url),
-            "group_id": None,
-            "is_clean": None,
-        }
-        self._images.append(((pos,), row))
+        iid = entry.image_id
+        self._images.add((pos, vg_image_id(iid), str(iid), entry.width, entry.height, entry.url, vg_file_path(iid, entry.url)))
 
     # -- per-image records -------------------------------------------------------------------
     def _container(self, file: str, index: int, record: Any, keys: tuple[str, ...]) -> tuple[int, ImageEntry | str, dict] | None:
@@ -168,66 +170,53 @@ class VgShardBuilder:
         if checked is None:
             return
         image_id, status, record = checked
-        for j, obj in enumerate(record["objects"]):
-            self._add_object(file, f"{file}#[{index}].objects[{j}]", image_id, status, obj)
+        if isinstance(status, str):
+            for j, obj in enumerate(record["objects"]):
+                source = f"{file}#[{index}].objects[{j}]"
+                values = self._embedded_values(source, obj)
+                self._reject(status, source, obj)
+                self._reject_each(status, values)
+        else:
+            self._add_objects(file, index, image_id, status, record["objects"])
         relations = record.get("relationships")
         if isinstance(relations, list):
             self._add_relations(file, index, image_id, status, relations)
         elif relations is not None:
             self._reject("record_malformed", f"{file}#[{index}].relationships", relations)
 
-    def _embedded_values(self, source: str, obj: Any) -> list[tuple[str, Any]]:
-        """The attribute values an object-like dict carries; a non-list ``attributes`` is one rejected item."""
-        values = obj.get("attributes") if isinstance(obj, dict) else None
-        if values is None:
-            return []
-        if not isinstance(values, list):
-            self._reject("attribute_entry_malformed", f"{source}.attributes", values)
-            return []
-        return [(f"{source}.attributes[{k}]", v) for k, v in enumerate(values)]
-
-    def _add_object(self, file: str, source: str, image_id: int, status: ImageEntry | str, obj: Any) -> None:
-        values = self._embedded_values(source, obj)
-        parsed = status if isinstance(status, str) else parse_object(obj, status)
-        if isinstance(parsed, str):
-            self._reject(parsed, source, obj)
-            self._reject_each(status if isinstance(status, str) else "attribute_object_rejected", values)
-            return
-        objects = self._per_image.setdefault(image_id, _ImageObjects())
-        if parsed.object_id in objects.labels:
-            self._reject("duplicate_object_id", source, obj)
-            self._reject_each("attribute_object_rejected", values)
-            return
-        self._keep_object(image_id, parsed, objects)
-        for value_source, value in values:
-            self._add_attribute_value(value_source, image_id, parsed.object_id, value)
-
-    def _keep_object(self, image_id: int, parsed: ObjectEntry, objects: _ImageObjects) -> None:
-        self.rows_in += 1
-        self.boxes_clipped += parsed.clipped
-        objects.labels[parsed.object_id] = parsed.names[0]
-        objects.aliases.pop(parsed.object_id, None)
-        for merged in parsed.merged_ids:
-            if merged not in objects.labels:
-                objects.aliases.setdefault(merged, parsed.object_id)
-        x, y, w, h = parsed.box
-        row = {
-            "object_id": f"{vg_image_id(image_id)}/o{parsed.object_id}",
-            "image_id": vg_image_id(image_id),
-            "label": parsed.names[0],
-            "names": parsed.names,
-            "synset": parsed.synsets[0] if parsed.synsets else None,
-            "synsets": parsed.synsets,
-            "x": x,
-            "y": y,
-            "w": w,
-            "h": h,
-            "mask": None,
-            "score": None,
-            "origin": ORIGIN,
-            "commons_category": None,
-        }
-        self._objects.append(((self._pos(image_id), parsed.object_id), row))
+    def _add_objects(self, file: str, index: int, image_id: int, image: ImageEntry, objects: list) -> None:
+        registry = self._per_image.setdefault(image_id, _ImageObjects())
+        vid, pos = vg_image_id(image_id), self.index.position[image_id]
+        kept: list[tuple] = []
+        add = kept.append
+        for j, obj in enumerate(objects):
+            parsed = parse_object(obj, image)
+            duplicate = type(parsed) is not str and parsed.object_id in registry.labels
+            has_values = type(obj) is dict and obj.get("attributes") is not None
+            if type(parsed) is str or duplicate or has_values:
+                source = f"{file}#[{index}].objects[{j}]"
+                values = self._embedded_values(source, obj)
+                if type(parsed) is str or duplicate:
+                    self._reject("duplicate_object_id" if duplicate else parsed, source, obj)
+                    self._reject_each("attribute_object_rejected", values)
+                    continue
+            else:
+                values = []
+            self.rows_in += 1
+            self.boxes_clipped += parsed.clipped
+            oid = parsed.object_id
+            registry.labels[oid] = parsed.names[0]
+            if parsed.merged_ids:
+                registry.aliases.pop(oid, None)
+                for merged in parsed.merged_ids:
+                    if merged not in registry.labels:
+                        registry.aliases.setdefault(merged, oid)
+            synsets = parsed.synsets
+            x, y, w, h = parsed.box
+            add((pos, oid, f"{vid}/o{oid}", vid, parsed.names[0], parsed.names, synsets[0] if synsets else None, synsets, x, y, w, h))
+            for value_source, value in values:
+                self._add_attribute_value(value_source, image_id, oid, value)
+        self._objects.add_many(kept)
 
     # -- attributes --------------------------------------------------------------------------
     def add_attributes(self, file: str, index: int, record: Any) -> None:
@@ -237,6 +226,7 @@ class VgShardBuilder:
             return
         image_id, status, record = checked
         key = "attributes" if isinstance(record.get("attributes"), list) else "objects"
+        registry = self._per_image.get(image_id)
         for j, entry in enumerate(record[key]):
             source = f"{file}#[{index}].{key}[{j}]"
             if not isinstance(entry, dict):
@@ -247,11 +237,9 @@ class VgShardBuilder:
                 self._reject_each(status, values)
                 continue
             object_id = object_id_of(entry)
-            objects = self._per_image.get(image_id)
-            resolved = objects.resolve(object_id) if objects is not None and object_id is not None else None
+            resolved = registry.resolve(object_id) if registry is not None and object_id is not None else None
             if resolved is None:
-                reason = "attribute_entry_malformed" if object_id is None else "attribute_object_unknown"
-                self._reject_each(reason, values)
+                self._reject_each("attribute_entry_malformed" if object_id is None else "attribute_object_unknown", values)
                 continue
             for value_source, value in values:
                 self._add_attribute_value(value_source, image_id, resolved, value)
@@ -261,14 +249,14 @@ class VgShardBuilder:
         if attribute is None:
             self._reject("attribute_empty" if isinstance(value, str) else "attribute_malformed", source, value)
             return
-        objects = self._per_image[image_id]
-        if (object_id, attribute) in objects.attributes:
+        registry = self._per_image[image_id]
+        if (object_id, attribute) in registry.attributes:
             self._reject("duplicate_attribute", source, value)
             return
-        objects.attributes.add((object_id, attribute))
+        registry.attributes.add((object_id, attribute))
         self.rows_in += 1
-        row = {"object_id": f"{vg_image_id(image_id)}/o{object_id}", "image_id": vg_image_id(image_id), "attribute": attribute}
-        self._attributes.append(((self._pos(image_id), object_id, attribute), row))
+        vid = vg_image_id(image_id)
+        self._attributes.add((self.index.position[image_id], object_id, attribute, f"{vid}/o{object_id}", vid, attribute))
 
     # -- relationships -----------------------------------------------------------------------
     def add_relationships(self, file: str, index: int, record: Any) -> None:
@@ -280,39 +268,30 @@ class VgShardBuilder:
         self._add_relations(file, index, image_id, status, record["relationships"])
 
     def _add_relations(self, file: str, index: int, image_id: int, status: ImageEntry | str, relations: list) -> None:
-        objects = self._per_image.get(image_id, _ImageObjects())
+        registry = self._per_image.get(image_id, _ImageObjects())
+        vid = vg_image_id(image_id)
         for k, raw in enumerate(relations):
-            source = f"{file}#[{index}].relationships[{k}]"
             parsed = status if isinstance(status, str) else parse_relation(raw)
-            if isinstance(parsed, str):
-                self._reject(parsed, source, raw)
+            reason = parsed if isinstance(parsed, str) else None
+            if reason is None:
+                subject, obj = registry.resolve(parsed.subject_id), registry.resolve(parsed.object_id)
+                if subject is None or obj is None:
+                    reason = "relation_endpoint_unknown"
+                elif parsed.relationship_id in registry.relation_ids:
+                    reason = "duplicate_relation_id"
+                elif (subject, parsed.predicate, obj) in registry.triples:
+                    reason = "duplicate_relation"
+            if reason is not None:
+                self._reject(reason, f"{file}#[{index}].relationships[{k}]", raw)
                 continue
-            subject, obj = objects.resolve(parsed.subject_id), objects.resolve(parsed.object_id)
-            if subject is None or obj is None:
-                self._reject("relation_endpoint_unknown", source, raw)
-                continue
-            if parsed.relationship_id in objects.relation_ids:
-                self._reject("duplicate_relation_id", source, raw)
-                continue
-            triple = (subject, parsed.predicate, obj)
-            if triple in objects.triples:
-                self._reject("duplicate_relation", source, raw)
-                continue
-            objects.relation_ids.add(parsed.relationship_id)
-            objects.triples.add(triple)
+            registry.relation_ids.add(parsed.relationship_id)
+            registry.triples.add((subject, parsed.predicate, obj))
             self.rows_in += 1
-            vid = vg_image_id(image_id)
-            row = {
-                "relation_id": f"{vid}/r{parsed.relationship_id}",
-                "image_id": vid,
-                "subject_id": f"{vid}/o{subject}",
-                "object_id": f"{vid}/o{obj}",
-                "predicate": parsed.predicate,
-                "subject_label": parsed.subject_name or objects.labels[subject],
-                "object_label": parsed.object_name or objects.labels[obj],
-                "synset": parsed.synset,
-            }
-            self._relations.append(((self._pos(image_id), parsed.relationship_id), row))
+            rid = parsed.relationship_id
+            self._relations.add((
+                self.index.position[image_id], rid, f"{vid}/r{rid}", vid, f"{vid}/o{subject}", f"{vid}/o{obj}", parsed.predicate,
+                parsed.subject_name or registry.labels[subject], parsed.object_name or registry.labels[obj], parsed.synset,
+            ))
 
     # -- file-level failures -----------------------------------------------------------------
     def add_failure(self, failure: StreamFailure) -> None:
@@ -322,15 +301,10 @@ class VgShardBuilder:
     # -- result ------------------------------------------------------------------------------
     def result(self) -> StageResult:
         outputs = {
-            "images": _table(self._images, schemas.IMAGES),
-            "objects": _table(self._objects, schemas.OBJECTS),
-            "relations": _table(self._relations, schemas.RELATIONS),
-            "attributes": _table(self._attributes, schemas.ATTRIBUTES),
+            "images": self._images.table(),
+            "objects": self._objects.table(),
+            "relations": self._relations.table(),
+            "attributes": self._attributes.table(),
         }
         extra = {**self.extra, "boxes_clipped": self.boxes_clipped, "tables": {k: t.num_rows for k, t in outputs.items()}}
         return StageResult(outputs=outputs, rejects=self.rejects, rows_in=self.rows_in, extra=extra)
-
-
-def _table(keyed_rows: list[tuple[tuple, dict]], schema: pa.Schema) -> pa.Table:
-    keyed_rows.sort(key=lambda item: item[0])
-    return schemas.from_rows([row for _, row in keyed_rows], schema)
