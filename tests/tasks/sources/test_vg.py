@@ -303,3 +303,15 @@ def test_image_data_not_an_array_is_a_reject(tmp_path):
     assert_accounted(stats, stage)
     assert rejects_by_reason(stage) == {"image_not_in_image_data": ["objects.json#[0].objects[0]"],
                                         "json_not_array": ["image_data.json#[0]@bytes[0:0]"]}
+
+
+def test_out_of_order_files_with_max_images(vg_sample, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(vg_sample, src)
+    records = json.loads((vg_sample / "objects.json").read_text())
+    write_json(src, "objects.json", [records[1], records[0], *records[2:]])
+    stage = tmp_path / "vg"
+    stats = ingest_vg(src, stage, shard_size=1, max_images=2)
+    assert_accounted(stats, stage)
+    assert stats[0]["merge"] == "partitioned" and stats[0]["skipped_outside_selection"] == 9  # 3 files x images 3-5
+    assert {r["image_id"] for r in rows(stage, "objects")} == {"vg:1", "vg:2"}
