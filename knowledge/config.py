@@ -42,7 +42,9 @@ class KnowledgeConfig(BaseModel):
     )
     tool_name: str = Field(default="reasonvqa-pipeline", pattern=r"^[A-Za-z0-9._-]+$", description="Tool name in the User-Agent.")
     hypernym_fallback: bool = Field(default=True, description="Link a synset through its hypernyms when it has no P8814 item.")
-    max_hypernym_depth: int = Field(default=2, ge=0, le=10)
+    max_hypernym_depth: int = Field(
+        default=1, ge=0, le=10, description="Hypernym levels tried; deeper links reach abstract classes (cable.n.01 -> message at 2)."
+    )
     wordnet_source: Literal["auto", "nltk", "table"] = Field(
         default="auto",
         description="WordNet 3.0 -> 3.1 mapping: NLTK readers (needs wordnet + wordnet31 corpora), the bundled table, or auto.",

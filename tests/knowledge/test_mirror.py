@@ -1,0 +1,79 @@
+"""The embedded mirror: store build and reuse, and a real `oxigraph serve-read-only` on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from knowledge import queries
+from knowledge.config import KnowledgeConfig
+from knowledge.mirror import MirrorError, build_store, serve_mirror, snapshot_id
+from knowledge.wikidata import WikidataClient
+from tests.knowledge.helpers import item_entity, statement, write_jsonl
+
+DOG = item_entity("Q144", "dog", {"P8814": [statement("Q144", "P8814", "02086723-n")]})
+CAR = item_entity("Q1420", "car", {"P8814": [statement("Q1420", "P8814", "02961779-n")]})
+
+
+@pytest.fixture
+def entities(tmp_path):
+    folder = tmp_path / "entities"
+    folder.mkdir()
+    write_jsonl(folder / "objects.jsonl", [DOG, CAR])
+    return folder
+
+
+def test_snapshot_id_is_a_content_hash(entities):
+    first = snapshot_id(entities)
+    assert first.startswith("sha256:") and first == snapshot_id(entities)
+    write_jsonl(entities / "objects.jsonl", [DOG])
+    assert snapshot_id(entities) != first
+
+
+def test_store_is_reused_while_entities_are_unchanged(entities, tmp_path):
+    location = build_store(entities, tmp_path / "store")
+    report = tmp_path / "store" / "build_report.json"
+    built_at = report.stat().st_mtime_ns
+    assert json.loads(report.read_text())["entities"] == 2
+
+    assert build_store(entities, tmp_path / "store") == location
+    assert report.stat().st_mtime_ns == built_at  # not rebuilt
+
+    write_jsonl(entities / "objects.jsonl", [DOG])
+    build_store(entities, tmp_path / "store")
+    assert json.loads(report.read_text())["entities"] == 1
+
+
+def test_no_usable_entity_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{oops\n")
+    with pytest.raises(MirrorError, match=r"no usable Wikidata entity .*bad.jsonl:1: malformed JSON"):
+        build_store(bad, tmp_path / "store")
+
+
+@pytest.mark.integration
+def test_served_over_http_sparql_like_wikidata(entities, tmp_path):
+    config = KnowledgeConfig()
+    with serve_mirror(entities, tmp_path / "work") as endpoint:
+        assert endpoint.startswith("http://127.0.0.1:") and endpoint.endswith("/query")
+        client = WikidataClient(endpoint, config, cache_dir=None)
+        rows = client.select(queries.items_by_wordnet31(["02086723-n", "02961779-n"]))
+        assert sorted(r["item"]["value"] for r in rows) == [
+            "http://www.wikidata.org/entity/Q1420",
+            "http://www.wikidata.org/entity/Q144",
+        ]
+        assert client.requests == 1
+    with pytest.raises(urllib.error.URLError):  # stopped on exit
+        urllib.request.urlopen(endpoint + "?query=ASK%7B%7D", timeout=2)
+
+
+@pytest.mark.integration
+def test_server_is_stopped_when_the_block_raises(entities, tmp_path):
+    with pytest.raises(RuntimeError, match="boom"):
+        with serve_mirror(entities, tmp_path / "work") as endpoint:
+            raise RuntimeError("boom")
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(endpoint + "?query=ASK%7B%7D", timeout=2)

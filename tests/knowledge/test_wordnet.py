@@ -1,0 +1,86 @@
+"""WordNet 3.0 -> 3.1: the bundled table (always), NLTK's readers (where the corpora are installed)."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from knowledge.config import KnowledgeConfig
+from knowledge.wordnet import NltkWordNet, TableWordNet, canonical_name, load_wordnet, nltk_available, parse_name
+
+# (name, 3.0 offset, 3.1 offset) from FIELD_NOTES section 2 and the issue
+KNOWN = [
+    ("dog.n.01", "02084071-n", "02086723-n"),
+    ("traffic_light.n.01", "06874185-n", "06887235-n"),
+    ("car.n.01", "02958343-n", "02961779-n"),
+]
+
+
+@pytest.fixture(scope="module")
+def table() -> TableWordNet:
+    return TableWordNet(KnowledgeConfig().wordnet_table)
+
+
+@pytest.mark.parametrize("name,wn30,wn31", KNOWN)
+def test_table_maps_30_to_31(table, name, wn30, wn31):
+    info = table.lookup(name)
+    assert (info.wn30_offset, info.wn31_offset) == (wn30, wn31)
+
+
+def test_table_covers_every_wordnet30_noun(table):
+    assert len(table) == 82115
+    assert table.lookup("entity.n.01").hypernyms == ()  # the root
+
+
+def test_names_are_normalised():
+    assert parse_name("traffic_light.n.01") == ("traffic_light", "n", 1)
+    assert canonical_name("Dog.n.1") == "dog.n.01"
+    assert parse_name("dog") is None and parse_name("dog.x.01") is None
+
+
+def test_hypernyms_are_wordnet30_offsets(table):
+    dog = table.lookup("dog.n.01")
+    assert {table.by_offset(h).name for h in dog.hypernyms} == {"canine.n.02", "domestic_animal.n.01"}
+
+
+def test_instance_hypernyms_are_included(table):
+    paris = table.lookup("paris.n.01")
+    assert "national_capital.n.01" in {table.by_offset(h).name for h in paris.hypernyms}
+
+
+def test_synsets_dropped_in_31_have_no_counterpart(table):
+    with gzip.open(KnowledgeConfig().wordnet_table, "rt") as handle:
+        next(handle)
+        dropped = [line.split("\t")[0] for line in handle if line.split("\t")[3] == ""]
+    assert len(dropped) == 41
+    assert table.lookup(dropped[0]).wn31_offset is None
+
+
+def test_unknown_names(table):
+    assert table.lookup("no_such_thing.n.01") is None
+    assert table.lookup("run.v.01") is None  # the table holds nouns only
+
+
+def test_auto_falls_back_to_the_table_without_corpora(monkeypatch, tmp_path):
+    import nltk
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
+    from nltk.corpus import wordnet, wordnet31
+
+    if wordnet.__class__.__name__ != "LazyCorpusLoader" or wordnet31.__class__.__name__ != "LazyCorpusLoader":
+        pytest.skip("NLTK corpora already loaded in this process")
+    assert load_wordnet(KnowledgeConfig(wordnet_source="auto")).source == "table"
+    assert load_wordnet(KnowledgeConfig(wordnet_source="table")).source == "table"
+
+
+@pytest.mark.skipif(not nltk_available(), reason="NLTK wordnet (3.0) + wordnet31 corpora not installed")
+def test_nltk_sense_keys_agree_with_the_interlingual_index(table):
+    nltk_wordnet = NltkWordNet()
+    for name, wn30, wn31 in KNOWN:
+        info = nltk_wordnet.lookup(name)
+        assert (info.wn30_offset, info.wn31_offset) == (wn30, wn31)
+    sample = [table.by_offset(o) for o in sorted(table._by_offset)[::500]]
+    for expected in sample:
+        got = nltk_wordnet.lookup(expected.name)
+        assert (got.wn31_offset, got.hypernyms) == (expected.wn31_offset, expected.hypernyms), expected.name
