@@ -73,16 +73,20 @@ def facts_shard(qids: list[str], shard: int, stage_dir: Path, endpoint: str, con
 
 
 @task(name="questions-shard", cache_policy=NO_CACHE)
-def questions_shard(inputs: dict[str, Path], shard: int, stage_dir: Path, facts_path: Path,
+def questions_shard(inputs: dict[str, Path | None], shard: int, stage_dir: Path, facts_path: Path,
                     config: QuestionConfig, seed: int, knowledge_snapshot: str) -> dict:
     """Generate templated questions for one shard of images."""
     from tasks.questions.bank import load_bank
     from tasks.questions.templated import generate_questions
 
+    def read(table: str, schema: pa.Schema) -> pa.Table:
+        path = inputs.get(table)
+        return pq.read_table(path) if path is not None and path.exists() else schema.empty_table()
+
     def compute():
         return generate_questions(
-            pq.read_table(inputs["images"]), pq.read_table(inputs["objects"]),
-            pq.read_table(inputs["relations"]), pq.read_table(inputs["links"]),
+            read("images", schemas.IMAGES), read("objects", schemas.OBJECTS),
+            read("relations", schemas.RELATIONS), read("links", schemas.ENTITY_LINKS),
             pq.read_table(facts_path), load_bank(), config, seed=seed, shard=shard,
             knowledge_snapshot=knowledge_snapshot,
         )
@@ -169,7 +173,8 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     question_dir = work_dir / "questions"
     question_futures = []
     for n, (kind, i) in enumerate(shards):
-        inputs = {t: shard_paths(source_dirs[kind], t)[i] for t in ("images", "objects", "relations")}
+        # a source without relations (GLDv2) has no relations folder: the task reads an empty table
+        inputs = {t: source_dirs[kind] / t / f"part-{i:05d}.parquet" for t in ("images", "objects", "relations")}
         inputs["links"] = link_dir / "entity_links" / f"part-{n:05d}.parquet"
         question_futures.append(
             questions_shard.submit(inputs, n, question_dir, facts_path, config.questions, config.seed, snapshot)

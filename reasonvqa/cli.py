@@ -21,6 +21,8 @@ app.add_typer(link_app, name="link")
 def _quiet_prefect() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    # the temporary API server a flow starts when none is configured needs >20 s on a busy 2-core machine
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
 def _split_list(value: Optional[str]) -> Optional[list[str]]:
