@@ -28,7 +28,7 @@ from reasonvqa import schemas
 from tasks.questions.bank import NAMING_PROPERTIES, SUBJECT, TemplateBank
 from tasks.questions.config import QuestionConfig
 from tasks.questions.hashing import stable_rank
-from tasks.questions.text import clean_phrase_expr, normalize_expr, normalize_text
+from tasks.questions.text import clean_phrase_expr, normalize_expr, normalize_text, resolve_articles_expr
 
 VALUE_COLUMNS = ["value_kind", "value_qid", "value_label", "amount", "unit_qid", "unit_label", "time", "precision"]
 _KIND = {"item": "item", "quantity": "quantity", "time": "time", "string": "string", "monolingualtext": "string"}
@@ -41,9 +41,11 @@ class KnowledgeIndex:
     bank_version: str
     domains: list[str] | None
     max_hops: int
-    routes: pl.DataFrame  # start_qid, route_key, n_hop, n_values, VALUE_COLUMNS; sorted by start_qid
+    routes: pl.DataFrame  # start_qid, route_key, n_hop, n_values, VALUE_COLUMNS, text_idx; sorted by start_qid
     class_names: pl.DataFrame  # qid, name_p31, name_p279
-    route_texts: pl.DataFrame  # route_key, route, property_id, category, prefix, suffix, template_ids, domains
+    # route_key, route, property_id, category, prefix, suffix (articles resolved), norm_prefix, norm_suffix,
+    # template_ids, domains, rendering parameters of the asked property; row i belongs to routes with text_idx i
+    route_texts: pl.DataFrame
     pool: pl.DataFrame  # pool_idx, property_id, norm, display (ordered by property, then a stable hash)
     pool_lookup: pl.DataFrame  # property_id, norm, pool_idx (fixed aliases included)
     pool_spans: pl.DataFrame  # property_id, pool_offset, pool_size
@@ -66,7 +68,8 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
     question_facts = clean.filter(pl.col("property_id").is_in(list(templates)))
     routes, route_stats = _routes(question_facts, templates, config.max_hops)
     route_texts = _route_texts(routes["route_key"].unique().sort().to_list(), templates, bank.domains)
-    routes = routes.sort("start_qid", "route_key")
+    text_idx = route_texts.select("route_key", text_idx=pl.int_range(pl.len(), dtype=pl.UInt32))
+    routes = routes.join(text_idx, on="route_key").sort("start_qid", "route_key")
     spans = _spans(routes["start_qid"])
     pool, lookup, pool_spans = _pools(question_facts, templates)
     return KnowledgeIndex(
@@ -202,6 +205,31 @@ def _route_texts(route_keys: list[str], templates: dict, domain_order: list[str]
     schema = {
         "route_key": pl.String, "route": pl.List(pl.String), "property_id": pl.String, "category": pl.String,
         "prefix": pl.String, "suffix": pl.String, "template_ids": pl.List(pl.String), "domains": pl.List(pl.String),
+    }
+    # {a} is always followed by a word of its own template, so articles resolve before any subject is known
+    texts = pl.DataFrame(rows, schema=schema).join(_template_params(templates), on="property_id", how="left", maintain_order="left")
+    texts = texts.with_columns(
+        prefix=resolve_articles_expr(pl.col("prefix")), suffix=resolve_articles_expr(pl.col("suffix"))
+    )
+    return texts.with_columns(norm_prefix=normalize_expr(pl.col("prefix")), norm_suffix=normalize_expr(pl.col("suffix")))
+
+
+def _template_params(templates: dict) -> pl.DataFrame:
+    """Per property the rendering parameters the answer categories read."""
+    rows = [
+        {
+            "property_id": pid,
+            "decimals": t.number.decimals,
+            "spread": t.number.spread,
+            "thousands": t.number.thousands,
+            "window_years": t.date.window_years,
+            "max_precision": t.date.max_precision,
+        }
+        for pid, t in templates.items()
+    ]
+    schema = {
+        "property_id": pl.String, "decimals": pl.Int64, "spread": pl.Float64, "thousands": pl.Boolean,
+        "window_years": pl.Int64, "max_precision": pl.Int64,
     }
     return pl.DataFrame(rows, schema=schema)
 

@@ -99,15 +99,17 @@ def nice_floor(x: np.ndarray) -> np.ndarray:
 
 
 def format_numbers(values: np.ndarray, decimals: np.ndarray, thousands: np.ndarray) -> pl.Series:
-    """Fixed-point text with per-value decimals and optional thousands separators."""
-    scaled = np.round(np.abs(values) * 10.0**decimals).astype(np.int64)
-    unit = (10 ** decimals).astype(np.int64)
-    frame = pl.DataFrame(
-        {"int": scaled // unit, "frac": scaled % unit, "d": decimals, "neg": (values < 0) & (scaled > 0), "sep": thousands}
-    )
-    digits = pl.col("int").cast(pl.String)
-    grouped = digits.str.reverse().str.replace_all(r"(\d{3})", "${1},").str.reverse().str.strip_chars_start(",")
-    whole = pl.when(pl.col("sep")).then(grouped).otherwise(digits)
-    frac = pl.when(pl.col("d") > 0).then("." + pl.col("frac").cast(pl.String).str.zfill(pl.col("d"))).otherwise(pl.lit(""))
-    sign = pl.when(pl.col("neg")).then(pl.lit("-")).otherwise(pl.lit(""))
-    return frame.select((sign + whole + frac).alias("number")).to_series()
+    """Fixed-point text with per-value decimals and optional thousands separators.
+
+    One ``str.format`` per value, grouped by format: measured faster here than polars string
+    expressions (a reversed-string regex, or digit-group arithmetic) and than a numpy digit matrix.
+    """
+    values = np.asarray(values, dtype=np.float64) + 0.0  # no "-0"
+    out = np.empty(len(values), dtype=object)
+    keys = decimals.astype(np.int64) * 2 + thousands.astype(np.int64)
+    for key in np.unique(keys):
+        rows = np.flatnonzero(keys == key)
+        spec = ("{:,.%df}" if key % 2 else "{:.%df}") % (key // 2)
+        text = list(map(spec.format, values[rows].tolist()))
+        out[rows] = text
+    return pl.Series("number", out.tolist(), dtype=pl.String)

@@ -15,6 +15,10 @@ A scene-graph phrase uses a relationship whose subject is linked, whose object i
 (or unlinked), whose predicate is at most ``config.max_predicate_words`` plain words, and whose
 (name, predicate, object label) triple passes the rule above; per linked item and image at most
 ``config.max_scene_graph_refs`` phrases are used, taken in relation-id order.
+
+object_ids lists the objects the question is about first (sorted), then for a scene-graph phrase
+the objects it is related to (sorted): "the car next to the bus" and "the bus next to the car"
+have the same objects but not the same object_ids, so not the same question id.
 """
 
 from __future__ import annotations
@@ -126,7 +130,8 @@ def _scene_graph_refs(
         pl.col("pred_phrase").first(),
         pl.col("other_label").first(),
         first_relation=pl.col("relation_id").min(),
-        object_ids=pl.concat_list("subject_id", "object_id").list.explode(keep_nulls=False, empty_as_null=False).unique().sort(),
+        subject_ids=pl.col("subject_id").unique().sort(),
+        other_ids=pl.col("object_id").unique().sort(),
     )
     chosen = (
         per_desc.sort("image_id", "qid", "first_relation")
@@ -137,7 +142,7 @@ def _scene_graph_refs(
         "image_id",
         "qid",
         phrase=pl.concat_str([pl.lit("the"), "name", "pred_phrase", pl.lit("the"), "other_label"], separator=" "),
-        object_ids="object_ids",
+        object_ids=pl.concat_list("subject_ids", "other_ids"),
         has_scene_graph=pl.lit(True),
     )
     stats = {

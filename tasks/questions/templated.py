@@ -39,7 +39,7 @@ from tasks.questions.index import KnowledgeIndex, build_index
 from tasks.questions.numbers import number_choices
 from tasks.questions.pools import pool_choices
 from tasks.questions.references import build_references
-from tasks.questions.text import normalize_expr, resolve_articles_expr, tidy_question_expr
+from tasks.questions.text import normalize_expr
 
 STAGE = "questions"
 _PERMUTATIONS = np.array(list(itertools.permutations(range(4))), dtype=np.int64)
@@ -69,20 +69,29 @@ def generate_questions(
     _check_index(index, bank, config)
     rejects = Rejects(STAGE, shard)
     refs, stats = build_references(objects, relations, links, index.class_names, bank, config)
+    refs = refs.with_columns(
+        phrase_cap=pl.col("phrase").str.slice(0, 1).str.to_uppercase() + pl.col("phrase").str.slice(1),
+        norm_phrase=normalize_expr(pl.col("phrase")),
+    )
     routes = index.routes_for(refs["qid"].unique().sort().to_list())
-    cand = refs.join(routes, left_on="qid", right_on="start_qid").filter(pl.col("n_hop") <= config.max_hops)
-    cand = cand.join(index.route_texts, on="route_key", how="left")
-    cand = _with_ids(cand, images, bank.version, seed)
-    seeds = cand["seed"].to_numpy()
-
-    question = pl.concat_str(["prefix", "phrase", "suffix"])
-    cand = cand.with_columns(question=tidy_question_expr(resolve_articles_expr(question)))
-    cand = _with_choices(cand, seeds, bank, config, index)
+    keys = routes.select("start_qid", "route_key", "n_hop", _route=pl.int_range(pl.len(), dtype=pl.UInt32))
+    cand = refs.join(keys.filter(pl.col("n_hop") <= config.max_hops), left_on="qid", right_on="start_qid")
+    cand = _with_ids(cand, images, bank.version, seed)  # sorted by question_id from here on
+    cand = pl.concat([cand, routes.drop("start_qid", "route_key", "n_hop")[cand["_route"]]], how="horizontal")
+    texts = index.route_texts.drop("route", "template_ids", "domains", "route_key")
+    cand = pl.concat([cand, texts[cand["text_idx"]]], how="horizontal")
+    question = (
+        pl.when(pl.col("prefix") == "")
+        .then(pl.concat_str(["phrase_cap", "suffix"]))
+        .otherwise(pl.concat_str(["prefix", "phrase", "suffix"]))
+    )
+    cand = cand.with_columns(question=question)
+    cand = _with_choices(cand, cand["seed"].to_numpy(), bank, config, index)
     cand = _with_reasons(cand, config)
 
     good = cand.filter(pl.col("reason").is_null())
     _add_rejects(rejects, cand.filter(pl.col("reason").is_not_null()))
-    questions = _release_rows(good, draw(good["seed"].to_numpy(), 41), knowledge_snapshot, bank.version)
+    questions = _release_rows(good, index, knowledge_snapshot, bank.version)
     stats["candidates_by_hop"] = _counts(cand["n_hop"])
     return StageResult(outputs={"questions": questions}, rejects=rejects, rows_in=cand.height, extra={"questions": stats})
 
@@ -119,39 +128,50 @@ def _with_choices(
     cand: pl.DataFrame, seeds: np.ndarray, bank: TemplateBank, config: QuestionConfig, index: KnowledgeIndex
 ) -> pl.DataFrame:
     """answer, reason, d1..d3 per row, each category by its own rules."""
-    params = _template_params(bank)
-    cand = cand.with_row_index("_row").join(params, on="property_id", how="left", maintain_order="left")
-    parts = []
-    for category, make in (
-        ("date", lambda df, s: date_choices(df, s, config.latest_year)),
-        ("number", lambda df, s: number_choices(df, s, bank.units)),
-        ("literal", lambda df, s: pool_choices(df, s, index)),
-        ("fixed", lambda df, s: pool_choices(df, s, index)),
-    ):
-        mask = (cand["category"] == category).to_numpy()
-        if mask.any():
-            sub = cand.filter(pl.Series(mask))
-            parts.append(pl.concat([sub.select("_row"), make(sub, seeds[mask])], how="horizontal"))
-    schema = {"_row": pl.UInt32, "answer": pl.String, "reason": pl.String, "d1": pl.String, "d2": pl.String, "d3": pl.String}
-    choices = pl.concat(parts) if parts else pl.DataFrame(schema=schema)
-    return cand.join(choices, on="_row", how="left", maintain_order="left").drop("_row")
+    makers = {
+        "date": lambda df, s: date_choices(df, s, config.latest_year),
+        "number": lambda df, s: number_choices(df, s, bank.units),
+        "literal": lambda df, s: pool_choices(df, s, index),
+        "fixed": lambda df, s: pool_choices(df, s, index),
+    }
+    needed = cand.select(
+        "property_id", "category", "value_kind", "value_label", "amount", "unit_qid", "unit_label", "time", "precision",
+        "decimals", "spread", "thousands", "window_years", "max_precision",
+    )
+    category = cand["category"].to_numpy()
+    parts, rows = [], []
+    for name, make in makers.items():
+        where = np.flatnonzero(category == name)
+        if len(where):
+            parts.append(make(needed[where], seeds[where]))
+            rows.append(where)
+    if not parts:
+        empty = {c: pl.Series(c, [], dtype=pl.String) for c in ("answer", "reason", "d1", "d2", "d3")}
+        return cand.with_columns(**empty)
+    order = np.argsort(np.concatenate(rows), kind="stable")
+    return pl.concat([cand, pl.concat(parts)[order]], how="horizontal")
 
 
 def _with_reasons(cand: pl.DataFrame, config: QuestionConfig) -> pl.DataFrame:
-    """The first reason that rejects each candidate (null = keep)."""
-    norms = [normalize_expr(pl.col(c).fill_null("")) for c in ("answer", "d1", "d2", "d3")]
-    distinct = pl.concat_list(norms).list.n_unique() == 4
+    """The first reason that rejects each candidate (null = keep).
+
+    Distractors differ from the answer and from each other after normalization by construction
+    (pool members are distinct normalized values; dates and numbers are distinct steps rendered
+    one way); the exact-text comparison below is the safety net that keeps it so.
+    """
+    cols = ["answer", "d1", "d2", "d3"]
+    same = [pl.col(a) == pl.col(b) for i, a in enumerate(cols) for b in cols[i + 1 :]]
+    clash = pl.any_horizontal(same).fill_null(True)
     padded_answer = " " + normalize_expr(pl.col("answer").fill_null("")) + " "
-    padded_question = " " + normalize_expr(pl.col("question")) + " "
+    padded_question = pl.concat_str([pl.lit(""), "norm_prefix", "norm_phrase", "norm_suffix", pl.lit("")], separator=" ")
     in_question = padded_question.str.contains(padded_answer, literal=True)
     unrenderable = pl.col("reason").is_not_null() & (pl.col("reason") != "too_few_distractors")
     reason = (
         pl.when(pl.col("n_values") > 1).then(pl.lit("multiple_answers"))
         .when(unrenderable).then("reason")
         .when(in_question).then(pl.lit("answer_in_question"))
-        .when(pl.col("reason").is_not_null() | ~distinct).then(pl.lit("too_few_distractors"))
-        .when(pl.int_range(pl.len()).over("question_id") > 0)
-        .then(pl.lit("duplicate_question"))
+        .when(pl.col("reason").is_not_null() | clash).then(pl.lit("too_few_distractors"))
+        .when(pl.col("question_id") == pl.col("question_id").shift(1)).then(pl.lit("duplicate_question"))
     )
     cand = cand.with_columns(reason=reason)
     if config.max_questions_per_image is not None:
@@ -162,36 +182,18 @@ def _with_reasons(cand: pl.DataFrame, config: QuestionConfig) -> pl.DataFrame:
     return cand
 
 
-def _template_params(bank: TemplateBank) -> pl.DataFrame:
-    rows = [
-        {
-            "property_id": pid,
-            "decimals": t.number.decimals,
-            "spread": t.number.spread,
-            "thousands": t.number.thousands,
-            "window_years": t.date.window_years,
-            "max_precision": t.date.max_precision,
-        }
-        for pid, t in bank.properties.items()
-    ]
-    schema = {
-        "property_id": pl.String, "decimals": pl.Int64, "spread": pl.Float64, "thousands": pl.Boolean,
-        "window_years": pl.Int64, "max_precision": pl.Int64,
-    }
-    return pl.DataFrame(rows, schema=schema)
-
-
-def _release_rows(good: pl.DataFrame, shuffle: np.ndarray, snapshot: str, version: str) -> pa.Table:
-    perm = _PERMUTATIONS[(shuffle % np.uint64(24)).astype(np.int64)]
+def _release_rows(good: pl.DataFrame, index: KnowledgeIndex, snapshot: str, version: str) -> pa.Table:
+    perm = _PERMUTATIONS[(draw(good["seed"].to_numpy(), 41) % np.uint64(24)).astype(np.int64)]
     sources = ["answer", "d1", "d2", "d3"]
     slots = []
     for k in range(4):
-        pos = pl.Series(perm[:, k]) if good.height else pl.Series([], dtype=pl.Int64)
+        pos = pl.Series(perm[:, k], dtype=pl.Int64)
         expr = pl.when(pos == 0).then(pl.col(sources[0]))
         for j in range(1, 4):
             expr = expr.when(pos == j).then(pl.col(sources[j]))
         slots.append(expr)
-    out = good.select(
+    lists = index.route_texts.select("route", "template_ids", "domains")[good["text_idx"]]
+    out = pl.concat([good, lists], how="horizontal").select(
         "question_id",
         "image_id",
         "image_source",

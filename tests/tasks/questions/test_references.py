@@ -72,3 +72,25 @@ def test_scene_graph_clauses_can_be_switched_off_and_limited(bank, facts, object
     assert not refs["has_scene_graph"].any()
     refs, _ = _refs(bank, facts, objects, relations, links, max_scene_graph_refs=0)
     assert not refs["has_scene_graph"].any()
+
+
+def test_related_pairs_in_both_directions_are_different_references(bank, facts, objects, links):
+    sidewalk = dict(object_id="vg:1/o1058530", image_id="vg:1", qid="Q177749", label="sidewalk", method="wordnet:p8814",
+                    synset="sidewalk.n.01", hypernym_depth=0)
+    car_and_sidewalk = pl.concat([
+        pl.from_arrow(links).filter(pl.col("qid") == "Q1420"),
+        pl.from_arrow(schemas.from_rows([sidewalk], schemas.ENTITY_LINKS)),
+    ]).to_arrow()
+
+    def rel(n, s, o, predicate):
+        return dict(relation_id=f"vg:1/r{n}", image_id="vg:1", subject_id=f"vg:1/o{s}", object_id=f"vg:1/o{o}",
+                    predicate=predicate, object_label="sidewalk" if o == 1058530 else "car")
+
+    relations = schemas.from_rows([rel(1, 1058529, 1058530, "parked next to"), rel(2, 1058530, 1058529, "next to")],
+                                  schemas.RELATIONS)
+    refs, _ = _refs(bank, facts, objects, relations, car_and_sidewalk)
+    sg = dict(zip(*refs.filter(pl.col("has_scene_graph")).select("phrase", "object_ids").to_dict(as_series=False).values()))
+    assert sg == {
+        "the motor vehicle parked next to the sidewalk": ["vg:1/o1058529", "vg:1/o1058530"],
+        "the sidewalk next to the car": ["vg:1/o1058530", "vg:1/o1058529"],
+    }
