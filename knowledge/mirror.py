@@ -59,6 +59,11 @@ def snapshot_id(entities_path: Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+def mirror_cache_key(entities_path: Path) -> str:
+    """The ``WikidataClient(cache_key=...)`` of the mirror: stable across builds while the entities are unchanged."""
+    return f"oxigraph-mirror:{snapshot_id(entities_path)}:mapping-{MAPPING_VERSION}"
+
+
 def oxigraph_binary() -> str:
     """The ``oxigraph`` CLI of the PyPI package (next to this interpreter, else on PATH)."""
     candidate = Path(sys.executable).parent / "oxigraph"

@@ -88,6 +88,7 @@ class WikidataClient:
         config: KnowledgeConfig,
         cache_dir: Path | None,
         *,
+        cache_key: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
@@ -97,6 +98,9 @@ class WikidataClient:
         self.endpoint = endpoint
         self.config = config
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        # What identifies the knowledge source in cache keys: the endpoint URL, unless the caller
+        # names it stably (the embedded mirror runs on a new port each build: use its snapshot id).
+        self.cache_key = cache_key or endpoint
         self.agent = user_agent(config)
         self.requests = 0
         self.cache_hits = 0
@@ -182,7 +186,7 @@ class WikidataClient:
     def _cache_path(self, query: str) -> Path | None:
         if self.cache_dir is None:
             return None
-        key = hashlib.sha256(f"{self.endpoint}\n{query}".encode()).hexdigest()
+        key = hashlib.sha256(f"{self.cache_key}\n{query}".encode()).hexdigest()
         return self.cache_dir / key[:2] / f"{key}.json"
 
     def _cache_read(self, query: str) -> list[Binding] | None:
@@ -193,7 +197,7 @@ class WikidataClient:
             entry = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             return None  # a damaged cache file is simply refetched
-        if entry.get("endpoint") != self.endpoint or entry.get("query") != query:
+        if entry.get("source") != self.cache_key or entry.get("query") != query:
             return None
         age_days = (self._clock() - float(entry.get("fetched_at", 0))) / 86400
         if age_days > self.config.cache_ttl_days or not entry.get("complete"):
@@ -205,7 +209,7 @@ class WikidataClient:
         if path is None:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"endpoint": self.endpoint, "query": query, "fetched_at": self._clock(), "complete": True, "bindings": bindings}
+        entry = {"source": self.cache_key, "query": query, "fetched_at": self._clock(), "complete": True, "bindings": bindings}
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(entry, ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, path)

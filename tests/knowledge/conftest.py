@@ -29,7 +29,8 @@ def fast_config() -> KnowledgeConfig:
 @pytest.fixture(scope="session")
 def bundled_store(tmp_path_factory) -> Path:
     """The Oxigraph store of the bundled sample knowledge (built once per test session)."""
-    return build_store(KnowledgeConfig().mirror_entities, tmp_path_factory.mktemp("bundled") / "mirror")
+    # <work>/knowledge_mirror: where serve_mirror(entities, <work>) looks, so it reuses this build
+    return build_store(KnowledgeConfig().mirror_entities, tmp_path_factory.mktemp("bundled") / "knowledge_mirror")
 
 
 @pytest.fixture(scope="session")

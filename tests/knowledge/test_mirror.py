@@ -10,7 +10,7 @@ import pytest
 
 from knowledge import queries
 from knowledge.config import KnowledgeConfig
-from knowledge.mirror import MirrorError, build_store, serve_mirror, snapshot_id
+from knowledge.mirror import MirrorError, build_store, mirror_cache_key, serve_mirror, snapshot_id
 from knowledge.wikidata import WikidataClient
 from tests.knowledge.helpers import item_entity, statement, write_jsonl
 
@@ -77,3 +77,17 @@ def test_server_is_stopped_when_the_block_raises(entities, tmp_path):
             raise RuntimeError("boom")
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(endpoint + "?query=ASK%7B%7D", timeout=2)
+
+
+@pytest.mark.integration
+def test_unchanged_rebuild_makes_zero_requests(entities, tmp_path):
+    """The mirror's port changes per build; its cache key (snapshot id) does not."""
+    config = KnowledgeConfig()
+    query = queries.items_by_wordnet31(["02086723-n"])
+    counts = []
+    for _ in range(2):
+        with serve_mirror(entities, tmp_path / "work") as endpoint:
+            client = WikidataClient(endpoint, config, tmp_path / "cache", cache_key=mirror_cache_key(entities))
+            assert client.select(query)[0]["item"]["value"] == "http://www.wikidata.org/entity/Q144"
+            counts.append((client.requests, client.cache_hits))
+    assert counts == [(1, 0), (0, 1)]

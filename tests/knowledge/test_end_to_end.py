@@ -1,0 +1,58 @@
+"""Linking and facts for the bundled Visual Genome + GLDv2 samples over a real oxigraph HTTP server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from knowledge.config import KnowledgeConfig
+from knowledge.facts import fetch_facts
+from knowledge.linking import link_objects
+from knowledge.mirror import mirror_cache_key, serve_mirror
+from knowledge.wikidata import WikidataClient
+from reasonvqa import schemas
+from reasonvqa.paths import SAMPLE_DIR
+from reasonvqa.stage import read_table, run_shard
+
+PROPERTIES = ["P17", "P19", "P27", "P30", "P31", "P35", "P36", "P37", "P38", "P47", "P61", "P106", "P138", "P279", "P569", "P2044"]
+
+
+def _sample_objects():
+    rows = []
+    for image in json.loads((SAMPLE_DIR / "vg" / "objects.json").read_text()):
+        image_id = f"vg:{image.get('image_id', image.get('id'))}"
+        for obj in image["objects"]:
+            synsets = obj.get("synsets") or []
+            rows.append({"object_id": f"{image_id}/o{obj.get('object_id', obj.get('id'))}", "image_id": image_id,
+                         "synset": synsets[0] if synsets else None, "synsets": synsets})
+    for name in ("Mount Everest", "Eiffel Tower", "Lisbon", "Chichén Itzá"):
+        rows.append({"object_id": f"gldv2:{name}/o0", "image_id": f"gldv2:{name}", "commons_category": name})
+    return schemas.from_rows(rows, schemas.OBJECTS)
+
+
+@pytest.mark.integration
+def test_sample_images_to_three_hop_facts(bundled_store, tmp_path):
+    work = bundled_store.parent.parent  # serve_mirror reuses the session's build
+    config = KnowledgeConfig(wordnet_source="table")
+    entities = config.mirror_entities
+    objects = _sample_objects()
+    with serve_mirror(entities, work) as endpoint:
+        client = WikidataClient(endpoint, config, tmp_path / "cache", cache_key=mirror_cache_key(entities))
+        link_stats = run_shard(tmp_path / "linking", 0, lambda: link_objects(objects, client, config, 0))
+        links = read_table(tmp_path / "linking", "entity_links")
+        qids = sorted(set(links.column("qid").to_pylist()))
+        fact_stats = run_shard(tmp_path / "facts", 0, lambda: fetch_facts(qids, client, config, PROPERTIES, 0))
+
+    assert link_stats["rows_in"] == objects.num_rows == link_stats["rows_out"] + sum(link_stats["rejected"].values())
+    linked = dict(zip(links.column("object_id").to_pylist(), links.column("qid").to_pylist()))
+    assert {linked[f"gldv2:{n}/o0"] for n in ("Mount Everest", "Eiffel Tower", "Lisbon")} == {"Q513", "Q243", "Q597"}
+    assert {"Q1420", "Q11442", "Q10884", "Q41176", "Q213477"} <= set(qids)  # car, bicycle, tree, building, teddy bear
+    assert link_stats["requests"] <= 6  # P8814, hypernyms, sitelink, P373, labels: batched, not per object
+
+    facts = read_table(tmp_path / "facts", "facts")
+    assert sorted(set(facts.column("hop").to_pylist())) == [1, 2, 3]
+    assert fact_stats["requests"] == 4  # one query per hop + one label query (all under batch size)
+    rows = facts.to_pylist()
+    assert ("Q213477", "P138", "Q33866", 1) in {(f["subject_qid"], f["property_id"], f["value_qid"], f["hop"]) for f in rows}
+    assert ("Q30", "P36", "Q61", 3) in {(f["subject_qid"], f["property_id"], f["value_qid"], f["hop"]) for f in rows}
