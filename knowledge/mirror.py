@@ -148,12 +148,13 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _wait_ready(url: str, process: subprocess.Popen, timeout_s: float) -> None:
+def _wait_ready(url: str, process: subprocess.Popen, log_file: Path, timeout_s: float) -> None:
     ask = url + "?" + urllib.parse.urlencode({"query": "ASK {}"})
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise MirrorError(f"oxigraph server exited with code {process.returncode}: {process.stderr.read()[-2000:]}")
+            tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
+            raise MirrorError(f"oxigraph server exited with code {process.returncode}: {tail.strip()}")
         try:
             with urllib.request.urlopen(ask, timeout=2) as answer:
                 if answer.status == 200:
@@ -168,22 +169,24 @@ def serve_mirror(entities_path: Path, work_dir: Path, *, ready_timeout_s: float 
     """Serve the mirror of ``entities_path`` on 127.0.0.1; yield its SPARQL endpoint URL.
 
     The store lives in ``work_dir/knowledge_mirror`` and is reused while the entity
-    files are unchanged. The server is stopped on exit, also when the block raises.
+    files are unchanged; the server's output goes to ``work_dir/knowledge_mirror.log``.
+    The server is stopped on exit, also when the block raises.
     """
     location = build_store(entities_path, Path(work_dir) / "knowledge_mirror")
+    log_file = Path(work_dir) / "knowledge_mirror.log"
     last_error: Exception | None = None
     for _ in range(3):  # a port taken between probe and bind: try another
         port = _free_port()
-        process = subprocess.Popen(
-            [oxigraph_binary(), "serve-read-only", "--location", str(location), "--bind", f"127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        with log_file.open("ab") as log_handle:
+            process = subprocess.Popen(
+                [oxigraph_binary(), "serve-read-only", "--location", str(location), "--bind", f"127.0.0.1:{port}"],
+                stdout=log_handle,
+                stderr=subprocess.STDOUT,
+            )
         url = f"http://127.0.0.1:{port}/query"
         try:
             try:
-                _wait_ready(url, process, ready_timeout_s)
+                _wait_ready(url, process, log_file, ready_timeout_s)
             except MirrorError as error:
                 last_error = error
                 continue
@@ -203,8 +206,6 @@ def _stop(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    if process.stderr:
-        process.stderr.close()
 
 
 class InProcessClient:
