@@ -65,7 +65,8 @@ def generate(folder: Path, size_mb: float, seed: int = 0) -> None:
     (folder / "objects.json.tmp").rename(folder / "objects.json")
 
 
-# Child programs: each prints one JSON line with its timing and peak RSS (ru_maxrss, KiB on Linux).
+# Child programs: each prints one JSON line with its timing and peak RSS in KiB. Peak RSS is
+# VmHWM of /proc/self/status: ru_maxrss would carry over the parent's peak across fork+exec.
 _CHILD_PRELUDE = """
 import json, resource, sys, time
 from pathlib import Path
@@ -74,13 +75,17 @@ import ijson, pyarrow, tasks.sources.vg
 def cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def peak_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = peak_kib()
 start, cpu_start = time.perf_counter(), cpu()
 """
 _CHILD_EPILOGUE = """
 seconds = time.perf_counter() - start
-print(json.dumps({"seconds": seconds, "cpu_seconds": cpu() - cpu_start, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                  "base_kib": base, **extra}))
+print(json.dumps({"seconds": seconds, "cpu_seconds": cpu() - cpu_start, "peak_kib": peak_kib(), "base_kib": base, **extra}))
 """
 CHILDREN = {
     "ingest": """

@@ -18,13 +18,13 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from reasonvqa.stage import StageResult, run_stream, stage_stats
 from tasks.sources.gc_pause import gc_paused
 from tasks.sources.jsonstream import StreamFailure, iter_json_array
 from tasks.sources.vg_merge import AlignedCursor, OutOfOrder, PartitionedCursor, ShardPlan, partition_file
-from tasks.sources.vg_shard import VgShardBuilder, build_image_index
+from tasks.sources.vg_shard import ImageIndex, VgShardBuilder, build_image_index
 
 IMAGE_DATA = "image_data.json"
 OBJECTS = "objects.json"
@@ -83,14 +83,19 @@ def locate_files(folder: Path) -> VgFiles:
     )
 
 
-def read_image_rows(path: Path) -> tuple[list, StreamFailure | None]:
-    """All rows of image_data.json (small), and the failure if the file stops parsing."""
-    rows: list = []
-    for item in iter_json_array(path):
-        if isinstance(item, StreamFailure):
-            return rows, item
-        rows.append(item[1])
-    return rows, None
+def read_image_index(path: Path) -> tuple[ImageIndex, StreamFailure | None]:
+    """Index image_data.json as it streams (raw rows are kept only when rejected), and its failure if any."""
+    failures: list[StreamFailure] = []
+
+    def rows() -> Iterator[Any]:
+        for item in iter_json_array(path):
+            if isinstance(item, StreamFailure):
+                failures.append(item)
+            else:
+                yield item[1]
+
+    index = build_image_index(rows())
+    return index, failures[0] if failures else None
 
 
 def ingest_vg(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: int | None = None) -> list[dict]:
@@ -105,9 +110,7 @@ def ingest_vg(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: i
     if shard_size < 1:
         raise ValueError(f"shard_size must be >= 1, got {shard_size}")
     files = locate_files(Path(path))
-    rows, image_failure = read_image_rows(files.image_data)
-    index = build_image_index(rows)
-    del rows
+    index, image_failure = read_image_index(files.image_data)
     selected = len(index.entries) if max_images is None else min(max_images, len(index.entries))
     plan = ShardPlan(index, selected, shard_size)
     extra = {

@@ -12,7 +12,7 @@ that attributes and relationships resolve against all of the shard's objects.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 
@@ -51,8 +51,8 @@ class ImageIndex:
         return entry if isinstance(entry, ImageEntry) else "image_rejected"
 
 
-def build_image_index(rows: list[Any]) -> ImageIndex:
-    """Parse image_data.json rows; the first row of a repeated id owns its position."""
+def build_image_index(rows: Iterable[Any]) -> ImageIndex:
+    """Parse image_data.json rows one by one; the first row of a repeated id owns its position."""
     index = ImageIndex([])
     for pos, row in enumerate(rows):
         entry = parse_image_entry(row)
