@@ -6,8 +6,9 @@ Behaviour (FIELD_NOTES section 3):
 - HTTP 429: wait ``Retry-After`` seconds (number or HTTP date), then retry;
 - 5xx, timeouts, connection errors, unparsable bodies: bounded exponential backoff with jitter;
 - 400: never retried, raised with the query text; other 4xx: not retried;
-- an on-disk cache keyed by endpoint + query text with a TTL; only complete,
-  parsed answers are cached, so a truncated body is never taken for a result.
+- an on-disk cache keyed by endpoint (or a stable ``cache_key`` naming the knowledge
+  source) + query text, with a TTL; only complete, parsed answers are cached, so a
+  truncated body is never taken for a result.
 
 ``requests`` counts HTTP requests actually sent (retries included); ``cache_hits``
 counts answers served from the cache.
