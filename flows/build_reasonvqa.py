@@ -46,13 +46,13 @@ def ingest_source(source: SourceConfig, stage_dir: Path, shard_size: int) -> dic
 
 @task(name="link-shard", cache_policy=NO_CACHE)
 def link_shard(objects_path: Path, shard: int, stage_dir: Path, endpoint: str,
-               config: KnowledgeConfig, cache_dir: Path) -> dict:
+               config: KnowledgeConfig, cache_dir: Path, cache_key: str | None) -> dict:
     """Link one shard of objects to Wikidata items."""
     from knowledge.linking import link_objects
     from knowledge.wikidata import WikidataClient
 
     def compute():
-        client = WikidataClient(endpoint, config, cache_dir)
+        client = WikidataClient(endpoint, config, cache_dir, cache_key=cache_key)
         return link_objects(pq.read_table(objects_path), client, config, shard)
 
     return run_shard(stage_dir, shard, compute)
@@ -60,13 +60,13 @@ def link_shard(objects_path: Path, shard: int, stage_dir: Path, endpoint: str,
 
 @task(name="facts-shard", cache_policy=NO_CACHE)
 def facts_shard(qids: list[str], shard: int, stage_dir: Path, endpoint: str, config: KnowledgeConfig,
-                cache_dir: Path, properties: list[str]) -> dict:
+                cache_dir: Path, cache_key: str | None, properties: list[str]) -> dict:
     """Fetch up to 3 hops of facts for one batch of linked items."""
     from knowledge.facts import fetch_facts
     from knowledge.wikidata import WikidataClient
 
     def compute():
-        client = WikidataClient(endpoint, config, cache_dir)
+        client = WikidataClient(endpoint, config, cache_dir, cache_key=cache_key)
         return fetch_facts(qids, client, config, properties, shard)
 
     return run_shard(stage_dir, shard, compute)
@@ -104,6 +104,27 @@ def knowledge_endpoint(config: KnowledgeConfig, work: Path) -> Iterator[str]:
 
     with serve_mirror(config.mirror_entities, work / "mirror") as endpoint:
         yield endpoint
+
+
+def mirror_cache_key(config: KnowledgeConfig) -> str | None:
+    """Cache key of the embedded mirror (its port changes per build, its content does not)."""
+    if config.endpoint:
+        return None
+    from knowledge.mirror import mirror_cache_key as key
+
+    return key(config.mirror_entities)
+
+
+def run_tasks(task_fn, calls: list[tuple], one_at_a_time: bool) -> list[dict]:
+    """Submit one task per argument tuple; with ``one_at_a_time`` wait for each before the next.
+
+    A public SPARQL endpoint allows one query in flight per client (Wikimedia policy),
+    so shards that query it run one after another; the local mirror takes them in parallel.
+    """
+    if one_at_a_time:
+        return [task_fn.submit(*args).result() for args in calls]
+    futures = [task_fn.submit(*args) for args in calls]
+    return [f.result() for f in futures]
 
 
 def knowledge_snapshot(config: KnowledgeConfig) -> str:
@@ -146,27 +167,25 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     bank = load_bank()
     properties = bank.property_ids(config.questions.domains)
     cache_dir = config.knowledge.cache_dir or work_dir / "_sparql_cache"
+    cache_key = mirror_cache_key(config.knowledge)
     snapshot = knowledge_snapshot(config.knowledge)
+    remote = bool(config.knowledge.endpoint)
     with knowledge_endpoint(config.knowledge, work_dir) as endpoint:
         # 2. linking: one task per source shard of objects
         link_dir = work_dir / "link"
         objects_paths = [shard_paths(source_dirs[k], "objects")[i] for k, i in shards]
-        link_futures = [
-            link_shard.submit(p, n, link_dir, endpoint, config.knowledge, cache_dir)
-            for n, p in enumerate(objects_paths)
-        ]
-        report["link"] = summarize([f.result() for f in link_futures])
+        link_calls = [(p, n, link_dir, endpoint, config.knowledge, cache_dir, cache_key)
+                      for n, p in enumerate(objects_paths)]
+        report["link"] = summarize(run_tasks(link_shard, link_calls, remote))
 
         # 3. facts: the distinct linked items, in batches of shard_size
         links = read_table(link_dir, "entity_links", schemas.ENTITY_LINKS)
         qids = sorted(set(links["qid"].to_pylist()))
         facts_dir = work_dir / "facts"
         batches = [qids[i : i + config.shard_size] for i in range(0, len(qids), config.shard_size)]
-        fact_futures = [
-            facts_shard.submit(b, n, facts_dir, endpoint, config.knowledge, cache_dir, properties)
-            for n, b in enumerate(batches)
-        ]
-        report["facts"] = summarize([f.result() for f in fact_futures])
+        fact_calls = [(b, n, facts_dir, endpoint, config.knowledge, cache_dir, cache_key, properties)
+                      for n, b in enumerate(batches)]
+        report["facts"] = summarize(run_tasks(facts_shard, fact_calls, remote))
     facts_path = _merged_facts(facts_dir, work_dir / "facts_merged.parquet")
 
     # 4. questions: one task per source shard of images
