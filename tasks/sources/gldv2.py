@@ -17,15 +17,17 @@ counted again: ``rows_out`` = images).
 
 from __future__ import annotations
 
+import re
 from contextlib import closing
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import urlsplit
 
 import numpy as np
+import pyarrow as pa
 
 from reasonvqa import schemas
 from reasonvqa.stage import Rejects, StageResult, run_stream, stage_stats
+from tasks.sources.columns import ColumnBuffer
 from tasks.sources.gc_pause import gc_paused
 from tasks.sources.gldv2_side import CATEGORIES, CLEAN, SideTables, csv_rows, image_key, read_side_tables
 from tasks.sources.normalize import as_int_id
@@ -34,6 +36,7 @@ from tasks.sources.seen_ids import SeenIds
 STAGE = "sources_gldv2"
 ORIGIN = "annotation:gldv2"
 SPLIT_FILES = ("train.csv", "index.csv", "test.csv")
+_HTTP_URL = re.compile(r"https?://[^\s/?#@]+(?:[/?#]\S*)?", re.IGNORECASE)
 
 
 def locate_split(folder: Path) -> Path:
@@ -45,12 +48,8 @@ def locate_split(folder: Path) -> Path:
 
 
 def is_http_url(text: str) -> bool:
-    """True for an absolute http(s) URL with a host."""
-    try:
-        parts = urlsplit(text.strip())
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.netloc) and " " not in text.strip()
+    """True for an absolute http(s) URL with a host and no whitespace."""
+    return _HTTP_URL.fullmatch(text.strip()) is not None
 
 
 def ingest_gldv2(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: int | None = None) -> list[dict]:
@@ -121,42 +120,25 @@ class _ShardBuilder:
         ids = np.array([int(v[1], 16) for v in valid], dtype=np.uint64)
         repeated = self.seen.add_batch(ids)
         clean = self.side.is_clean(ids)
-        images, objects = [], []
+        images = ColumnBuffer(schemas.IMAGES, ("image_id", "source_image_id", "url", "file_path", "group_id", "is_clean"),
+                              [("_key", pa.string())], {"source": "gldv2"})
+        objects = ColumnBuffer(schemas.OBJECTS, ("object_id", "image_id", "label", "names", "commons_category"),
+                               [("_key", pa.string())], {"origin": ORIGIN})
         for i, (source, key, url, landmark, row) in enumerate(valid):
             if repeated[i]:
                 rejects.add("duplicate_image_id", source, row)
                 continue
             image_id = f"gldv2:{key}"
-            images.append(
-                {
-                    "image_id": image_id,
-                    "source": "gldv2",
-                    "source_image_id": key,
-                    "width": None,
-                    "height": None,
-                    "url": url,
-                    "file_path": f"{self.stem}/{key[0]}/{key[1]}/{key[2]}/{key}.jpg",
-                    "group_id": None if landmark is None else str(landmark),
-                    "is_clean": None if clean is None else bool(clean[i]),
-                }
-            )
+            group = None if landmark is None else str(landmark)
+            images.add((key, image_id, key, url, f"{self.stem}/{key[0]}/{key[1]}/{key[2]}/{key}.jpg", group,
+                        None if clean is None else bool(clean[i])))
             if landmark is not None:
                 category = self.side.categories[landmark]
-                objects.append(
-                    {
-                        "object_id": f"{image_id}/o0",
-                        "image_id": image_id,
-                        "label": category,
-                        "names": [category],
-                        "origin": ORIGIN,
-                        "commons_category": category,
-                    }
-                )
-        images.sort(key=lambda r: r["image_id"])
-        objects.sort(key=lambda r: r["object_id"])
-        outputs = {"images": schemas.from_rows(images, schemas.IMAGES), "objects": schemas.from_rows(objects, schemas.OBJECTS)}
+                objects.add((key, f"{image_id}/o0", image_id, category, [category], category))
+        outputs = {"images": images.table(), "objects": objects.table()}
+        rows_out = outputs["images"].num_rows
         extra = {**self.extra, "tables": {k: t.num_rows for k, t in outputs.items()}}
-        return StageResult(outputs=outputs, rejects=rejects, rows_in=rows_in, rows_out=len(images), extra=extra)
+        return StageResult(outputs=outputs, rejects=rejects, rows_in=rows_in, rows_out=rows_out, extra=extra)
 
     def _check(self, line: int, row: list[str], rejects: Rejects) -> tuple | None:
         """(source, image key, url, landmark id, row) of a well-formed row; otherwise one reject."""
