@@ -135,7 +135,9 @@ class _ShardBuilder:
             if landmark is not None:
                 category = self.side.categories[landmark]
                 objects.add((key, f"{image_id}/o0", image_id, category, [category], category))
-        outputs = {"images": images.table(), "objects": objects.table()}
+        # empty relations/attributes keep every source's stage folder alike
+        outputs = {"images": images.table(), "objects": objects.table(),
+                   "relations": schemas.empty(schemas.RELATIONS), "attributes": schemas.empty(schemas.ATTRIBUTES)}
         rows_out = outputs["images"].num_rows
         extra = {**self.extra, "tables": {k: t.num_rows for k, t in outputs.items()}}
         return StageResult(outputs=outputs, rejects=rejects, rows_in=rows_in, rows_out=rows_out, extra=extra)

@@ -3,6 +3,7 @@ import shutil
 import numpy as np
 import pytest
 
+from reasonvqa.stage import read_table
 from tasks.sources.gldv2 import ingest_gldv2, is_http_url
 from tasks.sources.gldv2_side import commons_category_name, image_key
 from tasks.sources.seen_ids import SeenIds
@@ -47,6 +48,7 @@ def test_rows_to_images_and_whole_image_objects(tmp_path):
                            "synsets": None, "x": None, "y": None, "w": None, "h": None, "mask": None, "score": None,
                            "origin": "annotation:gldv2", "commons_category": "Observatoriet väderkvarn"}
     assert stats[0]["rows_in"] == 4 and stats[0]["rows_out"] == 4 and stats[0]["missing_files"] == []
+    assert read_table(stage, "relations").num_rows == 0 and read_table(stage, "attributes").num_rows == 0
 
 
 def test_bad_rows_are_rejected_with_line_numbers(tmp_path):
