@@ -23,7 +23,7 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 def digest_keys(keys: pl.Series) -> tuple[pl.Series, np.ndarray]:
     """blake2b of each key: (20-hex-character ids, uint64 seeds)."""
     b2 = hashlib.blake2b
-    joined = b"".join([b2(k.encode(), digest_size=_DIGEST_BYTES).digest() for k in keys.to_list()])
+    joined = b"".join([b2(k, digest_size=_DIGEST_BYTES).digest() for k in keys.cast(pl.Binary).to_list()])
     raw = np.frombuffer(joined, dtype=np.uint8).reshape(len(keys), _DIGEST_BYTES)
     ids = pl.Series(raw[:, :ID_BYTES].copy().view(f"S{ID_BYTES}").ravel()).bin.encode("hex")
     seeds = raw[:, ID_BYTES:].copy().view("<u8").ravel()

@@ -36,6 +36,7 @@ REF_SCHEMA = {
     "phrase": pl.String,
     "object_ids": pl.List(pl.String),
     "has_scene_graph": pl.Boolean,
+    "named_by": pl.String,  # P31 / P279: the property whose value names the object; null for a fallback name
 }
 
 
@@ -50,54 +51,71 @@ def build_references(
     """All unambiguous references of the shard's linked objects, and counts of what was left out."""
     named = _named_links(objects, links, class_names, config)
     this_refs, n_ambiguous = _this_refs(named)
-    stats = {"linked_objects": named.height, "ambiguous_names": n_ambiguous}
+    stats = {"linked_items": named.height, "ambiguous_names": n_ambiguous}
     refs = [this_refs]
     if config.scene_graph_clauses and relations.num_rows:
-        sg_refs, sg_stats = _scene_graph_refs(pl.from_arrow(relations), named, bank, config)
+        sg_refs, sg_stats = _scene_graph_refs(columns(relations, RELATION_COLUMNS), named, bank, config)
         refs.append(sg_refs)
         stats.update(sg_stats)
     return pl.concat(refs).select(list(REF_SCHEMA)), stats
 
 
+RELATION_COLUMNS = ["relation_id", "image_id", "subject_id", "object_id", "predicate", "object_label"]
+
+
+def columns(table: pa.Table, names: list[str]) -> pl.DataFrame:
+    """Only the named columns of an Arrow table as a polars frame (the others are never converted)."""
+    return pl.from_arrow(table.select(names))
+
+
 def _named_links(objects: pa.Table, links: pa.Table, class_names: pl.DataFrame, config: QuestionConfig) -> pl.DataFrame:
-    links_df = pl.from_arrow(links).filter(pl.col("qid").is_not_null())
-    labels = pl.from_arrow(objects).select("object_id", obj_label="label").unique("object_id", keep="first", maintain_order=True)
-    df = links_df.select("object_id", "image_id", "qid", "method", "synset").join(labels, on="object_id", how="left")
-    df = df.join(class_names, on="qid", how="left")
+    """Linked objects with the name of their item in their image and the property it came from."""
+    links_df = columns(links, ["object_id", "image_id", "qid", "method", "synset"]).filter(pl.col("qid").is_not_null())
+    # one name per (image, item), decided by its first object, so duplicates of an object agree
+    items = links_df.sort("image_id", "qid", "object_id").group_by("image_id", "qid").agg(
+        object_ids=pl.col("object_id").unique(maintain_order=True),
+        first_object=pl.col("object_id").first(),
+        method=pl.col("method").first(),
+        synset=pl.col("synset").first(),
+    )
+    labels = columns(objects, ["object_id", "label"]).select(first_object="object_id", obj_label="label")
+    labels = labels.unique("first_object", keep="first", maintain_order=True)
+    items = items.join(labels, on="first_object", how="left").join(class_names, on="qid", how="left")
     is_class = pl.col("method").fill_null("").str.starts_with("wordnet") | pl.col("synset").is_not_null()
-    own = clean_phrase_expr(pl.col("obj_label").str.to_lowercase())
-    name = (
+    own = clean_phrase_expr(pl.col("obj_label").fill_null("").str.to_lowercase())
+    p279, p31 = clean_phrase_expr(pl.col("name_p279")), clean_phrase_expr(pl.col("name_p31"))
+    named_by = (
         pl.when(is_class)
-        .then(pl.coalesce("name_p279", "name_p31", own))
-        .otherwise(pl.coalesce("name_p31", "name_p279"))
+        .then(pl.when(p279.str.len_chars() > 0).then(pl.lit("P279")).when(p31.str.len_chars() > 0).then(pl.lit("P31")))
+        .otherwise(pl.when(p31.str.len_chars() > 0).then(pl.lit("P31")).when(p279.str.len_chars() > 0).then(pl.lit("P279")))
     )
-    df = df.with_columns(name=clean_phrase_expr(name)).with_columns(
-        name=pl.when(pl.col("name").str.len_chars() > 0).then("name").otherwise(pl.lit(config.fallback_class_name))
+    items = items.with_columns(named_by=named_by)
+    name = (
+        pl.when(pl.col("named_by") == "P279").then(p279)
+        .when(pl.col("named_by") == "P31").then(p31)
+        .when(is_class & (own.str.len_chars() > 0)).then(own)
+        .otherwise(pl.lit(config.fallback_class_name))
     )
-    # one name per (image, item): the one of its first object, so duplicates of an object agree
-    first = df.sort("image_id", "qid", "object_id").unique(["image_id", "qid"], keep="first", maintain_order=True)
-    df = df.drop("name").join(first.select("image_id", "qid", "name"), on=["image_id", "qid"])
-    return df.select("object_id", "image_id", "qid", "name").sort("image_id", "object_id")
+    return items.with_columns(name=name).select("image_id", "qid", "object_ids", "name", "named_by")
 
 
-def _this_refs(named: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    per_item = named.group_by("image_id", "qid").agg(
-        pl.col("name").first(), object_ids=pl.col("object_id").unique().sort()
-    )
+def _this_refs(items: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     n_items = pl.col("qid").n_unique().over("image_id", pl.col("name").str.to_lowercase())
-    per_item = per_item.with_columns(ambiguous=n_items > 1)
-    refs = per_item.filter(~pl.col("ambiguous")).select(
-        "image_id", "qid", phrase="this " + pl.col("name"), object_ids="object_ids", has_scene_graph=pl.lit(False)
+    items = items.with_columns(ambiguous=n_items > 1)
+    refs = items.filter(~pl.col("ambiguous")).select(
+        "image_id", "qid", phrase="this " + pl.col("name"), object_ids="object_ids", has_scene_graph=pl.lit(False),
+        named_by="named_by",
     )
-    return refs, int(per_item["ambiguous"].sum())
+    return refs, int(items["ambiguous"].sum())
 
 
 def _scene_graph_refs(
     relations: pl.DataFrame, named: pl.DataFrame, bank: TemplateBank, config: QuestionConfig
 ) -> tuple[pl.DataFrame, dict]:
-    subj = named.select(subject_id="object_id", qid="qid", name="name")
-    other = named.select(object_id="object_id", other_qid="qid")
-    rel = relations.select("relation_id", "image_id", "subject_id", "object_id", "predicate", "object_label")
+    objects = named.explode("object_ids").rename({"object_ids": "object_id"})
+    subj = objects.select(subject_id="object_id", qid="qid", name="name", named_by="named_by")
+    other = objects.select(object_id="object_id", other_qid="qid")
+    rel = relations
     rel = rel.join(subj, on="subject_id").join(other, on="object_id", how="left")
     words = pl.col("predicate").fill_null("").str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
     pred = words.str.replace(r"^(is|are) (.+)$", "${2}").str.replace(r"^(.+) (a|an|the)$", "${1}")
@@ -127,6 +145,7 @@ def _scene_graph_refs(
     rel = rel.filter(~pl.col("ambiguous"))
     per_desc = rel.group_by("image_id", "qid", "desc").agg(
         pl.col("name").first(),
+        pl.col("named_by").first(),
         pl.col("pred_phrase").first(),
         pl.col("other_label").first(),
         first_relation=pl.col("relation_id").min(),
@@ -144,6 +163,7 @@ def _scene_graph_refs(
         phrase=pl.concat_str([pl.lit("the"), "name", "pred_phrase", pl.lit("the"), "other_label"], separator=" "),
         object_ids=pl.concat_list("subject_ids", "other_ids"),
         has_scene_graph=pl.lit(True),
+        named_by="named_by",
     )
     stats = {
         "relations_with_linked_subject": n_rel,

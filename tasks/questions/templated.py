@@ -2,8 +2,11 @@
 
 A candidate question is one (image, reference, route): a reference to a linked object ("this
 church", "the vehicle parked next to the sidewalk", see references.py) and a property path from
-the object's item through the fact table (see index.py). rows_in counts candidates; each ends
-as one question or one reject with a reason:
+the object's item through the fact table (see index.py). A route whose first hop is the property
+that named the object ("What is this vehicle a subclass of?" when "vehicle" is its P279 label) is
+no candidate: its answer is in the question or it has several; such routes are counted in the
+shard's stats (routes_through_naming_property). rows_in counts candidates; each ends as one
+question or one reject with a reason:
 
 - multiple_answers: the asked subject+property has several truthy values (questions are
   single-answer, as in ReasonVQA; a distractor could otherwise be another true value)
@@ -38,7 +41,7 @@ from tasks.questions.hashing import digest_keys, draw, mix_seed
 from tasks.questions.index import KnowledgeIndex, build_index
 from tasks.questions.numbers import number_choices
 from tasks.questions.pools import pool_choices
-from tasks.questions.references import build_references
+from tasks.questions.references import build_references, columns
 from tasks.questions.text import normalize_expr
 
 STAGE = "questions"
@@ -74,8 +77,15 @@ def generate_questions(
         norm_phrase=normalize_expr(pl.col("phrase")),
     )
     routes = index.routes_for(refs["qid"].unique().sort().to_list())
-    keys = routes.select("start_qid", "route_key", "n_hop", _route=pl.int_range(pl.len(), dtype=pl.UInt32))
+    keys = routes.select(
+        "start_qid", "route_key", "n_hop", first_hop=pl.col("route_key").str.extract(r"^(P\d+)"),
+        _route=pl.int_range(pl.len(), dtype=pl.UInt32),
+    )
     cand = refs.join(keys.filter(pl.col("n_hop") <= config.max_hops), left_on="qid", right_on="start_qid")
+    # "What is this vehicle a subclass of?" when "vehicle" is its subclass-of label: never a question
+    names_itself = pl.col("first_hop") == pl.col("named_by")
+    stats["routes_through_naming_property"] = int(cand.select(names_itself.sum()).item() or 0)
+    cand = cand.filter(~names_itself.fill_null(False))
     cand = _with_ids(cand, images, bank.version, seed)  # sorted by question_id from here on
     cand = pl.concat([cand, routes.drop("start_qid", "route_key", "n_hop")[cand["_route"]]], how="horizontal")
     texts = index.route_texts.drop("route", "template_ids", "domains", "route_key")
@@ -112,7 +122,8 @@ def _check_index(index: KnowledgeIndex, bank: TemplateBank, config: QuestionConf
 
 
 def _with_ids(cand: pl.DataFrame, images: pa.Table, version: str, seed: int) -> pl.DataFrame:
-    sources = pl.from_arrow(images).select("image_id", image_source="source").unique("image_id", keep="first", maintain_order=True)
+    sources = columns(images, ["image_id", "source"]).select("image_id", image_source="source")
+    sources = sources.unique("image_id", keep="first", maintain_order=True)
     cand = cand.join(sources, on="image_id", how="left").with_columns(
         image_source=pl.coalesce("image_source", pl.col("image_id").str.extract(r"^([^:]+):"))
     )

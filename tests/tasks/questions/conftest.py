@@ -73,6 +73,8 @@ def fact_rows() -> list[dict]:
         item("Q5638", "bus", "P279", "Q752870", "motor vehicle"),
         item("Q5638", "bus", "P176", "Q27530", "Mercedes-Benz Group"),
         item("Q5638", "bus", "P176", "Q160", "Volvo"),
+        # a wall named by its Visual Genome label "brick wall" (no class facts): its material is in its name
+        item("Q42948", "wall", "P186", "Q40089", "brick"),
         # the inventor (hop 2) and his birthplace (hop 3)
         item("Q313", "Carl Benz", "P19", "Q1022", "Mühlburg", hop=2),
         time("Q313", "Carl Benz", "P569", "+1844-11-25T00:00:00Z", 11, hop=2),
@@ -144,6 +146,7 @@ def objects() -> pa.Table:
             vg_object(1058531, "car", "car.n.01"),
             vg_object(1058532, "bus", "bus.n.01"),
             vg_object(1058533, "street", "street.n.01"),
+            vg_object(1058534, "brick wall", "wall.n.01"),
             dict(object_id="gldv2:7e4627eb6f721857/o0", image_id="gldv2:7e4627eb6f721857", label="Eiffel Tower",
                  names=["Eiffel Tower"], origin="annotation:gldv2", commons_category="Eiffel Tower"),
             dict(object_id="gldv2:0a1b2c3d4e5f6789/o0", image_id="gldv2:0a1b2c3d4e5f6789", label="Mount Everest",
@@ -179,6 +182,7 @@ def links() -> pa.Table:
             link("vg:1/o1058529", "Q1420", "car", "wordnet:p8814", "car.n.01"),
             link("vg:1/o1058531", "Q1420", "car", "wordnet:p8814", "car.n.01"),
             link("vg:1/o1058532", "Q5638", "bus", "wordnet:p8814", "bus.n.01"),
+            link("vg:1/o1058534", "Q42948", "wall", "wordnet:p8814", "wall.n.01"),
             link("gldv2:7e4627eb6f721857/o0", "Q243", "Eiffel Tower", "commons:sitelink-p301"),
             link("gldv2:0a1b2c3d4e5f6789/o0", "Q513", "Mount Everest", "commons:p373"),
         ],

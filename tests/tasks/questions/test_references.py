@@ -46,7 +46,7 @@ def test_this_reference_covers_every_object_of_the_item(bank, facts, objects, li
 def test_fallback_names_without_class_facts(bank, objects, links):
     no_facts = schemas.empty(schemas.FACTS)
     refs, _ = _refs(bank, no_facts, objects, schemas.empty(schemas.RELATIONS), links, fallback_class_name="place")
-    assert sorted(refs["phrase"].to_list()) == ["this bus", "this car", "this place", "this place"]
+    assert sorted(refs["phrase"].to_list()) == ["this brick wall", "this bus", "this car", "this place", "this place"]
 
 
 def test_predicates_read_as_noun_phrase_modifiers(bank, facts, objects, links):

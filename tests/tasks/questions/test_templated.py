@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 
@@ -75,7 +76,8 @@ def test_release_columns_and_provenance(inputs, bank):
     assert row["answer_qid"] == "Q90" and row["image_id"] == TOWER and row["image_source"] == "gldv2"
     assert row["object_ids"] == [f"{TOWER}/o0"]
     assert row["template_version"] == bank.version and row["knowledge_snapshot"] == "sample-2026-02"
-    assert len(row["question_id"]) == 20
+    key = "\x1f".join([TOWER, f"{TOWER}/o0", "P17>P36", bank.version]).encode()
+    assert row["question_id"] == hashlib.blake2b(key, digest_size=18).hexdigest()[:20]
     dated = q.filter(pl.col("answer_category") == "number")
     assert dated["answer_qid"].null_count() == dated.height
     assert set(q["image_source"]) == {"vg", "gldv2"}
@@ -119,12 +121,22 @@ def test_every_candidate_is_a_question_or_a_reject_with_a_reason(inputs, bank):
     assert {r["route_key"] for r in reasons["multiple_answers"]} >= {"P127", "P17"}
     # the heritage designation item has no English label
     assert [r["route_key"] for r in reasons["no_english_label"]] == ["P1435"]
-    # "What is the motor vehicle ... a subclass of?" -> "motor vehicle"
-    assert any(r["route_key"] == "P279" and r["answer"] == "motor vehicle" for r in reasons["answer_in_question"])
+    # "What material is this brick wall made from?" -> "brick"
+    assert [(r["question"], r["answer"]) for r in reasons["answer_in_question"]] == [
+        ("What material is this brick wall made from?", "brick")
+    ]
     # the only architect in the fact table cannot have three distractors
     assert "P84" in {r["route_key"] for r in reasons["too_few_distractors"]}
     q = _questions(result)
     assert not q.filter(pl.col("property_id").is_in(["P127", "P1435", "P84"]) & (pl.col("n_hop") == 1)).height
+
+
+def test_routes_through_the_naming_property_are_no_candidates(inputs, bank):
+    result = _run(inputs, bank)
+    # "What is the motor vehicle parked next to the sidewalk a subclass of?" -> "motor vehicle"; P31 of the tower
+    assert result.extra["questions"]["routes_through_naming_property"] >= 2
+    q = _questions(result)
+    assert not q.filter(pl.col("route").list.first().is_in(["P279", "P31"])).height
 
 
 def test_reruns_are_byte_identical_and_the_seed_only_moves_choices(inputs, bank):
