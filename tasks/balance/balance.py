@@ -25,10 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 
-from tasks.balance import keys
+from tasks.balance import codes, keys
 from tasks.balance.config import BalanceConfig
 from tasks.balance.summary import balance_report
 
@@ -57,11 +56,16 @@ BALANCE_REASONS = ("head_tail_bound", "max_ratio")
 
 @dataclass
 class BalanceResult:
-    """Kept questions (pool schema, sorted by question_id), removals and the report."""
+    """Kept questions (pool schema, sorted by question_id), removals and the report.
 
-    kept: pa.Table
+    ``kept_rows`` are the pool row numbers of the kept questions, in question_id order;
+    ``kept`` is None when balancing ran with ``materialize=False``.
+    """
+
+    kept: pa.Table | None
     removed: pa.Table
     report: dict
+    kept_rows: np.ndarray | None = None
 
 
 def check_columns(pool: pa.Table) -> None:
@@ -71,38 +75,35 @@ def check_columns(pool: pa.Table) -> None:
         raise ValueError(f"question pool lacks required column(s) {missing}; it has {pool.column_names}")
 
 
-def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int) -> BalanceResult:
-    """Downsample over-frequent answers per property group; deterministic for ``seed``."""
-    check_columns(pool)
-    frame = pl.from_arrow(pool.select(list(REQUIRED_COLUMNS)))
-    invalid = _invalid_codes(frame)
-    valid_rows = np.flatnonzero(invalid == 0)
-    valid = frame[valid_rows]
+def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, materialize: bool = True) -> BalanceResult:
+    """Downsample over-frequent answers per property group; deterministic for ``seed``.
 
-    # Everything below is indexed by valid rows in question_id order.
-    qid_order = valid["question_id"].arg_sort().to_numpy()
-    valid_rows = valid_rows[qid_order]
-    valid = valid[qid_order]
+    ``materialize=False`` leaves ``kept`` as None (``kept_rows`` says which pool rows
+    survive), for callers that split straight from the pool to save one copy of it.
+    """
+    check_columns(pool)
+    qid_order = codes.sort_order(pool["question_id"])
+    invalid = _invalid_codes(pool, qid_order)
+    valid_rows = qid_order[invalid[qid_order] == 0]  # valid rows in question_id order
     n_valid = len(valid_rows)
+    group_all, props_sorted = codes.dense_codes(pool["property_id"])
+    answer_all, answers_sorted = codes.dense_codes(pool["answer"])
+    group, answer = group_all[valid_rows], answer_all[valid_rows]
+    del group_all, answer_all
+    image = codes.dense_codes(pool["image_id"])[0][valid_rows]
     random_key = keys.keys_of(keys.salt(seed, "balance"), np.arange(n_valid))
     key_rank = np.empty(n_valid, dtype=np.int64)
     key_rank[np.argsort(random_key, kind="stable")] = np.arange(n_valid)
 
-    codes = valid.select(
-        group=pl.col("property_id").rank("dense") - 1,
-        answer=pl.col("answer").rank("dense") - 1,
-        image=pl.col("image_id").rank("dense") - 1,
-    )
-    group = codes["group"].to_numpy().astype(np.int64)
-    answer = codes["answer"].to_numpy().astype(np.int64)
-    image = codes["image"].to_numpy().astype(np.int64)
     # Pair codes in (property_id, answer) order: within a group, code order = answer order.
     pair_raw = group * (int(answer.max(initial=0)) + 1) + answer
     pair_values, pair = np.unique(pair_raw, return_inverse=True)
+    del pair_raw
     n_pairs, n_images = len(pair_values), int(image.max(initial=-1)) + 1
     first_row_of_pair = np.zeros(n_pairs, dtype=np.int64)
     first_row_of_pair[pair[::-1]] = np.arange(n_valid)[::-1]
-    pair_group = group[first_row_of_pair]
+    pair_group, pair_answer = group[first_row_of_pair], answer[first_row_of_pair]
+    del group, answer
 
     alive = np.ones(n_valid, dtype=bool)
     removed_round = np.zeros(n_valid, dtype=np.int32)
@@ -133,11 +134,11 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int) -> Balan
             counts = np.bincount(pair[alive], minlength=n_pairs)
             converged = not (counts - pair_targets(counts, pair_group, config)[0]).any()
 
-    kept = pool.take(pa.array(valid_rows[alive]))
-    removed = _removed_table(pool, invalid, valid_rows, alive, removed_round, removed_reason)
+    kept_rows = valid_rows[alive]
+    removed = _removed_table(pool, invalid, qid_order, valid_rows, alive, removed_round, removed_reason)
     counts_after = np.bincount(pair[alive], minlength=n_pairs)
-    props = valid["property_id"].to_numpy()[first_row_of_pair]
-    answers = valid["answer"].to_numpy()[first_row_of_pair]
+    props = props_sorted.take(pa.array(pair_group)).to_pylist()
+    answers = answers_sorted.take(pa.array(pair_answer)).to_pylist()
     before = _nested_counts(props, answers, counts_before)
     after = _nested_counts(props, answers, counts_after)
     images_before = np.bincount(image, minlength=n_images) > 0
@@ -154,7 +155,8 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int) -> Balan
         images_before=int(images_before.sum()),
         images_emptied=int((images_before & ~images_after).sum()),
     )
-    return BalanceResult(kept=kept, removed=removed, report=report)
+    kept = codes.take_rows(pool, kept_rows) if materialize else None
+    return BalanceResult(kept=kept, removed=removed, report=report, kept_rows=kept_rows)
 
 
 def pair_targets(counts: np.ndarray, pair_group: np.ndarray, config: BalanceConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -204,23 +206,16 @@ def _priority_order(pair: np.ndarray, image_count: np.ndarray, key_rank: np.ndar
     return np.lexsort((key_rank, -image_count, pair))
 
 
-def _invalid_codes(frame: pl.DataFrame) -> np.ndarray:
+def _invalid_codes(pool: pa.Table, qid_order: np.ndarray) -> np.ndarray:
     """Per row: 0 valid, else 1 + index of its first reason in INVALID_REASONS."""
-    qid = pl.col("question_id")
-    code = (
-        pl.when(qid.is_null())
-        .then(1)
-        .when(~qid.is_first_distinct())
-        .then(2)
-        .when(pl.col("image_id").is_null() | (pl.col("image_id") == ""))
-        .then(3)
-        .when(pl.col("property_id").is_null() | (pl.col("property_id") == ""))
-        .then(4)
-        .when(pl.col("answer").is_null() | (pl.col("answer") == ""))
-        .then(5)
-        .otherwise(0)
-    )
-    return frame.select(code.alias("code"))["code"].to_numpy().astype(np.int8)
+    conditions = [
+        pool["question_id"].is_null().to_numpy(zero_copy_only=False),
+        codes.repeats_in_order(pool["question_id"], qid_order),
+        codes.missing(pool["image_id"]),
+        codes.missing(pool["property_id"]),
+        codes.missing(pool["answer"]),
+    ]
+    return np.select(conditions, list(range(1, len(conditions) + 1)), 0).astype(np.int8)
 
 
 def _round_entry(round_no: int, reason_codes: np.ndarray, groups: np.ndarray, after: int) -> dict:
@@ -237,30 +232,30 @@ def _round_entry(round_no: int, reason_codes: np.ndarray, groups: np.ndarray, af
 def _removed_table(
     pool: pa.Table,
     invalid: np.ndarray,
+    qid_order: np.ndarray,
     valid_rows: np.ndarray,
     alive: np.ndarray,
     removed_round: np.ndarray,
     removed_reason: np.ndarray,
 ) -> pa.Table:
-    bad_rows = np.flatnonzero(invalid)
-    dropped = ~alive
-    rows = np.concatenate([bad_rows, valid_rows[dropped]])
-    all_reasons = np.array(INVALID_REASONS + BALANCE_REASONS, dtype=object)
-    reason = np.concatenate(
-        [all_reasons[invalid[bad_rows] - 1], all_reasons[len(INVALID_REASONS) + removed_reason[dropped] - 1]]
-    )
-    rounds = np.concatenate([np.zeros(len(bad_rows), dtype=np.int32), removed_round[dropped]])
-    frame = pl.from_arrow(pool.select(["question_id", "property_id", "answer"]).take(pa.array(rows)))
-    frame = frame.with_columns(
-        pl.Series("round", rounds, dtype=pl.Int32), pl.Series("reason", reason.tolist(), dtype=pl.String)
-    ).with_row_index("_order")
-    frame = frame.sort(["question_id", "_order"], nulls_last=True).drop("_order")
-    return frame.to_arrow().cast(REMOVED)
+    """Removed rows ordered by question_id (nulls last), then pool row."""
+    n = pool.num_rows
+    reason_code = invalid.astype(np.int16)  # 1..5 invalid, 6.. balance reasons, 0 kept
+    round_of = np.zeros(n, dtype=np.int32)
+    dropped = valid_rows[~alive]
+    reason_code[dropped] = len(INVALID_REASONS) + removed_reason[~alive]
+    round_of[dropped] = removed_round[~alive]
+    rows = qid_order[reason_code[qid_order] > 0]
+    names = pa.array(("",) + INVALID_REASONS + BALANCE_REASONS, pa.string())
+    table = pool.select(["question_id", "property_id", "answer"]).take(pa.array(rows))
+    table = table.append_column("round", pa.array(round_of[rows], pa.int32()))
+    table = table.append_column("reason", names.take(pa.array(reason_code[rows])))
+    return table.cast(REMOVED)
 
 
-def _nested_counts(props: np.ndarray, answers: np.ndarray, counts: np.ndarray) -> dict[str, dict[str, int]]:
+def _nested_counts(props: list, answers: list, counts: np.ndarray) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
-    for prop, answer, count in zip(props.tolist(), answers.tolist(), counts.tolist()):
+    for prop, answer, count in zip(props, answers, counts.tolist()):
         if count:
             out.setdefault(prop, {})[answer] = count
     return out

@@ -20,7 +20,17 @@ from tasks.balance.balance import (
     check_columns,
 )
 from tasks.balance.config import BalanceConfig, SplitConfig
-from tasks.balance.split import IMAGES, SEP, SplitResult, check_split_input, readable_category, split_report
+from tasks.balance.split import (
+    ANSWER_KIND,
+    IMAGES,
+    MERGED_KIND,
+    NONE_KIND,
+    SplitResult,
+    category_name,
+    check_images,
+    check_split_input,
+    split_report,
+)
 from tasks.balance.summary import balance_report
 
 
@@ -102,11 +112,11 @@ def reference_balance(pool: pa.Table, config: BalanceConfig, seed: int) -> Balan
     removal_list = [(r, 0, invalid[r]) for r in invalid_rows] + [
         (r, removed_in[r][0], removed_in[r][1]) for r in valid if r not in alive
     ]
-    order = sorted(range(len(removal_list)), key=lambda i: (qids[removal_list[i][0]] is None, qids[removal_list[i][0]] or "", i))
+    removal_list.sort(key=lambda item: (qids[item[0]] is None, qids[item[0]] or "", item[0]))
     removed = pa.Table.from_pylist(
         [
             {"question_id": qids[r], "property_id": props[r], "answer": answers[r], "round": rnd, "reason": why}
-            for r, rnd, why in (removal_list[i] for i in order)
+            for r, rnd, why in removal_list
         ],
         schema=REMOVED,
     )
@@ -160,6 +170,7 @@ def reference_split(questions: pa.Table, config: SplitConfig, seed: int) -> Spli
     qids = questions.column("question_id").to_pylist()
     images = questions.column("image_id").to_pylist()
     answers = questions.column("answer").to_pylist()
+    check_images(qids, images)
     n = len(qids)
 
     answer_count = Counter(a for a in answers if a is not None)
@@ -174,39 +185,50 @@ def reference_split(questions: pa.Table, config: SplitConfig, seed: int) -> Spli
         if answer in pool_set:
             per_image[image][answer] += 1
 
-    state = keys.salt(seed, "split")
-    records = []  # [image, initial, first, questions, key]
-    for rank, image in enumerate(sorted(questions_of)):
+    none, merged = (NONE_KIND, "", 0, ""), (MERGED_KIND, "", 0, "")
+    initial, first_only = {}, {}
+    for image in questions_of:
         top = sorted(per_image[image].items(), key=lambda ac: (-ac[1], ac[0]))[:2]
-        first = "1" + top[0][0] if top else "0"
-        initial = first + SEP + top[1][0] if len(top) == 2 else first
-        records.append([image, initial, first, questions_of[image], keys.key_of(state, rank)])
-    initial_size = Counter(r[1] for r in records)
-    level1 = {r[0]: (r[2] if initial_size[r[1]] == 1 else r[1]) for r in records}
+        first_only[image] = (ANSWER_KIND, top[0][0], 0, "") if top else none
+        initial[image] = (ANSWER_KIND, top[0][0], 1, top[1][0]) if len(top) == 2 else first_only[image]
+    initial_size = Counter(initial.values())
+    level1 = {img: (first_only[img] if initial_size[lab] == 1 else lab) for img, lab in initial.items()}
     level1_size = Counter(level1.values())
-    label = {image: ("2" if level1_size[lab] == 1 else lab) for image, lab in level1.items()}
+    label = {img: (merged if level1_size[lab] == 1 else lab) for img, lab in level1.items()}
 
-    records.sort(key=lambda r: (label[r[0]], -r[3], r[4]))
+    state = keys.salt(seed, "split")
+    key = {image: keys.key_of(state, rank) for rank, image in enumerate(sorted(questions_of))}
+    layout = sorted(questions_of, key=lambda img: (label[img], -questions_of[img], key[img]))
     ratio = config.train_ratio
     is_train = {}
-    for position, record in enumerate(records):
-        is_train[record[0]] = math.floor(ratio * (position + 1) + 0.5) - math.floor(ratio * position + 0.5) == 1
+    for position, image in enumerate(layout):
+        is_train[image] = math.floor(ratio * (position + 1) + 0.5) - math.floor(ratio * position + 0.5) == 1
 
     rows = sorted(range(n), key=lambda r: (qids[r] is None, qids[r] or "", r))
-    train_rows = [r for r in rows if is_train[images[r]]]
-    test_rows = [r for r in rows if not is_train[images[r]]]
+    categories: dict[tuple, list[int]] = {}
+    for image in questions_of:
+        totals = categories.setdefault(label[image], [0, 0, 0, 0])
+        totals[0 if is_train[image] else 1] += 1
+        totals[2 if is_train[image] else 3] += questions_of[image]
+    no_pool = [img for img in questions_of if initial[img] == none]
     report = split_report(
         config,
         seed,
         questions=n,
+        images=len(questions_of),
         pool=pool,
-        images=[(r[1], level1[r[0]], label[r[0]], r[3], is_train[r[0]]) for r in records],
+        categories=categories,
+        categories_initial=len(initial_size),
+        merged_pair_to_single=sum(1 for img in questions_of if initial[img] != level1[img]),
+        merged_into_shared=sum(1 for img in questions_of if label[img] == merged),
+        no_pool_images=len(no_pool),
+        no_pool_questions=sum(questions_of[img] for img in no_pool),
     )
     table = pa.Table.from_pylist(
         [
             {
                 "image_id": image,
-                "category": readable_category(label[image]),
+                "category": category_name(label[image]),
                 "questions": questions_of[image],
                 "split": "train" if is_train[image] else "test",
             }
@@ -215,8 +237,8 @@ def reference_split(questions: pa.Table, config: SplitConfig, seed: int) -> Spli
         schema=IMAGES,
     )
     return SplitResult(
-        train=questions.take(pa.array(train_rows, type=pa.int64())),
-        test=questions.take(pa.array(test_rows, type=pa.int64())),
+        train=questions.take(pa.array([r for r in rows if is_train[images[r]]], type=pa.int64())),
+        test=questions.take(pa.array([r for r in rows if not is_train[images[r]]], type=pa.int64())),
         images=table,
         report=report,
     )

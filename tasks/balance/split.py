@@ -1,12 +1,13 @@
-"""Image-disjoint, answer-stratified train/test split (ReasonVQA 3.3.2), vectorized with polars.
+"""Image-disjoint, answer-stratified train/test split (ReasonVQA 3.3.2), vectorized with numpy.
 
 1. The answer pool: every answer holding at least ``pool_min_share`` of all questions.
 2. An image's category: its two most frequent pool answers (ties: answer text), or its only
    one; an image with no pool answer goes to the category "<no pool answer>".
 3. Merging: a two-answer category with a single image falls back to its first answer's
    category; any category still holding a single image joins the shared "<merged>" category.
-4. Categories are laid out in label order, images inside a category by question count
-   (descending) then a seeded random key. Image at global position p goes to train when
+4. Categories are laid out in order (no pool answer, answer categories by answer text,
+   merged), images inside a category by question count (descending) then a seeded random
+   key. The image at global position p goes to train when
    ``floor(r*(p+1) + 0.5) - floor(r*p + 0.5) == 1`` (r = train_ratio): every category gets
    r of its images within one image, and the whole split exactly round(r * images). Sorting
    by question count first spreads heavy images over both splits, so the question ratio
@@ -20,16 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 
-from tasks.balance import keys
+from tasks.balance import codes, keys
 from tasks.balance.config import SplitConfig
 
 NO_POOL_ANSWER = "<no pool answer>"
 MERGED = "<merged>"
-# Internal sort labels: "0" no pool answer, "1<a>" or "1<a>\x1f<b>" answer categories, "2" merged.
-SEP = "\x1f"
+NONE_KIND, ANSWER_KIND, MERGED_KIND = 0, 1, 2
 
 IMAGES = pa.schema(
     [
@@ -52,105 +51,160 @@ class SplitResult:
 
 
 def check_split_input(questions: pa.Table) -> None:
-    """Raise a clear error on missing columns or questions without an image (they cannot be split)."""
+    """Raise a clear error on missing columns (the engine needs question_id, image_id, answer)."""
     missing = [c for c in ("question_id", "image_id", "answer") if c not in questions.column_names]
     if missing:
         raise ValueError(f"questions lack required column(s) {missing}; they have {questions.column_names}")
-    no_image = questions.filter(questions["image_id"].is_null())
-    if no_image.num_rows:
-        ids = no_image["question_id"].to_pylist()[:5]
-        raise ValueError(f"{no_image.num_rows} question(s) have no image_id and cannot be split, e.g. {ids}")
 
 
-def split_images(questions: pa.Table, config: SplitConfig, seed: int) -> SplitResult:
-    """Assign every image (with all its questions) to train or test; deterministic for ``seed``."""
+def check_images(question_ids: list, image_ids: list) -> None:
+    """Raise a clear error naming questions without an image: they cannot be split."""
+    bad = [q for q, image in zip(question_ids, image_ids) if not image]
+    if bad:
+        raise ValueError(f"{len(bad)} question(s) have no image_id and cannot be split, e.g. {bad[:5]}")
+
+
+def category_name(key: tuple) -> str:
+    """Display name of a category key ``(kind, first answer, has second, second answer)``."""
+    kind, first, has_second, second = key
+    if kind == NONE_KIND:
+        return NO_POOL_ANSWER
+    if kind == MERGED_KIND:
+        return MERGED
+    return f"{first} + {second}" if has_second else first
+
+
+def split_images(questions: pa.Table, config: SplitConfig, seed: int, *, rows: np.ndarray | None = None) -> SplitResult:
+    """Assign every image (with all its questions) to train or test; deterministic for ``seed``.
+
+    ``rows`` restricts the split to those rows of ``questions`` (e.g. ``BalanceResult.kept_rows``
+    over the pool) without materializing them first; train and test are then taken from
+    ``questions`` directly.
+    """
     check_split_input(questions)
-    frame = pl.from_arrow(questions.select(["question_id", "image_id", "answer"])).with_row_index("row")
-    n = frame.height
-    answer_counts = frame.filter(pl.col("answer").is_not_null()).group_by("answer").agg(count=pl.len())
-    pool = answer_counts.filter(pl.col("count").cast(pl.Float64) >= config.pool_min_share * n).sort(
-        ["count", "answer"], descending=[True, False]
-    )
-    per_image_answer = (
-        frame.join(pool.select("answer"), on="answer", how="semi").group_by(["image_id", "answer"]).agg(count=pl.len())
-    )
-    top2 = per_image_answer.group_by("image_id").agg(
-        top=pl.col("answer").sort_by(["count", "answer"], descending=[True, False]).head(2)
-    )
-    images = (
-        frame.group_by("image_id")
-        .agg(questions=pl.len())
-        .join(top2, on="image_id", how="left")
-        .sort("image_id")
-        .with_row_index("image_rank")
-    )
-    images = images.with_columns(
-        key=pl.Series(keys.keys_of(keys.salt(seed, "split"), images["image_rank"].to_numpy()), dtype=pl.UInt64),
-        first=pl.when(pl.col("top").list.len() > 0).then(pl.lit("1") + pl.col("top").list.get(0, null_on_oob=True)),
-    )
-    two = pl.col("top").list.len() == 2
-    images = images.with_columns(
-        initial=pl.when(two)
-        .then(pl.col("first") + SEP + pl.col("top").list.get(1, null_on_oob=True))
-        .otherwise(pl.col("first").fill_null("0"))
-    )
-    images = images.with_columns(
-        level1=pl.when(pl.len().over("initial") == 1).then(pl.col("first").fill_null("0")).otherwise(pl.col("initial"))
-    )
-    images = images.with_columns(label=pl.when(pl.len().over("level1") == 1).then(pl.lit("2")).otherwise(pl.col("level1")))
-    images = images.sort(["label", "questions", "key"], descending=[False, True, False])
-    position = np.arange(images.height, dtype=np.float64)
-    r = config.train_ratio
-    is_train = (np.floor(r * (position + 1) + 0.5) - np.floor(r * position + 0.5)) == 1
-    images = images.with_columns(is_train=pl.Series(is_train))
+    rows = np.arange(questions.num_rows) if rows is None else np.asarray(rows, dtype=np.int64)
+    n = len(rows)
+    image_all, image_values = codes.dense_codes(questions["image_id"])
+    image_code = image_all[rows]
+    no_image = image_code < 0
+    if len(image_values) and image_values[0].as_py() == "":  # "" sorts first
+        no_image |= image_code == 0
+    if no_image.any():
+        check_images(questions["question_id"].take(pa.array(rows[no_image])).to_pylist(), [None] * int(no_image.sum()))
+    present_images, image = np.unique(image_code, return_inverse=True)  # image rank in image_id order
+    n_images = len(present_images)
 
-    assigned = frame.join(images.select("image_id", "is_train"), on="image_id", how="left")
-    train_rows = _rows_by_question_id(assigned.filter(pl.col("is_train")))
-    test_rows = _rows_by_question_id(assigned.filter(~pl.col("is_train")))
+    answer_all, answer_values = codes.dense_codes(questions["answer"])
+    answer = answer_all[rows]
+    answer_count = np.bincount(answer[answer >= 0], minlength=len(answer_values))
+    pool_codes = np.flatnonzero(answer_count.astype(np.float64) >= config.pool_min_share * n)  # answer-text order
+    n_pool = len(pool_codes)
+    pool_index = np.full(len(answer_values) + 1, -1, dtype=np.int64)  # last slot: null answers
+    pool_index[pool_codes] = np.arange(n_pool)
+    question_pool = pool_index[answer]
+
+    first, second = _top_two(image, question_pool, n_images, n_pool)
+    k = n_pool + 1
+    single = ANSWER_KIND * k * k + (first + 1) * k
+    initial = np.where(first < 0, NONE_KIND, single + second + 1)
+    level1 = np.where(_size_of(initial) == 1, np.where(first < 0, NONE_KIND, single), initial)
+    label = np.where(_size_of(level1) == 1, MERGED_KIND * k * k, level1)
+
+    image_questions = np.bincount(image, minlength=n_images)
+    random_key = keys.keys_of(keys.salt(seed, "split"), np.arange(n_images))
+    layout = np.lexsort((random_key, -image_questions, label))
+    position = np.arange(n_images, dtype=np.float64)
+    r = config.train_ratio
+    is_train = np.empty(n_images, dtype=bool)
+    is_train[layout] = (np.floor(r * (position + 1) + 0.5) - np.floor(r * position + 0.5)) == 1
+
+    question_ids = questions["question_id"]
+    by_question_id = codes.sort_order(question_ids if n == questions.num_rows and (rows == np.arange(n)).all()
+                                      else question_ids.take(pa.array(rows)))
+    goes_to_train = is_train[image[by_question_id]]
+    train_rows = rows[by_question_id[goes_to_train]]
+    test_rows = rows[by_question_id[~goes_to_train]]
+
+    pool_answers = answer_values.take(pa.array(pool_codes)).to_pylist()
+    decode = lambda code: _decode(int(code), k, pool_answers)  # noqa: E731
+    categories = _category_totals(label, is_train, image_questions, decode)
+    no_pool = first < 0
     report = split_report(
         config,
         seed,
         questions=n,
-        pool=list(zip(pool["answer"].to_list(), pool["count"].to_list())),
-        images=list(
-            zip(
-                images["initial"].to_list(),
-                images["level1"].to_list(),
-                images["label"].to_list(),
-                images["questions"].to_list(),
-                images["is_train"].to_list(),
-            )
-        ),
+        images=n_images,
+        pool=sorted(zip(pool_answers, answer_count[pool_codes].tolist()), key=lambda ac: (-ac[1], ac[0])),
+        categories=categories,
+        categories_initial=len(np.unique(initial)),
+        merged_pair_to_single=int((initial != level1).sum()),
+        merged_into_shared=int((label == MERGED_KIND * k * k).sum()),
+        no_pool_images=int(no_pool.sum()),
+        no_pool_questions=int(image_questions[no_pool].sum()),
     )
-    table = images.select(
-        "image_id",
-        category=pl.when(pl.col("label") == "0")
-        .then(pl.lit(NO_POOL_ANSWER))
-        .when(pl.col("label") == "2")
-        .then(pl.lit(MERGED))
-        .otherwise(pl.col("label").str.slice(1).str.replace_all(SEP, " + ", literal=True)),
-        questions=pl.col("questions").cast(pl.Int64),
-        split=pl.when(pl.col("is_train")).then(pl.lit("train")).otherwise(pl.lit("test")),
-    ).sort("image_id")
     return SplitResult(
-        train=questions.take(pa.array(train_rows)),
-        test=questions.take(pa.array(test_rows)),
-        images=table.to_arrow().cast(IMAGES),
+        train=codes.take_rows(questions, train_rows),
+        test=codes.take_rows(questions, test_rows),
+        images=_images_table(image_values.take(pa.array(present_images)), label, image_questions, is_train, decode),
         report=report,
     )
 
 
-def _rows_by_question_id(frame: pl.DataFrame) -> np.ndarray:
-    return frame.sort(["question_id", "row"], nulls_last=True)["row"].to_numpy()
+def _top_two(image: np.ndarray, question_pool: np.ndarray, n_images: int, n_pool: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per image: index of its most and second most frequent pool answer (-1 if none)."""
+    first = np.full(n_images, -1, dtype=np.int64)
+    second = np.full(n_images, -1, dtype=np.int64)
+    has = question_pool >= 0
+    if not has.any():
+        return first, second
+    pairs, counts = np.unique(image[has] * n_pool + question_pool[has], return_counts=True)
+    img, ans = pairs // n_pool, pairs % n_pool
+    order = np.lexsort((ans, -counts, img))
+    img, ans = img[order], ans[order]
+    rank = np.arange(len(img)) - np.searchsorted(img, img, side="left")
+    first[img[rank == 0]] = ans[rank == 0]
+    second[img[rank == 1]] = ans[rank == 1]
+    return first, second
 
 
-def readable_category(label: str) -> str:
-    """Display form of an internal category label."""
-    if label == "0":
-        return NO_POOL_ANSWER
-    if label == "2":
-        return MERGED
-    return " + ".join(label[1:].split(SEP))
+def _size_of(label: np.ndarray) -> np.ndarray:
+    """Per image: how many images share its label."""
+    _, inverse, counts = np.unique(label, return_inverse=True, return_counts=True)
+    return counts[inverse]
+
+
+def _decode(code: int, k: int, pool_answers: list[str]) -> tuple:
+    kind, rest = divmod(code, k * k)
+    first, second = divmod(rest, k)
+    if kind != ANSWER_KIND:
+        return (kind, "", 0, "")
+    return (kind, pool_answers[first - 1], int(second > 0), pool_answers[second - 1] if second else "")
+
+
+def _category_totals(label: np.ndarray, is_train: np.ndarray, image_questions: np.ndarray, decode) -> dict:
+    values, inverse = np.unique(label, return_inverse=True)
+    m = len(values)
+    train_images = np.bincount(inverse, weights=is_train, minlength=m).astype(np.int64)
+    test_images = np.bincount(inverse, weights=~is_train, minlength=m).astype(np.int64)
+    train_q = np.bincount(inverse, weights=image_questions * is_train, minlength=m).astype(np.int64)
+    test_q = np.bincount(inverse, weights=image_questions * ~is_train, minlength=m).astype(np.int64)
+    return {
+        decode(v): [int(a), int(b), int(c), int(d)]
+        for v, a, b, c, d in zip(values, train_images, test_images, train_q, test_q)
+    }
+
+
+def _images_table(image_ids: pa.Array, label: np.ndarray, image_questions: np.ndarray, is_train: np.ndarray, decode) -> pa.Table:
+    values, inverse = np.unique(label, return_inverse=True)
+    names = pa.array([category_name(decode(v)) for v in values], pa.string())
+    return pa.table(
+        {
+            "image_id": image_ids,
+            "category": names.take(pa.array(inverse)),
+            "questions": pa.array(image_questions, pa.int64()),
+            "split": pa.array(["test", "train"], pa.string()).take(pa.array(is_train.astype(np.int8))),
+        }
+    ).cast(IMAGES)
 
 
 def split_report(
@@ -158,53 +212,59 @@ def split_report(
     seed: int,
     *,
     questions: int,
+    images: int,
     pool: list[tuple[str, int]],
-    images: list[tuple[str, str, str, int, bool]],
+    categories: dict[tuple, list[int]],
+    categories_initial: int,
+    merged_pair_to_single: int,
+    merged_into_shared: int,
+    no_pool_images: int,
+    no_pool_questions: int,
 ) -> dict:
-    """The split report from the pool answers and per-image (initial, level1, final label,
-    questions, is_train) tuples; shared with the reference implementation."""
-    categories: dict[str, list[int]] = {}
-    for _, _, label, nq, is_train in images:
-        entry = categories.setdefault(label, [0, 0, 0, 0])  # train images, test images, train q, test q
-        entry[0 if is_train else 1] += 1
-        entry[2 if is_train else 3] += nq
+    """The split report (shared with the reference). ``categories`` maps category keys
+    ``(kind, first, has_second, second)`` to [train images, test images, train questions, test questions]."""
     train_images = sum(v[0] for v in categories.values())
     test_images = sum(v[1] for v in categories.values())
     train_q = sum(v[2] for v in categories.values())
     test_q = sum(v[3] for v in categories.values())
-    no_pool = [img for img in images if img[0] == "0"]
     largest = sorted(categories.items(), key=lambda kv: (-(kv[1][0] + kv[1][1]), kv[0]))[:20]
     warnings = []
     if not pool and questions:
-        warnings.append("no answer reaches pool_min_share: every image is in the '<no pool answer>' category")
-    if no_pool:
-        warnings.append(f"{len(no_pool)} image(s) have no pool answer; they form the '{NO_POOL_ANSWER}' category")
+        warnings.append(f"no answer reaches pool_min_share: every image is in the '{NO_POOL_ANSWER}' category")
+    if no_pool_images:
+        warnings.append(f"{no_pool_images} image(s) have no pool answer; they form the '{NO_POOL_ANSWER}' category")
     if questions and (train_q == 0 or test_q == 0):
         warnings.append(f"a split is empty (train={train_q}, test={test_q} questions): too few images to split")
+    if not questions:
+        warnings.append("no question to split")
     return {
         "seed": seed,
         "config": config.model_dump(mode="json"),
         "questions": questions,
-        "images": len(images),
-        "pool_answers": [
-            {"answer": a, "count": c, "share": round(c / questions, 6)} for a, c in pool
-        ],
-        "categories_initial": len({img[0] for img in images}),
+        "images": images,
+        "pool_answers": [{"answer": a, "count": c, "share": round(c / questions, 6)} for a, c in pool],
+        "categories_initial": categories_initial,
         "categories_final": len(categories),
-        "merged_pair_to_single_answer": sum(1 for img in images if img[0] != img[1]),
-        "merged_into_shared": sum(1 for img in images if img[2] == "2"),
+        "merged_pair_to_single_answer": merged_pair_to_single,
+        "merged_into_shared": merged_into_shared,
         "images_without_pool_answer": {
-            "images": len(no_pool),
-            "questions": sum(img[3] for img in no_pool),
+            "images": no_pool_images,
+            "questions": no_pool_questions,
             "handling": f"grouped into the category '{NO_POOL_ANSWER}' (or '{MERGED}' if alone) and split like any other",
         },
         "train": {"images": train_images, "questions": train_q},
         "test": {"images": test_images, "questions": test_q},
-        "train_share_images": round(train_images / len(images), 6) if images else None,
+        "train_share_images": round(train_images / images, 6) if images else None,
         "train_share_questions": round(train_q / questions, 6) if questions else None,
         "largest_categories": [
-            {"category": readable_category(k), "train_images": v[0], "test_images": v[1], "train_questions": v[2], "test_questions": v[3]}
-            for k, v in largest
+            {
+                "category": category_name(key),
+                "train_images": v[0],
+                "test_images": v[1],
+                "train_questions": v[2],
+                "test_questions": v[3],
+            }
+            for key, v in largest
         ],
         "warnings": warnings,
     }

@@ -1,0 +1,179 @@
+"""Re-split a release: filter its pre-balancing pool, re-balance, re-split, write a new version.
+
+Offline by construction: it reads only the source release folder (manifest + pool/ Parquet,
+whose checksums are checked against the manifest) and writes ``<out>/<name>/<version>/``.
+``resplit`` is the plain function (CLI: ``reasonvqa resplit``); ``resplit_flow`` is the
+Prefect flow ``resplit`` around it, which also publishes the release's stats as artifacts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.balance.balance import balance_questions
+from tasks.balance.config import BalanceConfig, SplitConfig
+from tasks.balance.filters import DomainMatch, filter_pool
+from tasks.balance.split import split_images
+from tasks.balance.stats import write_stats
+from tasks.release.reader import read_split
+from tasks.release.writer import MANIFEST, sha256_file, write_release
+
+
+class SourceReleaseError(ValueError):
+    """The source folder is not a usable release (no manifest, pool missing or altered)."""
+
+
+def resplit(
+    source: Path,
+    out: Path,
+    *,
+    domains: list[str] | None = None,
+    sources: list[str] | None = None,
+    hops: list[int] | None = None,
+    version: str | None = None,
+    seed: int | None = None,
+    domain_match: DomainMatch = "all",
+    overwrite: bool = False,
+) -> Path:
+    """Write a new release version from ``source``'s pool filtered by domains / sources / hops.
+
+    Balancing and split settings come from the source manifest's config; ``seed`` defaults to
+    the source's. The default version is ``<source version>-resplit-<8 hex>``, the hex being a
+    hash of the filters, seed and source pool, so the same request gives the same version.
+    Raises EmptySelectionError when the filters leave no question, SourceReleaseError when the
+    source pool is missing or does not match its manifest.
+    """
+    source = Path(source)
+    manifest = _read_manifest(source)
+    pool_id = pool_fingerprint(source, manifest)
+    config = manifest.get("config", {})
+    balance_config = BalanceConfig.model_validate(config.get("balance", {}))
+    split_config = SplitConfig.model_validate(config.get("split", {}))
+    seed = int(config.get("seed", 0)) if seed is None else seed
+
+    selection = filter_pool(read_split(source, "pool"), domains=domains, sources=sources, hops=hops, domain_match=domain_match)
+    request = {"filters": selection.report["filters"], "seed": seed, "source_pool": pool_id}
+    request_id = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+    version = version or f"{manifest['version']}-resplit-{request_id[:8]}"
+
+    balanced = balance_questions(selection.table, balance_config, seed)
+    split = split_images(balanced.kept, split_config, seed)
+    new_config = {
+        **{k: v for k, v in config.items() if k != "resplit"},
+        "seed": seed,
+        "resplit": {
+            "from": {"name": manifest["name"], "version": manifest["version"], "config_hash": manifest.get("config_hash")},
+            "filters": selection.report["filters"],
+            "seed": seed,
+        },
+    }
+    new_config.setdefault("release", {})
+    new_config["release"] = {**new_config["release"], "version": version}
+    inputs = {**manifest.get("inputs", {}), "resplit_source_pool": pool_id}
+    with tempfile.TemporaryDirectory(prefix="resplit-stats-") as tmp:
+        stats_dir = Path(tmp) / "stats"
+        files = write_stats(selection.table, balanced, split, stats_dir)
+        _write_json(selection.report, stats_dir / "filter_report.json")
+        files["filter_report.json"] = stats_dir / "filter_report.json"
+        return write_release(
+            Path(out),
+            manifest["name"],
+            version,
+            {"train": split.train, "test": split.test},
+            pool=selection.table,
+            stats_dir=stats_dir,
+            config=new_config,
+            config_hash=hashlib.sha256(json.dumps(new_config, sort_keys=True, separators=(",", ":")).encode()).hexdigest(),
+            inputs=inputs,
+            card_notes=_card_notes(manifest, selection.report, balanced.report, split.report),
+            stats_files={name: f"stats/{name}" for name in sorted(files)},
+            overwrite=overwrite,
+        )
+
+
+def pool_fingerprint(source: Path, manifest: dict) -> str:
+    """Content address of the source's pool: sha256 over its files' manifest checksums.
+
+    Each pool file is re-hashed and compared with the manifest first, so a changed pool is
+    refused instead of silently re-split.
+    """
+    entries = sorted((rel, meta) for rel, meta in manifest.get("files", {}).items() if rel.startswith("pool/"))
+    if not entries:
+        raise SourceReleaseError(f"{source}: the manifest lists no pool/ files; this release cannot be re-split")
+    digest = hashlib.sha256()
+    for rel, meta in entries:
+        path = source / rel
+        if not path.is_file():
+            raise SourceReleaseError(f"{path}: pool file listed in the manifest is missing")
+        if sha256_file(path) != meta.get("sha256"):
+            raise SourceReleaseError(f"{path}: pool file does not match the manifest checksum")
+        digest.update(f"{rel}\0{meta['sha256']}\n".encode())
+    return "sha256:" + digest.hexdigest()
+
+
+def _read_manifest(source: Path) -> dict:
+    path = source / MANIFEST
+    if not path.is_file():
+        raise SourceReleaseError(f"{path}: not a release folder (no manifest)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SourceReleaseError(f"{path}: unreadable manifest ({exc})") from exc
+
+
+def _write_json(obj: dict, path: Path) -> None:
+    path.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _card_notes(manifest: dict, selection: dict, balance: dict, split: dict) -> str:
+    lines = [
+        f"Re-split of {manifest['name']} {manifest['version']} with filters "
+        f"{json.dumps(selection['filters'], sort_keys=True)}: {selection['questions_out']} of "
+        f"{selection['questions_in']} pool questions selected, {balance['questions_kept']} kept by balancing "
+        f"({balance['rounds_run']} round(s)), {split['train']['questions']} train / {split['test']['questions']} test.",
+    ]
+    lines += [f"Warning: {w}" for w in balance["warnings"] + split["warnings"]]
+    if selection["unknown_values"]:
+        lines.append(f"Warning: filter values absent from the pool: {json.dumps(selection['unknown_values'], sort_keys=True)}")
+    return "\n\n".join(lines)
+
+
+@task(name="resplit-release", cache_policy=NO_CACHE)
+def resplit_task(source: str, out: str, domains, sources, hops, version, seed, domain_match, overwrite) -> str:
+    """One task: the whole re-split is seconds of vectorized work over one pool."""
+    return str(
+        resplit(Path(source), Path(out), domains=domains, sources=sources, hops=hops, version=version, seed=seed,
+                domain_match=domain_match, overwrite=overwrite)
+    )
+
+
+@flow(name="resplit", log_prints=True)
+def resplit_flow(
+    source: str,
+    out: str,
+    domains: list[str] | None = None,
+    sources: list[str] | None = None,
+    hops: list[int] | None = None,
+    version: str | None = None,
+    seed: int | None = None,
+    domain_match: DomainMatch = "all",
+    overwrite: bool = False,
+) -> str:
+    """Prefect flow ``resplit``: re-split a release and publish its stats as artifacts."""
+    from flows.build_reasonvqa import publish_artifacts
+    from prefect.artifacts import create_markdown_artifact
+
+    release = Path(resplit_task(source, out, domains, sources, hops, version, seed, domain_match, overwrite))
+    publish_artifacts(release)
+    stats = release / "stats"
+    if (stats / "SUMMARY.md").exists():
+        create_markdown_artifact((stats / "SUMMARY.md").read_text(encoding="utf-8"), key="resplit-stats",
+                                 description=f"Statistics of {release}")
+    print(f"re-split release written to {release}")
+    return str(release)

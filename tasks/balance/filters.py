@@ -1,0 +1,90 @@
+"""Simple filters over a question pool for re-splits: domains, image sources, hop counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+DomainMatch = Literal["all", "any"]
+
+
+class EmptySelectionError(ValueError):
+    """A filter left no question; ``report`` says what each filter dropped and what exists."""
+
+    def __init__(self, message: str, report: dict):
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class FilterResult:
+    table: pa.Table
+    report: dict
+
+
+def filter_pool(
+    pool: pa.Table,
+    *,
+    domains: list[str] | None = None,
+    sources: list[str] | None = None,
+    hops: list[int] | None = None,
+    domain_match: DomainMatch = "all",
+) -> FilterResult:
+    """Keep the questions that pass every given filter (None = no filter on that field).
+
+    ``domain_match="all"``: every domain of a question must be selected, so the result holds
+    only the selected domains; ``"any"``: one selected domain suffices. Raises
+    EmptySelectionError (with the report) when nothing is left.
+    """
+    frame = pl.from_arrow(pool.select([c for c in ("domains", "image_source", "n_hop") if c in pool.column_names]))
+    available = _available(frame)
+    checks: list[tuple[str, list, pl.Expr]] = []
+    if domains is not None:
+        selected = pl.lit(pl.Series(sorted(set(domains)), dtype=pl.String))
+        inside = pl.col("domains").list.eval(pl.element().is_in(selected.implode()))
+        match = inside.list.all() if domain_match == "all" else inside.list.any()
+        checks.append(("domains", sorted(set(domains)), (match & (pl.col("domains").list.len() > 0)).fill_null(False)))
+    if sources is not None:
+        checks.append(("sources", sorted(set(sources)), pl.col("image_source").is_in(sorted(set(sources))).fill_null(False)))
+    if hops is not None:
+        checks.append(("hops", sorted(set(hops)), pl.col("n_hop").cast(pl.Int64).is_in(sorted(set(hops))).fill_null(False)))
+
+    keep = np.ones(pool.num_rows, dtype=bool)
+    dropped_by = {}
+    for name, _, expr in checks:
+        passed = frame.select(expr.alias("ok"))["ok"].to_numpy()
+        dropped_by[name] = int((keep & ~passed).sum())  # counted against the first filter that drops a row
+        keep &= passed
+    report = {
+        "filters": {name: values for name, values, _ in checks} | ({"domain_match": domain_match} if domains is not None else {}),
+        "questions_in": pool.num_rows,
+        "questions_out": int(keep.sum()),
+        "dropped_by": dropped_by,
+        "unknown_values": {
+            name: [v for v in values if v not in available[name]] for name, values, _ in checks if any(v not in available[name] for v in values)
+        },
+        "available": available,
+    }
+    if not keep.any():
+        raise EmptySelectionError(
+            f"the filters {report['filters']} match none of the {pool.num_rows} pool questions "
+            f"(dropped by filter: {dropped_by}; unknown values: {report['unknown_values']}; "
+            f"available: {available})",
+            report,
+        )
+    return FilterResult(table=pool.filter(pa.array(keep)), report=report)
+
+
+def _available(frame: pl.DataFrame) -> dict[str, list]:
+    out: dict[str, list] = {"domains": [], "sources": [], "hops": []}
+    if "domains" in frame.columns:
+        out["domains"] = sorted(frame["domains"].explode().drop_nulls().unique().to_list())
+    if "image_source" in frame.columns:
+        out["sources"] = sorted(frame["image_source"].drop_nulls().unique().to_list())
+    if "n_hop" in frame.columns:
+        out["hops"] = sorted(int(h) for h in frame["n_hop"].drop_nulls().unique().to_list())
+    return out
