@@ -194,15 +194,11 @@ def _with_reasons(cand: pl.DataFrame, config: QuestionConfig) -> pl.DataFrame:
 
 
 def _release_rows(good: pl.DataFrame, index: KnowledgeIndex, snapshot: str, version: str) -> pa.Table:
+    # choices[i][k] = (answer, d1, d2, d3)[perm[i][k]][i], one gather over the four columns stacked
+    n = good.height
     perm = _PERMUTATIONS[(draw(good["seed"].to_numpy(), 41) % np.uint64(24)).astype(np.int64)]
-    sources = ["answer", "d1", "d2", "d3"]
-    slots = []
-    for k in range(4):
-        pos = pl.Series(perm[:, k], dtype=pl.Int64)
-        expr = pl.when(pos == 0).then(pl.col(sources[0]))
-        for j in range(1, 4):
-            expr = expr.when(pos == j).then(pl.col(sources[j]))
-        slots.append(expr)
+    stacked = pl.concat([good["answer"], good["d1"], good["d2"], good["d3"]])
+    choices = stacked.gather((perm * n + np.arange(n)[:, None]).ravel()).reshape((n, 4)).cast(pl.List(pl.String))
     lists = index.route_texts.select("route", "template_ids", "domains")[good["text_idx"]]
     out = pl.concat([good, lists], how="horizontal").select(
         "question_id",
@@ -213,7 +209,7 @@ def _release_rows(good: pl.DataFrame, index: KnowledgeIndex, snapshot: str, vers
         "answer",
         answer_qid=pl.when(pl.col("value_kind") == "item").then(pl.col("value_qid")),
         answer_category="category",
-        choices=pl.concat_list(slots),
+        choices=choices,
         n_hop="n_hop",
         route="route",
         property_id="property_id",

@@ -192,3 +192,10 @@ def test_an_index_for_other_settings_is_refused(inputs, bank):
     index = build_index(inputs["facts"], bank, QuestionConfig(max_hops=1))
     with pytest.raises(ValueError, match="max_hops"):
         _run(inputs, bank, QuestionConfig(max_hops=3), index=index)
+
+
+def test_a_shard_without_linked_objects_gives_an_empty_table(inputs, bank):
+    empty = dict(inputs, links=schemas.empty(schemas.ENTITY_LINKS), relations=schemas.empty(schemas.RELATIONS))
+    result = _run(empty, bank)
+    assert result.rows_in == 0 and len(result.rejects) == 0
+    assert result.outputs["questions"].num_rows == 0 and result.outputs["questions"].schema == schemas.QUESTIONS
