@@ -1,0 +1,174 @@
+import io
+
+import pyarrow.parquet as pq
+import pytest
+
+from tasks.balance.balance import REMOVED, balance_questions
+from tasks.balance.config import BalanceConfig
+from tasks.balance.reference import reference_balance
+from tests.tasks.balance.conftest import answers_of, pool_of, question
+
+
+def parquet_bytes(table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
+
+
+def test_worked_example_rounds_and_counts(skewed_pool):
+    result = balance_questions(skewed_pool, BalanceConfig(), seed=0)
+    # Paris 9, Rome 3, Bern 1 with bound 1.5, max ratio 3, at most 25% per round:
+    # round 1: Paris 9 -> 6 (1.5 x tail 4), Rome 3 -> 2 (25% cap); round 2: 6 -> 4, 2 -> 1; round 3: 4 -> 3.
+    assert answers_of(result.kept, "P36") == {"Paris": 3, "Rome": 1, "Bern": 1}
+    assert answers_of(result.kept, "P30") == {"Europe": 2, "Asia": 2}
+    report = result.report
+    assert [(r["round"], r["removed"], r["questions_after"]) for r in report["rounds"]] == [(1, 4, 13), (2, 3, 10), (3, 1, 9)]
+    assert report["rounds"][0]["by_reason"] == {"head_tail_bound": 4}
+    assert report["converged"] is True
+    assert report["questions_in"] == 17 and report["questions_kept"] == 9 and report["questions_removed"] == 8
+    assert report["groups"]["P36"]["entropy_before"] == pytest.approx(1.1401, abs=1e-4)  # -(9/13 log 9/13 + 3/13 log 3/13 + 1/13 log 1/13)
+    assert report["groups"]["P36"]["entropy_after"] == pytest.approx(1.3710, abs=1e-4)
+    assert report["groups"]["P36"]["bound_violations"] == []
+
+
+def test_pool_equals_kept_plus_removed(skewed_pool):
+    result = balance_questions(skewed_pool, BalanceConfig(), seed=0)
+    assert result.removed.schema.equals(REMOVED)
+    kept, removed = result.kept["question_id"].to_pylist(), result.removed["question_id"].to_pylist()
+    assert sorted(kept + removed) == sorted(skewed_pool["question_id"].to_pylist())
+    assert kept == sorted(kept) and removed == sorted(removed)
+    assert set(result.removed["round"].to_pylist()) == {1, 2, 3}
+    assert result.kept.schema.equals(skewed_pool.schema)
+
+
+def test_removal_prefers_images_with_most_questions(skewed_pool):
+    # vg:0..3 carry a P30 question too: their Paris questions go before any other.
+    result = balance_questions(skewed_pool, BalanceConfig(), seed=0)
+    kept_paris_images = {
+        r["image_id"] for r in result.kept.to_pylist() if r["answer"] == "Paris"
+    }
+    assert kept_paris_images.isdisjoint({"vg:0", "vg:1", "vg:2", "vg:3"})
+    assert len(kept_paris_images) == 3
+
+
+def test_seed_breaks_ties_deterministically(skewed_pool):
+    picks = {
+        seed: tuple(balance_questions(skewed_pool, BalanceConfig(), seed=seed).kept["question_id"].to_pylist())
+        for seed in range(8)
+    }
+    assert len(set(picks.values())) > 1  # different seeds pick different Paris/Rome questions
+    again = balance_questions(skewed_pool, BalanceConfig(), seed=3)
+    assert tuple(again.kept["question_id"].to_pylist()) == picks[3]
+
+
+def test_same_seed_same_bytes(skewed_pool):
+    a = balance_questions(skewed_pool, BalanceConfig(), seed=5)
+    b = balance_questions(skewed_pool, BalanceConfig(), seed=5)
+    assert parquet_bytes(a.kept) == parquet_bytes(b.kept)
+    assert parquet_bytes(a.removed) == parquet_bytes(b.removed)
+    assert a.report == b.report
+
+
+def test_input_row_order_does_not_matter(skewed_pool):
+    shuffled = skewed_pool.take(list(reversed(range(skewed_pool.num_rows))))
+    a = balance_questions(skewed_pool, BalanceConfig(), seed=1)
+    b = balance_questions(shuffled, BalanceConfig(), seed=1)
+    assert a.kept.equals(b.kept) and a.removed.equals(b.removed)
+
+
+def test_invalid_rows_are_removed_with_reasons_in_round_zero():
+    rows = [
+        question("q1", "vg:1", "P17", "France"),
+        question("q1", "vg:2", "P17", "Spain"),  # repeated id: the first occurrence stays
+        question(None, "vg:3", "P17", "Italy"),
+        question("q4", "vg:4", "P17", None),
+        question("q5", "vg:5", "P17", ""),
+        question("q6", "vg:6", None, "Peru"),
+        question("q7", None, "P17", "Chile"),
+        question("q8", "vg:8", "P17", "Spain"),
+    ]
+    result = balance_questions(pool_of(rows), BalanceConfig(), seed=0)
+    assert result.kept["question_id"].to_pylist() == ["q1", "q8"]
+    assert result.kept["answer"].to_pylist() == ["France", "Spain"]
+    removed = result.removed.to_pylist()
+    assert [(r["question_id"], r["reason"], r["round"]) for r in removed] == [
+        ("q1", "duplicate_question_id", 0),
+        ("q4", "missing_answer", 0),
+        ("q5", "missing_answer", 0),
+        ("q6", "missing_property_id", 0),
+        ("q7", "missing_image_id", 0),
+        (None, "missing_question_id", 0),
+    ]
+    assert result.report["removed_by_reason"] == {
+        "duplicate_question_id": 1,
+        "missing_answer": 2,
+        "missing_image_id": 1,
+        "missing_property_id": 1,
+        "missing_question_id": 1,
+    }
+    assert any("removed invalid questions" in w for w in result.report["warnings"])
+
+
+def test_single_answer_group_is_kept_and_reported():
+    rows = [question(f"q{i}", f"vg:{i}", "P31", "human") for i in range(5)]
+    result = balance_questions(pool_of(rows), BalanceConfig(), seed=0)
+    assert result.kept.num_rows == 5 and result.removed.num_rows == 0
+    assert result.report["single_answer_groups"] == ["P31"]
+    assert any("single answer" in w for w in result.report["warnings"])
+
+
+def test_empty_pool_gives_empty_result():
+    result = balance_questions(pool_of([]), BalanceConfig(), seed=0)
+    assert result.kept.num_rows == 0 and result.removed.num_rows == 0
+    assert result.report["questions_in"] == 0 and result.report["rounds"] == []
+
+
+def test_disabled_balancing_keeps_every_valid_question(skewed_pool):
+    result = balance_questions(skewed_pool, BalanceConfig(enabled=False), seed=0)
+    assert result.kept.num_rows == skewed_pool.num_rows
+    assert result.report["rounds_run"] == 0 and result.report["warnings"] == []
+
+
+def test_round_limit_reports_unfinished_balancing(skewed_pool):
+    result = balance_questions(skewed_pool, BalanceConfig(rounds=1), seed=0)
+    assert result.report["rounds_run"] == 1 and result.report["converged"] is False
+    assert answers_of(result.kept, "P36") == {"Paris": 6, "Rome": 2, "Bern": 1}
+    assert any("before reaching its fixed point" in w for w in result.report["warnings"])
+
+
+def test_only_top_k_answers_are_cut():
+    rows = [question(f"a{i}", f"vg:{i}", "P17", "A") for i in range(20)]
+    rows += [question(f"b{i}", f"vg:{100 + i}", "P17", "B") for i in range(4)]
+    rows += [question("c0", "vg:200", "P17", "C")]
+    result = balance_questions(pool_of(rows), BalanceConfig(top_k=1, max_round_fraction=1.0), seed=0)
+    # Only A (rank 1) is bounded: 1.5 x tail 5 = 7; B is left at 4 though 4 > 1.5 x 1.
+    assert answers_of(result.kept) == {"A": 7, "B": 4, "C": 1}
+    assert result.report["rounds"][0]["by_reason"] == {"head_tail_bound": 13}
+
+
+def test_max_ratio_binds_before_the_tail_bound():
+    rows = [question(f"a{i}", f"vg:{i}", "P17", "A") for i in range(30)]
+    rows += [question(f"c{i}", f"vg:{200 + i}", "P17", "C") for i in range(20)]
+    rows += [question(f"d{i}", f"vg:{300 + i}", "P17", "D") for i in range(20)]
+    result = balance_questions(pool_of(rows), BalanceConfig(max_ratio=1.2, max_round_fraction=1.0), seed=0)
+    # A 30 vs next C 20: cap 1.2 x 20 = 24 (the tail bound would allow 1.5 x 40)
+    assert answers_of(result.kept) == {"A": 24, "C": 20, "D": 20}
+    assert result.report["removed_by_reason"] == {"max_ratio": 6}
+
+
+def test_missing_column_is_a_clear_error(skewed_pool):
+    with pytest.raises(ValueError, match="lacks required column"):
+        balance_questions(skewed_pool.drop_columns(["property_id"]), BalanceConfig(), seed=0)
+
+
+def test_config_rejects_inconsistent_ratios():
+    with pytest.raises(ValueError, match="max_ratio"):
+        BalanceConfig(min_ratio=2.0, max_ratio=1.5, head_tail_bound=2.0)
+    with pytest.raises(ValueError, match="head_tail_bound"):
+        BalanceConfig(min_ratio=1.6, head_tail_bound=1.5)
+
+
+@pytest.mark.parametrize("config", [BalanceConfig(), BalanceConfig(max_round_fraction=1.0, head_tail_bound=1.0)])
+def test_reference_matches_on_literal_pool(skewed_pool, config):
+    fast, slow = balance_questions(skewed_pool, config, 2), reference_balance(skewed_pool, config, 2)
+    assert fast.kept.equals(slow.kept) and fast.removed.equals(slow.removed) and fast.report == slow.report

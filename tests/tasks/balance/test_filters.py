@@ -1,0 +1,54 @@
+import pytest
+
+from tasks.balance.filters import EmptySelectionError, filter_pool
+from tests.tasks.balance.conftest import pool_of, question
+
+
+@pytest.fixture
+def pool():
+    return pool_of(
+        [
+            question("q1", "vg:1", "P17", "France", domains=["Places & Locations"], n_hop=1),
+            question("q2", "vg:2", "P571", "1889", domains=["History & Events"], n_hop=2),
+            question("q3", "gldv2:a", "P84", "Eiffel", domains=["Places & Locations", "People & Society"], n_hop=3),
+            question("q4", "gldv2:b", "P31", "tower", domains=[], n_hop=1),
+        ]
+    )
+
+
+def ids(result) -> list[str]:
+    return result.table["question_id"].to_pylist()
+
+
+def test_domains_all_keeps_only_selected_domains(pool):
+    result = filter_pool(pool, domains=["Places & Locations", "History & Events"])
+    assert ids(result) == ["q1", "q2"]  # q3 also has People & Society; q4 has no domain
+    assert result.report["dropped_by"] == {"domains": 2}
+    assert result.report["filters"] == {"domains": ["History & Events", "Places & Locations"], "domain_match": "all"}
+
+
+def test_domains_any(pool):
+    assert ids(filter_pool(pool, domains=["Places & Locations"], domain_match="any")) == ["q1", "q3"]
+
+
+def test_sources_and_hops_combine(pool):
+    result = filter_pool(pool, sources=["gldv2"], hops=[1, 2])
+    assert ids(result) == ["q4"]
+    assert result.report["dropped_by"] == {"sources": 2, "hops": 1}
+
+
+def test_unknown_values_are_reported(pool):
+    result = filter_pool(pool, domains=["Places & Locations", "Sports"], domain_match="any")
+    assert result.report["unknown_values"] == {"domains": ["Sports"]}
+    assert result.report["available"]["sources"] == ["gldv2", "vg"]
+
+
+def test_empty_selection_is_a_clear_error(pool):
+    with pytest.raises(EmptySelectionError, match="match none of the 4 pool questions") as info:
+        filter_pool(pool, domains=["Sports"])
+    assert info.value.report["questions_out"] == 0
+    assert info.value.report["available"]["domains"] == ["History & Events", "People & Society", "Places & Locations"]
+
+
+def test_no_filter_keeps_everything(pool):
+    assert filter_pool(pool).table.num_rows == 4

@@ -1,0 +1,148 @@
+"""Property tests over random pools: accounting, order, bound, disjointness, ratio, determinism."""
+
+import io
+import json
+
+import pyarrow.parquet as pq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tasks.balance.balance import balance_questions
+from tasks.balance.config import BalanceConfig, SplitConfig
+from tasks.balance.pipeline import balance_and_split
+from tasks.balance.reference import reference_balance, reference_split
+from tasks.balance.split import split_images
+from tasks.balance.summary import ranked
+from tests.tasks.balance.conftest import pool_of, question
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# Answer indices drawn as floor(sqrt(u)) over u in 0..48 are skewed toward small indices.
+skewed_answer = st.integers(0, 48).map(lambda u: int(u**0.5))
+
+
+@st.composite
+def pools(draw, min_images: int = 1):
+    n_images = draw(st.integers(min_images, 80))
+    n_groups = draw(st.integers(1, 4))
+    rows = draw(
+        st.lists(st.tuples(st.integers(0, n_images - 1), st.integers(0, n_groups - 1), skewed_answer), min_size=1, max_size=300)
+    )
+    images = sorted({r[0] for r in rows})
+    # every drawn image index gets at least one question so image counts are what was drawn
+    rows += [(i, 0, 0) for i in range(n_images) if i not in images] if min_images > 1 else []
+    order = draw(st.permutations(range(len(rows))))
+    return pool_of(
+        [question(f"q{j:04d}", f"vg:{rows[j][0]}", f"P{rows[j][1]}", f"ans{rows[j][2]}") for j in order]
+    )
+
+
+balance_configs = st.builds(
+    BalanceConfig,
+    rounds=st.integers(0, 8),
+    top_k=st.integers(1, 6),
+    head_tail_bound=st.sampled_from([1.0, 1.25, 1.5, 2.0]),
+    max_ratio=st.sampled_from([2.0, 3.0, 10.0]),
+    max_round_fraction=st.sampled_from([0.1, 0.25, 1.0]),
+)
+
+
+def group_counts(table) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for prop, answer in zip(table["property_id"].to_pylist(), table["answer"].to_pylist()):
+        out.setdefault(prop, {}).setdefault(answer, 0)
+        out[prop][answer] += 1
+    return out
+
+
+def parquet_bytes(table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
+
+
+@SETTINGS
+@given(pools(), balance_configs, st.integers(0, 2**32))
+def test_balancing_accounts_for_every_question_and_keeps_order(pool, config, seed):
+    result = balance_questions(pool, config, seed)
+    kept, removed = result.kept["question_id"].to_pylist(), result.removed["question_id"].to_pylist()
+    assert sorted(kept + removed) == sorted(pool["question_id"].to_pylist())
+    before, after = group_counts(pool), group_counts(result.kept)
+    for prop, counts in before.items():
+        kept_counts = after.get(prop, {})
+        assert set(kept_counts) == set(counts)  # balancing never empties an answer
+        for x in counts:
+            for y in counts:
+                if counts[x] > counts[y]:
+                    assert kept_counts[x] >= kept_counts[y], (prop, x, y)
+
+
+@SETTINGS
+@given(pools(), balance_configs, st.integers(0, 2**32))
+def test_head_tail_bound_holds_at_convergence(pool, config, seed):
+    config = config.model_copy(update={"rounds": 500})
+    result = balance_questions(pool, config, seed)
+    assert result.report["converged"]
+    for prop, counts in group_counts(result.kept).items():
+        items = ranked(counts)
+        tail = sum(c for _, c in items)
+        for rank, (answer, count) in enumerate(items):
+            tail -= count
+            if rank < config.top_k and tail > 0:
+                assert count <= config.head_tail_bound * tail, (prop, answer, count, tail)
+                assert count <= max(config.max_ratio * items[rank + 1][1], items[rank + 1][1])
+    assert result.report["groups_with_bound_violations"] == []
+
+
+@SETTINGS
+@given(pools(), balance_configs, st.integers(0, 2**32))
+def test_vectorized_equals_reference_and_is_byte_stable(pool, config, seed):
+    fast, slow = balance_questions(pool, config, seed), reference_balance(pool, config, seed)
+    assert fast.kept.equals(slow.kept) and fast.removed.equals(slow.removed)
+    assert fast.report == slow.report
+    again = balance_questions(pool, config, seed)
+    assert parquet_bytes(again.kept) == parquet_bytes(fast.kept)
+    assert parquet_bytes(again.removed) == parquet_bytes(fast.removed)
+    assert json.dumps(again.report, sort_keys=True) == json.dumps(fast.report, sort_keys=True)
+
+
+split_configs = st.builds(
+    SplitConfig,
+    train_ratio=st.sampled_from([0.5, 0.7, 0.8, 0.9]),
+    pool_min_share=st.sampled_from([0.01, 0.05, 0.2, 0.6]),
+)
+
+
+@SETTINGS
+@given(pools(), split_configs, st.integers(0, 2**32))
+def test_split_is_image_disjoint_and_matches_reference(pool, config, seed):
+    result = split_images(pool, config, seed)
+    train_images, test_images = set(result.train["image_id"].to_pylist()), set(result.test["image_id"].to_pylist())
+    assert train_images.isdisjoint(test_images)
+    assert sorted(result.train["question_id"].to_pylist() + result.test["question_id"].to_pylist()) == sorted(
+        pool["question_id"].to_pylist()
+    )
+    slow = reference_split(pool, config, seed)
+    assert result.train.equals(slow.train) and result.test.equals(slow.test) and result.report == slow.report
+    again = split_images(pool, config, seed)
+    assert parquet_bytes(again.train) == parquet_bytes(result.train)
+    assert parquet_bytes(again.test) == parquet_bytes(result.test)
+
+
+@SETTINGS
+@given(pools(min_images=25), split_configs, st.integers(0, 2**32))
+def test_image_split_ratio_within_two_points(pool, config, seed):
+    # Cumulative rounding puts exactly round(ratio * images) images in train: off by at most
+    # half an image, 0.02 at 25 images.
+    report = split_images(pool, config, seed).report
+    assert abs(report["train_share_images"] - config.train_ratio) <= 0.02 + 1e-9
+
+
+@SETTINGS
+@given(pools(), balance_configs, split_configs, st.integers(0, 2**32))
+def test_pipeline_equals_separate_steps(pool, balance_config, split_config, seed):
+    balanced, split = balance_and_split(pool, balance_config, split_config, seed)
+    separate = split_images(balance_questions(pool, balance_config, seed).kept, split_config, seed)
+    assert split.train.equals(separate.train) and split.test.equals(separate.test)
+    assert split.report == separate.report
+    assert balanced.kept.num_rows == separate.train.num_rows + separate.test.num_rows

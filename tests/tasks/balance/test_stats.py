@@ -1,0 +1,86 @@
+import json
+
+import pytest
+
+from tasks.balance.balance import balance_questions
+from tasks.balance.config import BalanceConfig, SplitConfig
+from tasks.balance.split import split_images
+from tasks.balance.stats import write_stats
+from tests.tasks.balance.conftest import pool_of, question
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def release_parts():
+    rows = []
+    for i in range(40):
+        answer = "Paris" if i % 4 else "Rome"  # 30 Paris, 10 Rome
+        rows.append(
+            question(f"q{i:03d}", f"{'gldv2' if i % 5 == 0 else 'vg'}:{i // 2}", "P36", answer,
+                     n_hop=1 + i % 3, domains=["Places & Locations"] if i % 2 else ["History & Events", "Places & Locations"],
+                     answer_category="literal")
+        )
+    rows += [question(f"r{i:03d}", f"vg:{i}", "P30", "Europe", answer_category="fixed", domains=[]) for i in range(4)]
+    pool = pool_of(rows)
+    balanced = balance_questions(pool, BalanceConfig(), seed=0)
+    split = split_images(balanced.kept, SplitConfig(), seed=0)
+    return pool, balanced, split
+
+
+def test_writes_every_file_and_counts(tmp_path, release_parts):
+    pool, balanced, split = release_parts
+    files = write_stats(pool, balanced, split, tmp_path / "stats")
+    assert sorted(files) == [
+        "SUMMARY.md", "answers_before_after.png", "answers_train_test.png", "balance_removed.parquet",
+        "balance_report.json", "counts_by_split.png", "divergence_train_test.png", "entropy_before_after.png",
+        "split_report.json", "stats.json",
+    ]
+    for name, path in files.items():
+        assert path.is_file() and path.parent == tmp_path / "stats"
+        if name.endswith(".png"):
+            assert path.read_bytes().startswith(PNG_SIGNATURE)
+    stats = json.loads(files["stats.json"].read_text())
+    pool_counts = stats["counts"]["pool"]
+    assert pool_counts["questions"] == 44 and pool_counts["images"] == 28  # vg:0..19 + 8 gldv2 ids
+    assert pool_counts["by_source"] == {"gldv2": 8, "vg": 36}
+    assert pool_counts["by_hop"] == {"1": 18, "2": 13, "3": 13}
+    # each question counts once per domain; the P30 questions have none
+    assert pool_counts["by_domain"] == {"<none>": 4, "History & Events": 20, "Places & Locations": 40}
+    assert pool_counts["by_answer_category"] == {"fixed": 4, "literal": 40}
+    assert stats["counts"]["balanced"]["questions"] == split.train.num_rows + split.test.num_rows
+    assert stats["counts"]["train"]["questions"] == split.train.num_rows
+    # P36: 30 Paris / 10 Rome -> bound 1.5 x 10 = 15 Paris
+    assert stats["top_answers"]["P36"]["before_order"][0] == {
+        "answer": "Paris", "pool": 30, "balanced": 15,
+        "train": stats["top_answers"]["P36"]["before_order"][0]["train"],
+        "test": stats["top_answers"]["P36"]["before_order"][0]["test"],
+    }
+    assert stats["entropy_bits"]["P36"] == {"before": pytest.approx(0.811278), "after": pytest.approx(0.970951)}
+    assert stats["entropy_bits"]["P30"] == {"before": 0.0, "after": 0.0}
+    assert 0.0 <= stats["train_test_divergence"]["overall"] <= 1.0
+    assert stats["balancing"]["removed_by_reason"] == {"head_tail_bound": 15}
+    summary = files["SUMMARY.md"].read_text()
+    assert "[answers_before_after.png](answers_before_after.png)" in summary
+    assert "single answer" in summary  # P30 has one answer: the warning reaches the page
+
+
+def test_same_inputs_give_identical_bytes(tmp_path, release_parts):
+    pool, balanced, split = release_parts
+    first = write_stats(pool, balanced, split, tmp_path / "a")
+    second = write_stats(pool, balanced, split, tmp_path / "b")
+    for name in first:
+        assert first[name].read_bytes() == second[name].read_bytes(), name
+
+
+def test_degenerate_release_still_gets_stats(tmp_path):
+    pool = pool_of([question("q1", "vg:1", "P17", "France")])
+    balanced = balance_questions(pool, BalanceConfig(), seed=0)
+    split = split_images(balanced.kept, SplitConfig(), seed=0)
+    files = write_stats(pool, balanced, split, tmp_path)
+    stats = json.loads(files["stats.json"].read_text())
+    assert stats["counts"]["test"]["questions"] == 0
+    assert stats["train_test_divergence"]["overall"] is None
+    assert stats["train_test_divergence"]["groups_only_in_one_split"] == ["P17"]
+    assert any("a split is empty" in w for w in stats["split"]["warnings"])
+    assert files["divergence_train_test.png"].read_bytes().startswith(PNG_SIGNATURE)
