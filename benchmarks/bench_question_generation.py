@@ -208,6 +208,14 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _rss_mb() -> float:
+    """Current resident set size (VmRSS) in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def run_vectorized(folder: Path, shard_size: int) -> dict:
     """Index once, then generate shard by shard (images sorted by id, as the flow shards them)."""
     from tasks.questions.bank import load_bank
@@ -217,6 +225,7 @@ def run_vectorized(folder: Path, shard_size: int) -> dict:
 
     tables = _load(folder)
     bank, config = load_bank(), QuestionConfig()
+    loaded_rss = _rss_mb()
     start = time.perf_counter()
     cpu0 = time.process_time()
     index = build_index(tables["facts"], bank, config)
@@ -238,7 +247,8 @@ def run_vectorized(folder: Path, shard_size: int) -> dict:
     total = time.perf_counter() - start
     return {"images": len(image_ids), "facts": tables["facts"].num_rows, "candidates": candidates, "questions": questions,
             "rejected": rejected, "index_s": round(index_s, 2), "total_s": round(total, 2),
-            "cpu_s": round(time.process_time() - cpu0, 2), "peak_rss_mb": round(_peak_rss_mb())}
+            "cpu_s": round(time.process_time() - cpu0, 2), "peak_rss_mb": round(_peak_rss_mb()),
+            "rss_after_loading_inputs_mb": round(loaded_rss)}
 
 
 def run_baseline(folder: Path, n_images: int) -> dict:
@@ -379,7 +389,8 @@ def main() -> None:
     qps = vec["questions"] / vec["total_s"]
     base_qps = base["est_questions"] / base["est_total_s"]
     print(f"vectorized: {vec['questions']:,} questions from {vec['candidates']:,} candidates, {vec['images']:,} images in "
-          f"{vec['total_s']} s ({qps:,.0f} questions/s, index {vec['index_s']} s), peak RSS {vec['peak_rss_mb']} MB")
+          f"{vec['total_s']} s ({qps:,.0f} questions/s, index {vec['index_s']} s), peak RSS {vec['peak_rss_mb']} MB "
+          f"({vec['rss_after_loading_inputs_mb']} MB after loading all input tables)")
     print(f"baseline (scaled from {base['images']} images): {base['est_total_s']} s ({base_qps:,.0f} questions/s), "
           f"peak RSS {base['peak_rss_mb']} MB; speed-up x{base['est_total_s'] / vec['total_s']:.1f}")
 
