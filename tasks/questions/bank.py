@@ -333,6 +333,8 @@ def _check_template(path: Path, key: str, text, question: bool) -> str:
     if question:
         if not text.endswith("?") or text.count("?") != 1:
             raise BankError(path, key, "a main template must end with a single question mark")
+        if not (text.startswith(SUBJECT) or text[0].isupper()):
+            raise BankError(path, key, "a main template starts with a capital letter or {subject}")
     elif "?" in text:
         raise BankError(path, key, "a sub-clause template has no question mark")
     rendered = text.replace(SUBJECT, "this thing").replace(ARTICLE, "a")

@@ -40,17 +40,6 @@ def resolve_articles_expr(expr: pl.Expr) -> pl.Expr:
     )
 
 
-def tidy_question_expr(expr: pl.Expr) -> pl.Expr:
-    """One space between words, no space before the question mark, exactly one question mark at
-    the end, and the first letter capitalized."""
-    text = (
-        expr.str.replace_all(r"\s+", " ")
-        .str.strip_chars()
-        .str.replace(r"[\s?.!]*$", "?")
-    )
-    return text.str.slice(0, 1).str.to_uppercase() + text.str.slice(1)
-
-
 def clean_phrase_expr(expr: pl.Expr) -> pl.Expr:
     """A label as it may appear inside a question: no question marks or braces, single spaces."""
     return expr.str.replace_all(r"[?{}]", " ").str.replace_all(r"\s+", " ").str.strip_chars()

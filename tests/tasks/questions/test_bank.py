@@ -85,6 +85,7 @@ GOOD = """P9999:
         (GOOD.replace("What is the test of {subject}?", "What is the test?"), "P9999.main", "exactly one {subject}"),
         (GOOD.replace("{subject}?", "{object}?"), "P9999.main", "unknown placeholder {object}"),
         (GOOD.replace("of {subject}?", "of {subject}"), "P9999.main", "question mark"),
+        (GOOD.replace("What is the test", "what is the test"), "P9999.main", "capital letter"),
         (GOOD.replace("P9999:", "X12:"), "X12", "property id"),
         (GOOD.replace("[Places & Locations]", "[Cooking]"), "P9999.domains", "unknown domain 'Cooking'"),
         (GOOD.replace("value: item", "value: quantity"), "P9999.value", "does not fit category literal"),

@@ -199,3 +199,19 @@ def test_a_shard_without_linked_objects_gives_an_empty_table(inputs, bank):
     result = _run(empty, bank)
     assert result.rows_in == 0 and len(result.rejects) == 0
     assert result.outputs["questions"].num_rows == 0 and result.outputs["questions"].schema == schemas.QUESTIONS
+
+
+def test_a_question_that_starts_with_the_object_is_capitalized(inputs, tmp_path):
+    import shutil
+
+    from reasonvqa.paths import TEMPLATES_DIR
+    from tasks.questions.bank import load_bank
+
+    copy = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_DIR, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    path = copy / "properties" / "buildings.yaml"
+    path.write_text(path.read_text().replace("main: How tall is {subject}?", "main: '{subject} has which height?'"))
+    bank = load_bank(copy)
+    q = _questions(_run(inputs, bank))
+    assert "This lattice tower has which height?" in q["question"].to_list()
+    assert q["template_version"][0] == bank.version

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tasks.questions.text import normalize_text, resolve_articles_expr, tidy_question_expr
+from tasks.questions.text import normalize_text, resolve_articles_expr
 
 
 def _apply(expr_fn, values):
@@ -31,11 +31,6 @@ def _apply(expr_fn, values):
 )
 def test_articles_follow_the_next_words_sound(text, expected):
     assert _apply(resolve_articles_expr, [text]) == [expected]
-
-
-def test_tidy_gives_one_space_one_question_mark_and_a_capital():
-    got = _apply(tidy_question_expr, ["  who  designed\tthis tower ? ", "this car is what?? ", "what is it."])
-    assert got == ["Who designed this tower?", "This car is what?", "What is it?"]
 
 
 def test_normalization_ignores_case_and_punctuation_but_keeps_number_boundaries():
