@@ -1,0 +1,108 @@
+import json
+
+import pyarrow.compute as pc
+import pytest
+from typer.testing import CliRunner
+
+from flows.resplit import SourceReleaseError, resplit, resplit_flow
+from reasonvqa.cli import app
+from reasonvqa.config import sample_config
+from tasks.balance.config import BalanceConfig, SplitConfig
+from tasks.balance.filters import EmptySelectionError
+from tasks.balance.pipeline import balance_and_split, sort_by_question_id
+from tasks.balance.stats import write_stats
+from tasks.balance.synthetic import synthetic_pool
+from tasks.release.reader import read_release
+from tasks.release.verify import verify_release
+from tasks.release.writer import write_release
+
+KEEP = ["Places & Locations", "History & Events"]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """A release written by the real writer from a synthetic pool of 6 domains."""
+    root = tmp_path_factory.mktemp("source")
+    config = json.loads(sample_config().canonical_json())
+    pool = sort_by_question_id(synthetic_pool(3_000, 400, 12, seed=5))
+    balanced, split = balance_and_split(pool, BalanceConfig(), SplitConfig(), config["seed"])
+    write_stats(pool, balanced, split, root / "stats")
+    return write_release(
+        root / "out", "syn", "1.0.0", {"train": split.train, "test": split.test}, pool=pool,
+        stats_dir=root / "stats", config=config, config_hash="0" * 64, inputs={"source:vg": "sha256:feed"},
+    )
+
+
+def domains_in(table) -> set[str]:
+    return set(pc.list_flatten(table["domains"]).to_pylist())
+
+
+def test_resplit_by_domain_gives_a_valid_release_of_those_domains(source, tmp_path):
+    path = resplit(source, tmp_path, domains=KEEP)
+    assert path.parent == tmp_path / "syn" and path.name.startswith("1.0.0-resplit-")
+    assert verify_release(path) == []
+    release = read_release(path)
+    for table in [release.pool, *release.splits.values()]:
+        assert domains_in(table) <= set(KEEP) and table.num_rows > 0
+    assert set(release.splits["train"]["image_id"].to_pylist()).isdisjoint(release.splits["test"]["image_id"].to_pylist())
+    manifest = release.manifest
+    assert manifest["config"]["resplit"]["filters"] == {"domains": sorted(KEEP), "domain_match": "all"}
+    assert manifest["config"]["resplit"]["from"]["version"] == "1.0.0"
+    assert manifest["inputs"]["source:vg"] == "sha256:feed"
+    assert manifest["inputs"]["resplit_source_pool"].startswith("sha256:")
+    assert "stats/filter_report.json" in manifest["files"] and "stats/answers_train_test.png" in manifest["files"]
+    assert "Re-split of syn 1.0.0" in (path / "README.md").read_text()
+    source_pool = read_release(source).pool
+    expected = sum(1 for d in source_pool["domains"].to_pylist() if d and set(d) <= set(KEEP))
+    assert manifest["counts"]["pool"] == expected
+
+
+def test_same_request_same_version_and_bytes(source, tmp_path):
+    first = resplit(source, tmp_path / "a", domains=KEEP)
+    second = resplit(source, tmp_path / "b", domains=list(reversed(KEEP)))
+    assert first.name == second.name
+    assert (first / "manifest.json").read_bytes() == (second / "manifest.json").read_bytes()
+    assert resplit(source, tmp_path / "a", domains=KEEP) == first  # rerun into the same folder: no error
+    other = resplit(source, tmp_path / "a", domains=KEEP, seed=99)
+    assert other.name != first.name
+
+
+def test_source_and_hop_filters_and_explicit_version(source, tmp_path):
+    path = resplit(source, tmp_path, sources=["gldv2"], hops=[2, 3], version="2.0.0-gldv2")
+    assert path.name == "2.0.0-gldv2" and verify_release(path) == []
+    pool = read_release(path).pool
+    assert set(pool["image_source"].to_pylist()) == {"gldv2"} and set(pool["n_hop"].to_pylist()) <= {2, 3}
+
+
+def test_empty_filter_is_a_clear_error_and_writes_nothing(source, tmp_path):
+    with pytest.raises(EmptySelectionError, match="match none") as info:
+        resplit(source, tmp_path, domains=["Sports"])
+    assert info.value.report["unknown_values"] == {"domains": ["Sports"]}
+    assert not (tmp_path / "syn").exists()
+
+
+def test_changed_pool_is_refused(source, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(source, copy)
+    part = sorted((copy / "pool").glob("*.parquet"))[0]
+    part.write_bytes(part.read_bytes()[:-10] + b"0123456789")
+    with pytest.raises(SourceReleaseError, match="does not match the manifest checksum"):
+        resplit(copy, tmp_path / "out", domains=KEEP)
+    with pytest.raises(SourceReleaseError, match="no manifest"):
+        resplit(tmp_path / "nowhere", tmp_path / "out", domains=KEEP)
+
+
+def test_cli_resplit_then_verify(source, tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["resplit", str(source), "--domains", ",".join(KEEP), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    path = result.output.strip().splitlines()[-1]
+    assert runner.invoke(app, ["verify", path]).exit_code == 0
+
+
+def test_prefect_flow_resplit(source, tmp_path):
+    path = resplit_flow(str(source), str(tmp_path), domains=KEEP)
+    assert verify_release(type(source)(path)) == []
+    assert domains_in(read_release(type(source)(path)).pool) <= set(KEEP)
