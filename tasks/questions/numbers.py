@@ -7,8 +7,9 @@ label from the facts; unitless quantities (Wikidata unit "1"/Q199) render bare.
 
 Distractors: answer + k * step for three distinct k in [-5, 5] \\ {0}, where step is ``spread`` x
 |answer| rounded down to 1, 2 or 5 x 10^n and never finer than the rendered precision, so every
-distractor renders differently from the answer and from each other. A positive answer only gets
-positive distractors.
+distractor renders differently from the answer and from each other. Distractors keep the
+answer's sign (a positive answer gets positive distractors, a negative one negative ones), since
+"-1" and "1" are the same once punctuation is ignored.
 """
 
 from __future__ import annotations
@@ -62,13 +63,15 @@ def number_choices(df: pl.DataFrame, seeds: np.ndarray, units: dict[str, UnitFor
 
     grid = 1.0 / scale
     step = np.maximum(nice_floor(np.abs(answer) * frame["spread"].to_numpy()), grid)
-    # lowest k keeping a positive answer's distractors positive
-    k_min = np.where(answer > 0, np.maximum(-MAX_K, -np.ceil(answer / step - 1e-9) + 1), -MAX_K)
-    k_min = np.where(answer == 0, 1, k_min).astype(np.int64)
+    # distractors keep the answer's sign ("-1" and "1" are equal once punctuation is ignored):
+    # k moves away from zero freely and towards it only while the magnitude stays above zero
+    magnitude = np.abs(answer)
+    k_min = np.where(magnitude > 0, np.maximum(-MAX_K, -np.ceil(magnitude / step - 1e-9) + 1), 1).astype(np.int64)
     m = MAX_K - k_min + (k_min > 0)  # size of [k_min, MAX_K] without 0
     q = sample3(m, seeds, stream=21) + k_min[:, None]
     k = q + ((q >= 0) & (k_min[:, None] <= 0))
-    distractors = np.round((answer[:, None] + k * step[:, None]) * scale[:, None]) / scale[:, None]
+    sign = np.where(answer < 0, -1.0, 1.0)
+    distractors = np.round((answer[:, None] + sign[:, None] * k * step[:, None]) * scale[:, None]) / scale[:, None]
 
     values = np.concatenate([answer, distractors[:, 0], distractors[:, 1], distractors[:, 2]])
     text = format_numbers(values, np.tile(decimals, 4), np.tile(frame["thousands"].to_numpy(), 4))

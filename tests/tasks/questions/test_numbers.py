@@ -49,6 +49,8 @@ def test_distractors_keep_unit_sign_and_distinctness(bank):
         assert all(v.endswith(" m") and 0 < int(v[:-2]) <= 16 for v in values)
     small = number_choices(_frame([1.0] * 50, [None] * 50), np.arange(50, dtype=np.uint64), bank.units)
     assert all(int(v) >= 2 for c in ("d1", "d2", "d3") for v in small[c].to_list())  # positive stays positive
+    negative = number_choices(_frame([-1.0] * 50, [None] * 50), np.arange(50, dtype=np.uint64), bank.units)
+    assert all(int(v) <= -2 for c in ("d1", "d2", "d3") for v in negative[c].to_list())  # "-1" vs "1" would clash
 
 
 def test_distractors_share_the_answers_trailing_digits(bank):
