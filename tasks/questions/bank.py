@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from reasonvqa.paths import TEMPLATES_DIR
-from tasks.questions.text import normalize_text
+from tasks.questions.text import normalize_predicate, normalize_text
 
 CATEGORIES = ("fixed", "date", "number", "literal")
 VALUE_KINDS = ("item", "quantity", "time", "string")
@@ -173,11 +173,17 @@ def _read_yaml(path: Path):
         raise BankError(path, "<file>", f"invalid YAML: {exc}") from exc
 
 
-def _load_domains(path: Path) -> list[str]:
+def _section(path: Path, key: str, kind: type, problem: str):
+    """The non-empty top-level ``key`` of a YAML file, of type ``kind``."""
     raw = _read_yaml(path)
-    entries = raw.get("domains") if isinstance(raw, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise BankError(path, "domains", "expected a non-empty list")
+    entries = raw.get(key) if isinstance(raw, dict) else None
+    if not isinstance(entries, kind) or not entries:
+        raise BankError(path, key, problem)
+    return entries
+
+
+def _load_domains(path: Path) -> list[str]:
+    entries = _section(path, "domains", list, "expected a non-empty list")
     names: list[str] = []
     for i, entry in enumerate(entries):
         name = entry.get("name") if isinstance(entry, dict) else entry
@@ -190,10 +196,7 @@ def _load_domains(path: Path) -> list[str]:
 
 
 def _load_units(path: Path) -> dict[str, UnitFormat]:
-    raw = _read_yaml(path)
-    entries = raw.get("units") if isinstance(raw, dict) else None
-    if not isinstance(entries, dict):
-        raise BankError(path, "units", "expected a mapping of unit item ids to {symbol, space}")
+    entries = _section(path, "units", dict, "expected a mapping of unit item ids to {symbol, space}")
     units = {}
     for qid, spec in entries.items():
         if not re.fullmatch(r"Q\d+", str(qid)):
@@ -208,10 +211,7 @@ def _load_units(path: Path) -> dict[str, UnitFormat]:
 
 
 def _load_predicates(path: Path) -> dict[str, str]:
-    raw = _read_yaml(path)
-    entries = raw.get("predicates") if isinstance(raw, dict) else None
-    if not isinstance(entries, dict):
-        raise BankError(path, "predicates", "expected a mapping of predicate to phrase")
+    entries = _section(path, "predicates", dict, "expected a mapping of predicate to phrase")
     out = {}
     for key, phrase in entries.items():
         key = str(key)
@@ -224,9 +224,8 @@ def _load_predicates(path: Path) -> dict[str, str]:
 
 
 def _load_naming(path: Path) -> list[str]:
-    raw = _read_yaml(path)
-    avoid = raw.get("avoid") if isinstance(raw, dict) else None
-    if not isinstance(avoid, list) or not all(isinstance(a, str) and a.strip() for a in avoid):
+    avoid = _section(path, "avoid", list, "expected a list of class labels")
+    if not all(isinstance(a, str) and a.strip() for a in avoid):
         raise BankError(path, "avoid", "expected a list of class labels")
     return sorted({normalize_text(a) for a in avoid})
 
@@ -247,14 +246,6 @@ def _check_compositions(prop_dir: Path, properties: dict[str, PropertyTemplate])
                     f"{inner.property_id}.sub",
                     f"doubles the word {doubled[0]!r} inside {outer.property_id}.main ({outer.source}): {text!r}",
                 )
-
-
-def normalize_predicate(text: str) -> str:
-    """Lowercase, single spaces, leading 'is '/'are ' dropped (the form predicates.yaml keys use)."""
-    words = text.lower().split()
-    if len(words) > 1 and words[0] in ("is", "are"):
-        words = words[1:]
-    return " ".join(words)
 
 
 def _parse_property(path: Path, pid: str, spec, known_domains: set[str]) -> PropertyTemplate:

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from tasks.questions.bank import TemplateBank
 from tasks.questions.config import QuestionConfig
-from tasks.questions.text import clean_phrase_expr
+from tasks.questions.text import clean_phrase_expr, normalize_predicate_expr
 
 REF_SCHEMA = {
     "image_id": pl.String,
@@ -117,8 +117,7 @@ def _scene_graph_refs(
     other = objects.select(object_id="object_id", other_qid="qid")
     rel = relations
     rel = rel.join(subj, on="subject_id").join(other, on="object_id", how="left")
-    words = pl.col("predicate").fill_null("").str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
-    pred = words.str.replace(r"^(is|are) (.+)$", "${2}").str.replace(r"^(.+) (a|an|the)$", "${1}")
+    pred = normalize_predicate_expr(pl.col("predicate"))
     max_words = config.max_predicate_words
     rel = rel.with_columns(pred=pred, other_label=clean_phrase_expr(pl.col("object_label").fill_null("").str.to_lowercase()))
     usable = (

@@ -40,6 +40,18 @@ def resolve_articles_expr(expr: pl.Expr) -> pl.Expr:
     )
 
 
+def normalize_predicate_expr(expr: pl.Expr) -> pl.Expr:
+    """A relationship predicate as predicates.yaml keys it: lowercase, single spaces, a leading
+    "is"/"are" and a trailing article dropped ("is sitting on a" -> "sitting on")."""
+    words = expr.fill_null("").str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
+    return words.str.replace(r"^(is|are) (.+)$", "${2}").str.replace(r"^(.+) (a|an|the)$", "${1}")
+
+
+def normalize_predicate(text: str) -> str:
+    """``normalize_predicate_expr`` for one Python string."""
+    return pl.select(normalize_predicate_expr(pl.lit(text, dtype=pl.String))).item()
+
+
 def clean_phrase_expr(expr: pl.Expr) -> pl.Expr:
     """A label as it may appear inside a question: no question marks or braces, single spaces."""
     return expr.str.replace_all(r"[?{}]", " ").str.replace_all(r"\s+", " ").str.strip_chars()
