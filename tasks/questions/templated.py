@@ -103,6 +103,7 @@ def generate_questions(
     _add_rejects(rejects, cand.filter(pl.col("reason").is_not_null()))
     questions = _release_rows(good, index, knowledge_snapshot, bank.version)
     stats["candidates_by_hop"] = _counts(cand["n_hop"])
+    stats["knowledge_index"] = dict(index.stats)  # whole-build numbers, the same in every shard
     return StageResult(outputs={"questions": questions}, rejects=rejects, rows_in=cand.height, extra={"questions": stats})
 
 
