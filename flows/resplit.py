@@ -38,7 +38,7 @@ def resplit(
     hops: list[int] | None = None,
     version: str | None = None,
     seed: int | None = None,
-    domain_match: DomainMatch = "all",
+    domain_match: DomainMatch = "any",
     overwrite: bool = False,
 ) -> Path:
     """Write a new release version from ``source``'s pool filtered by domains / sources / hops.
@@ -162,7 +162,7 @@ def resplit_flow(
     hops: list[int] | None = None,
     version: str | None = None,
     seed: int | None = None,
-    domain_match: DomainMatch = "all",
+    domain_match: DomainMatch = "any",
     overwrite: bool = False,
 ) -> str:
     """Prefect flow ``resplit``: re-split a release and publish its stats as artifacts."""

@@ -36,7 +36,7 @@ def sort_order(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     array = _array(column)
     if array.null_count == 0 and is_sorted(array):
         return np.arange(len(array))
-    return pc.array_sort_indices(array).to_numpy()  # stable, nulls last
+    return pc.array_sort_indices(array).to_numpy().astype(np.int64)  # stable, nulls last
 
 
 def is_sorted(array: pa.Array) -> bool:

@@ -30,10 +30,10 @@ class BalanceConfig(BaseModel):
     )
     top_k: int = Field(default=10, ge=1, description="Only the top-k answers of a group are downsampled (the paper's 10).")
     head_tail_bound: float = Field(
-        default=1.5,
+        default=1.0,
         ge=1.0,
         description="An answer may hold at most this many times the questions of all less frequent answers "
-        "of its group together (1.5: a two-answer group ends at most 60/40).",
+        "of its group together (1.0: never more than the rest; a two-answer group ends 50/50, like GQA's yes/no).",
     )
     min_ratio: float = Field(
         default=1.0,
@@ -41,7 +41,7 @@ class BalanceConfig(BaseModel):
         description="An answer is never cut below this many times the next answer's count (1.0 keeps the order, ties allowed).",
     )
     max_ratio: float = Field(
-        default=3.0,
+        default=1.5,
         ge=1.0,
         description="An answer may hold at most this many times the next answer's count (smooths steep heads).",
     )

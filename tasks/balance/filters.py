@@ -32,13 +32,16 @@ def filter_pool(
     domains: list[str] | None = None,
     sources: list[str] | None = None,
     hops: list[int] | None = None,
-    domain_match: DomainMatch = "all",
+    domain_match: DomainMatch = "any",
 ) -> FilterResult:
     """Keep the questions that pass every given filter (None = no filter on that field).
 
-    ``domain_match="all"``: every domain of a question must be selected, so the result holds
-    only the selected domains; ``"any"``: one selected domain suffices. Raises
-    EmptySelectionError (with the report) when nothing is left.
+    A question's ``domains`` are the union of the domains of the properties on its route, and
+    properties often carry several (P17 country: Places & Locations, Politics & Government).
+    ``domain_match="any"`` (default) keeps a question tagged with at least one selected domain,
+    like a build restricted to those domains selects properties; ``"all"`` keeps only questions
+    whose every domain is selected (strict: no other domain appears in the result). Questions
+    without domains never match. Raises EmptySelectionError (with the report) when nothing is left.
     """
     frame = pl.from_arrow(pool.select([c for c in ("domains", "image_source", "n_hop") if c in pool.column_names]))
     available = _available(frame)

@@ -6,7 +6,7 @@ import pytest
 from tasks.balance.balance import REMOVED, balance_questions
 from tasks.balance.config import BalanceConfig
 from tasks.balance.reference import reference_balance
-from tests.tasks.balance.conftest import answers_of, pool_of, question
+from tests.tasks.balance.conftest import MODERATE, answers_of, pool_of, question
 
 
 def parquet_bytes(table) -> bytes:
@@ -16,7 +16,7 @@ def parquet_bytes(table) -> bytes:
 
 
 def test_worked_example_rounds_and_counts(skewed_pool):
-    result = balance_questions(skewed_pool, BalanceConfig(), seed=0)
+    result = balance_questions(skewed_pool, MODERATE, seed=0)
     # Paris 9, Rome 3, Bern 1 with bound 1.5, max ratio 3, at most 25% per round:
     # round 1: Paris 9 -> 6 (1.5 x tail 4), Rome 3 -> 2 (25% cap); round 2: 6 -> 4, 2 -> 1; round 3: 4 -> 3.
     assert answers_of(result.kept, "P36") == {"Paris": 3, "Rome": 1, "Bern": 1}
@@ -32,7 +32,7 @@ def test_worked_example_rounds_and_counts(skewed_pool):
 
 
 def test_pool_equals_kept_plus_removed(skewed_pool):
-    result = balance_questions(skewed_pool, BalanceConfig(), seed=0)
+    result = balance_questions(skewed_pool, MODERATE, seed=0)
     assert result.removed.schema.equals(REMOVED)
     kept, removed = result.kept["question_id"].to_pylist(), result.removed["question_id"].to_pylist()
     assert sorted(kept + removed) == sorted(skewed_pool["question_id"].to_pylist())
@@ -43,7 +43,7 @@ def test_pool_equals_kept_plus_removed(skewed_pool):
 
 def test_removal_prefers_images_with_most_questions(skewed_pool):
     # vg:0..3 carry a P30 question too: their Paris questions go before any other.
-    result = balance_questions(skewed_pool, BalanceConfig(), seed=0)
+    result = balance_questions(skewed_pool, MODERATE, seed=0)
     kept_paris_images = {
         r["image_id"] for r in result.kept.to_pylist() if r["answer"] == "Paris"
     }
@@ -53,17 +53,17 @@ def test_removal_prefers_images_with_most_questions(skewed_pool):
 
 def test_seed_breaks_ties_deterministically(skewed_pool):
     picks = {
-        seed: tuple(balance_questions(skewed_pool, BalanceConfig(), seed=seed).kept["question_id"].to_pylist())
+        seed: tuple(balance_questions(skewed_pool, MODERATE, seed=seed).kept["question_id"].to_pylist())
         for seed in range(8)
     }
     assert len(set(picks.values())) > 1  # different seeds pick different Paris/Rome questions
-    again = balance_questions(skewed_pool, BalanceConfig(), seed=3)
+    again = balance_questions(skewed_pool, MODERATE, seed=3)
     assert tuple(again.kept["question_id"].to_pylist()) == picks[3]
 
 
 def test_same_seed_same_bytes(skewed_pool):
-    a = balance_questions(skewed_pool, BalanceConfig(), seed=5)
-    b = balance_questions(skewed_pool, BalanceConfig(), seed=5)
+    a = balance_questions(skewed_pool, MODERATE, seed=5)
+    b = balance_questions(skewed_pool, MODERATE, seed=5)
     assert parquet_bytes(a.kept) == parquet_bytes(b.kept)
     assert parquet_bytes(a.removed) == parquet_bytes(b.removed)
     assert a.report == b.report
@@ -71,8 +71,8 @@ def test_same_seed_same_bytes(skewed_pool):
 
 def test_input_row_order_does_not_matter(skewed_pool):
     shuffled = skewed_pool.take(list(reversed(range(skewed_pool.num_rows))))
-    a = balance_questions(skewed_pool, BalanceConfig(), seed=1)
-    b = balance_questions(shuffled, BalanceConfig(), seed=1)
+    a = balance_questions(skewed_pool, MODERATE, seed=1)
+    b = balance_questions(shuffled, MODERATE, seed=1)
     assert a.kept.equals(b.kept) and a.removed.equals(b.removed)
 
 
@@ -130,7 +130,7 @@ def test_disabled_balancing_keeps_every_valid_question(skewed_pool):
 
 
 def test_round_limit_reports_unfinished_balancing(skewed_pool):
-    result = balance_questions(skewed_pool, BalanceConfig(rounds=1), seed=0)
+    result = balance_questions(skewed_pool, MODERATE.model_copy(update={"rounds": 1}), seed=0)
     assert result.report["rounds_run"] == 1 and result.report["converged"] is False
     assert answers_of(result.kept, "P36") == {"Paris": 6, "Rome": 2, "Bern": 1}
     assert any("before reaching its fixed point" in w for w in result.report["warnings"])
@@ -140,7 +140,7 @@ def test_only_top_k_answers_are_cut():
     rows = [question(f"a{i}", f"vg:{i}", "P17", "A") for i in range(20)]
     rows += [question(f"b{i}", f"vg:{100 + i}", "P17", "B") for i in range(4)]
     rows += [question("c0", "vg:200", "P17", "C")]
-    result = balance_questions(pool_of(rows), BalanceConfig(top_k=1, max_round_fraction=1.0), seed=0)
+    result = balance_questions(pool_of(rows), MODERATE.model_copy(update={"top_k": 1, "max_round_fraction": 1.0}), seed=0)
     # Only A (rank 1) is bounded: 1.5 x tail 5 = 7; B is left at 4 though 4 > 1.5 x 1.
     assert answers_of(result.kept) == {"A": 7, "B": 4, "C": 1}
     assert result.report["rounds"][0]["by_reason"] == {"head_tail_bound": 13}
@@ -150,7 +150,7 @@ def test_max_ratio_binds_before_the_tail_bound():
     rows = [question(f"a{i}", f"vg:{i}", "P17", "A") for i in range(30)]
     rows += [question(f"c{i}", f"vg:{200 + i}", "P17", "C") for i in range(20)]
     rows += [question(f"d{i}", f"vg:{300 + i}", "P17", "D") for i in range(20)]
-    result = balance_questions(pool_of(rows), BalanceConfig(max_ratio=1.2, max_round_fraction=1.0), seed=0)
+    result = balance_questions(pool_of(rows), MODERATE.model_copy(update={"max_ratio": 1.2, "max_round_fraction": 1.0}), seed=0)
     # A 30 vs next C 20: cap 1.2 x 20 = 24 (the tail bound would allow 1.5 x 40)
     assert answers_of(result.kept) == {"A": 24, "C": 20, "D": 20}
     assert result.report["removed_by_reason"] == {"max_ratio": 6}

@@ -21,14 +21,16 @@ def ids(result) -> list[str]:
 
 
 def test_domains_all_keeps_only_selected_domains(pool):
-    result = filter_pool(pool, domains=["Places & Locations", "History & Events"])
+    result = filter_pool(pool, domains=["Places & Locations", "History & Events"], domain_match="all")
     assert ids(result) == ["q1", "q2"]  # q3 also has People & Society; q4 has no domain
     assert result.report["dropped_by"] == {"domains": 2}
     assert result.report["filters"] == {"domains": ["History & Events", "Places & Locations"], "domain_match": "all"}
 
 
-def test_domains_any(pool):
-    assert ids(filter_pool(pool, domains=["Places & Locations"], domain_match="any")) == ["q1", "q3"]
+def test_domains_any_is_the_default(pool):
+    result = filter_pool(pool, domains=["Places & Locations"])
+    assert ids(result) == ["q1", "q3"]
+    assert result.report["filters"]["domain_match"] == "any"
 
 
 def test_sources_and_hops_combine(pool):
@@ -38,7 +40,7 @@ def test_sources_and_hops_combine(pool):
 
 
 def test_unknown_values_are_reported(pool):
-    result = filter_pool(pool, domains=["Places & Locations", "Sports"], domain_match="any")
+    result = filter_pool(pool, domains=["Places & Locations", "Sports"])
     assert result.report["unknown_values"] == {"domains": ["Sports"]}
     assert result.report["available"]["sources"] == ["gldv2", "vg"]
 

@@ -6,7 +6,7 @@ from tasks.balance.balance import balance_questions
 from tasks.balance.config import BalanceConfig, SplitConfig
 from tasks.balance.split import split_images
 from tasks.balance.stats import write_stats
-from tests.tasks.balance.conftest import pool_of, question
+from tests.tasks.balance.conftest import MODERATE, pool_of, question
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -23,7 +23,7 @@ def release_parts():
         )
     rows += [question(f"r{i:03d}", f"vg:{i}", "P30", "Europe", answer_category="fixed", domains=[]) for i in range(4)]
     pool = pool_of(rows)
-    balanced = balance_questions(pool, BalanceConfig(), seed=0)
+    balanced = balance_questions(pool, MODERATE, seed=0)
     split = split_images(balanced.kept, SplitConfig(), seed=0)
     return pool, balanced, split
 
