@@ -8,8 +8,10 @@ make a rerun skip finished work; Prefect's own cache is not used.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import shutil
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -72,6 +74,23 @@ def facts_shard(qids: list[str], shard: int, stage_dir: Path, endpoint: str, con
     return run_shard(stage_dir, shard, compute)
 
 
+_INDEX_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=2)
+def _knowledge_index(facts_path: Path, config_json: str):
+    from tasks.questions.bank import load_bank
+    from tasks.questions.index import build_index
+
+    return build_index(pq.read_table(facts_path), load_bank(), QuestionConfig.model_validate_json(config_json))
+
+
+def knowledge_index(facts_path: Path, config: QuestionConfig):
+    """The question index of a build's facts, built once per worker process (not per shard)."""
+    with _INDEX_LOCK:
+        return _knowledge_index(facts_path, config.model_dump_json())
+
+
 @task(name="questions-shard", cache_policy=NO_CACHE)
 def questions_shard(inputs: dict[str, Path | None], shard: int, stage_dir: Path, facts_path: Path,
                     config: QuestionConfig, seed: int, knowledge_snapshot: str) -> dict:
@@ -88,7 +107,7 @@ def questions_shard(inputs: dict[str, Path | None], shard: int, stage_dir: Path,
             read("images", schemas.IMAGES), read("objects", schemas.OBJECTS),
             read("relations", schemas.RELATIONS), read("links", schemas.ENTITY_LINKS),
             pq.read_table(facts_path), load_bank(), config, seed=seed, shard=shard,
-            knowledge_snapshot=knowledge_snapshot,
+            knowledge_snapshot=knowledge_snapshot, index=knowledge_index(facts_path, config),
         )
 
     return run_shard(stage_dir, shard, compute)
