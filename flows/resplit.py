@@ -16,10 +16,9 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.balance.balance import balance_questions
 from tasks.balance.config import BalanceConfig, SplitConfig
 from tasks.balance.filters import DomainMatch, filter_pool
-from tasks.balance.split import split_images
+from tasks.balance.pipeline import balance_and_split
 from tasks.balance.stats import write_stats
 from tasks.release.reader import read_split
 from tasks.release.writer import MANIFEST, sha256_file, write_release
@@ -58,18 +57,21 @@ def resplit(
     seed = int(config.get("seed", 0)) if seed is None else seed
 
     selection = filter_pool(read_split(source, "pool"), domains=domains, sources=sources, hops=hops, domain_match=domain_match)
-    request = {"filters": selection.report["filters"], "seed": seed, "source_pool": pool_id}
+    selected, filter_report = selection.table, selection.report
+    del selection
+    request = {"filters": filter_report["filters"], "seed": seed, "source_pool": pool_id}
     request_id = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
     version = version or f"{manifest['version']}-resplit-{request_id[:8]}"
 
-    balanced = balance_questions(selection.table, balance_config, seed)
-    split = split_images(balanced.kept, split_config, seed)
+    done = balance_and_split(selected, balance_config, split_config, seed)
+    del selected  # done.pool holds the same rows, reordered
+    pool, balanced, split = done.pool, done.balance, done.split
     new_config = {
         **{k: v for k, v in config.items() if k != "resplit"},
         "seed": seed,
         "resplit": {
             "from": {"name": manifest["name"], "version": manifest["version"], "config_hash": manifest.get("config_hash")},
-            "filters": selection.report["filters"],
+            "filters": filter_report["filters"],
             "seed": seed,
         },
     }
@@ -78,20 +80,20 @@ def resplit(
     inputs = {**manifest.get("inputs", {}), "resplit_source_pool": pool_id}
     with tempfile.TemporaryDirectory(prefix="resplit-stats-") as tmp:
         stats_dir = Path(tmp) / "stats"
-        files = write_stats(selection.table, balanced, split, stats_dir)
-        _write_json(selection.report, stats_dir / "filter_report.json")
+        files = write_stats(pool, balanced, split, stats_dir)
+        _write_json(filter_report, stats_dir / "filter_report.json")
         files["filter_report.json"] = stats_dir / "filter_report.json"
         return write_release(
             Path(out),
             manifest["name"],
             version,
             {"train": split.train, "test": split.test},
-            pool=selection.table,
+            pool=pool,
             stats_dir=stats_dir,
             config=new_config,
             config_hash=hashlib.sha256(json.dumps(new_config, sort_keys=True, separators=(",", ":")).encode()).hexdigest(),
             inputs=inputs,
-            card_notes=_card_notes(manifest, selection.report, balanced.report, split.report),
+            card_notes=_card_notes(manifest, filter_report, balanced.report, split.report),
             stats_files={name: f"stats/{name}" for name in sorted(files)},
             overwrite=overwrite,
         )

@@ -58,14 +58,16 @@ BALANCE_REASONS = ("head_tail_bound", "max_ratio")
 class BalanceResult:
     """Kept questions (pool schema, sorted by question_id), removals and the report.
 
-    ``kept_rows`` are the pool row numbers of the kept questions, in question_id order;
-    ``kept`` is None when balancing ran with ``materialize=False``.
+    ``kept_rows`` / ``removed_rows`` are the row numbers, in the pool given to balancing, of the
+    kept questions (question_id order) and of the rows of ``removed`` (same order); ``kept`` is
+    None when balancing ran with ``materialize=False``.
     """
 
     kept: pa.Table | None
     removed: pa.Table
     report: dict
     kept_rows: np.ndarray | None = None
+    removed_rows: np.ndarray | None = None
 
 
 def check_columns(pool: pa.Table) -> None:
@@ -97,9 +99,9 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, mater
 
     # Pair codes in (property_id, answer) order: within a group, code order = answer order.
     pair_raw = group * (int(answer.max(initial=0)) + 1) + answer
-    pair_values, pair = np.unique(pair_raw, return_inverse=True)
+    pair, n_pairs = _dense(pair_raw)
     del pair_raw
-    n_pairs, n_images = len(pair_values), int(image.max(initial=-1)) + 1
+    n_images = int(image.max(initial=-1)) + 1
     first_row_of_pair = np.zeros(n_pairs, dtype=np.int64)
     first_row_of_pair[pair[::-1]] = np.arange(n_valid)[::-1]
     pair_group, pair_answer = group[first_row_of_pair], answer[first_row_of_pair]
@@ -135,7 +137,7 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, mater
             converged = not (counts - pair_targets(counts, pair_group, config)[0]).any()
 
     kept_rows = valid_rows[alive]
-    removed = _removed_table(pool, invalid, qid_order, valid_rows, alive, removed_round, removed_reason)
+    removed, removed_rows = _removed_table(pool, invalid, qid_order, valid_rows, alive, removed_round, removed_reason)
     counts_after = np.bincount(pair[alive], minlength=n_pairs)
     props = props_sorted.take(pa.array(pair_group)).to_pylist()
     answers = answers_sorted.take(pa.array(pair_answer)).to_pylist()
@@ -156,7 +158,7 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, mater
         images_emptied=int((images_before & ~images_after).sum()),
     )
     kept = codes.take_rows(pool, kept_rows) if materialize else None
-    return BalanceResult(kept=kept, removed=removed, report=report, kept_rows=kept_rows)
+    return BalanceResult(kept=kept, removed=removed, report=report, kept_rows=kept_rows, removed_rows=removed_rows)
 
 
 def pair_targets(counts: np.ndarray, pair_group: np.ndarray, config: BalanceConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -192,6 +194,19 @@ def pair_targets(counts: np.ndarray, pair_group: np.ndarray, config: BalanceConf
     target[pairs] = np.where(reducible, np.maximum(goal, step_floor), c)
     reason[pairs] = np.where(by_tail <= by_ratio, 1, 2)
     return target, reason
+
+
+def _dense(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense 0-based codes of non-negative integers, in value order (bincount when the range allows)."""
+    if len(values) == 0:
+        return values.astype(np.int64), 0
+    top = int(values.max())
+    if top <= 8 * len(values):
+        present = np.bincount(values, minlength=top + 1) > 0
+        code = np.cumsum(present) - 1
+        return code[values], int(present.sum())
+    unique, inverse = np.unique(values, return_inverse=True)
+    return inverse, len(unique)
 
 
 def _priority_order(pair: np.ndarray, image_count: np.ndarray, key_rank: np.ndarray) -> np.ndarray:
@@ -237,8 +252,8 @@ def _removed_table(
     alive: np.ndarray,
     removed_round: np.ndarray,
     removed_reason: np.ndarray,
-) -> pa.Table:
-    """Removed rows ordered by question_id (nulls last), then pool row."""
+) -> tuple[pa.Table, np.ndarray]:
+    """Removed rows ordered by question_id (nulls last), then pool row; and their pool rows."""
     n = pool.num_rows
     reason_code = invalid.astype(np.int16)  # 1..5 invalid, 6.. balance reasons, 0 kept
     round_of = np.zeros(n, dtype=np.int32)
@@ -250,7 +265,7 @@ def _removed_table(
     table = pool.select(["question_id", "property_id", "answer"]).take(pa.array(rows))
     table = table.append_column("round", pa.array(round_of[rows], pa.int32()))
     table = table.append_column("reason", names.take(pa.array(reason_code[rows])))
-    return table.cast(REMOVED)
+    return table.cast(REMOVED), rows
 
 
 def _nested_counts(props: list, answers: list, counts: np.ndarray) -> dict[str, dict[str, int]]:

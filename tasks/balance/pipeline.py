@@ -1,7 +1,10 @@
-"""Balance then split a pool with the fewest copies of the data (for builds and re-splits)."""
+"""Balance then split a pool holding one copy of it in memory (for builds, re-splits, benchmarks)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import pyarrow as pa
 
 from tasks.balance import codes
@@ -10,29 +13,34 @@ from tasks.balance.config import BalanceConfig, SplitConfig
 from tasks.balance.split import SplitResult, split_images
 
 
-def sort_by_question_id(table: pa.Table) -> pa.Table:
-    """``table`` sorted by question_id (nulls last, stable); the same object when already sorted.
+@dataclass
+class BalancedSplit:
+    """``pool``: the input pool's rows reordered as train | test | removed, each by question_id.
 
-    Sorting the pool once up front makes every later take (train, test, the release's pool
-    copy) a forward scan, and lets callers drop the unsorted table.
+    ``split.train`` and ``split.test`` are zero-copy slices of ``pool`` and ``balance.kept`` is
+    the slice train + test, so the whole result holds one copy of the pool's data.
     """
-    order = codes.sort_order(table["question_id"])
-    if len(order) and (order[1:] > order[:-1]).all():
-        return table
-    return codes.take_rows(table, order)
+
+    pool: pa.Table
+    balance: BalanceResult
+    split: SplitResult
 
 
-def balance_and_split(
-    pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
-) -> tuple[BalanceResult, SplitResult]:
-    """``balance_questions`` then ``split_images`` over the kept rows, taken straight from the pool.
+def balance_and_split(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int) -> BalancedSplit:
+    """``balance_questions`` then ``split_images`` over the kept rows, with one reordering take.
 
-    Same train/test/reports as ``split_images(balance_questions(...).kept, ...)``, but the kept
-    table is never materialized (peak memory: pool + train + test instead of pool + kept +
-    train + test). The returned BalanceResult's ``kept`` is the zero-copy concatenation
-    train + test: the kept questions, train first, then test (each by question_id).
+    Same train/test/reports as ``split_images(balance_questions(pool).kept)``; peak memory is
+    two copies of the pool (the caller's and the reordered one) instead of four. Callers
+    should drop their own reference and keep using ``result.pool`` (same rows, new order).
     """
     balanced = balance_questions(pool, balance, seed, materialize=False)
-    result = split_images(pool, split, seed, rows=balanced.kept_rows)
-    balanced.kept = pa.concat_tables([result.train, result.test])
-    return balanced, result
+    result = split_images(pool, split, seed, rows=balanced.kept_rows, materialize=False)
+    order = np.concatenate([result.train_rows, result.test_rows, balanced.removed_rows])
+    if len(order) != pool.num_rows or len(np.unique(order)) != pool.num_rows:
+        raise AssertionError("train + test + removed do not partition the pool")  # accounting invariant
+    reordered = codes.take_rows(pool, order)
+    n_train, n_test = len(result.train_rows), len(result.test_rows)
+    result.train = reordered.slice(0, n_train)
+    result.test = reordered.slice(n_train, n_test)
+    balanced.kept = reordered.slice(0, n_train + n_test)
+    return BalancedSplit(pool=reordered, balance=balanced, split=result)

@@ -42,12 +42,18 @@ IMAGES = pa.schema(
 
 @dataclass
 class SplitResult:
-    """Train and test questions (input schema, sorted by question_id), per-image assignment, report."""
+    """Train and test questions (input schema, sorted by question_id), per-image assignment, report.
 
-    train: pa.Table
-    test: pa.Table
+    ``train_rows`` / ``test_rows``: their row numbers in the table given to the split;
+    ``train`` and ``test`` are None when the split ran with ``materialize=False``.
+    """
+
+    train: pa.Table | None
+    test: pa.Table | None
     images: pa.Table
     report: dict
+    train_rows: np.ndarray | None = None
+    test_rows: np.ndarray | None = None
 
 
 def check_split_input(questions: pa.Table) -> None:
@@ -74,12 +80,14 @@ def category_name(key: tuple) -> str:
     return f"{first} + {second}" if has_second else first
 
 
-def split_images(questions: pa.Table, config: SplitConfig, seed: int, *, rows: np.ndarray | None = None) -> SplitResult:
+def split_images(
+    questions: pa.Table, config: SplitConfig, seed: int, *, rows: np.ndarray | None = None, materialize: bool = True
+) -> SplitResult:
     """Assign every image (with all its questions) to train or test; deterministic for ``seed``.
 
     ``rows`` restricts the split to those rows of ``questions`` (e.g. ``BalanceResult.kept_rows``
     over the pool) without materializing them first; train and test are then taken from
-    ``questions`` directly.
+    ``questions`` directly. ``materialize=False`` only returns the row numbers.
     """
     check_split_input(questions)
     rows = np.arange(questions.num_rows) if rows is None else np.asarray(rows, dtype=np.int64)
@@ -143,10 +151,12 @@ def split_images(questions: pa.Table, config: SplitConfig, seed: int, *, rows: n
         no_pool_questions=int(image_questions[no_pool].sum()),
     )
     return SplitResult(
-        train=codes.take_rows(questions, train_rows),
-        test=codes.take_rows(questions, test_rows),
+        train=codes.take_rows(questions, train_rows) if materialize else None,
+        test=codes.take_rows(questions, test_rows) if materialize else None,
         images=_images_table(image_values.take(pa.array(present_images)), label, image_questions, is_train, decode),
         report=report,
+        train_rows=train_rows,
+        test_rows=test_rows,
     )
 
 

@@ -25,6 +25,7 @@ DOMAINS = (
     "Art & Culture",
 )
 CATEGORIES = ("literal", "fixed", "date", "number")
+ANSWER_VOCABULARIES = 12
 
 
 def synthetic_pool(
@@ -52,7 +53,10 @@ def synthetic_pool(
     group, answer, image = group[order], answer[order], image[order]
 
     prop = _fmt("P", pa.array(group + 10))
-    answer_text = pc.binary_join_element_wise(prop, pa.scalar("-a"), _str(answer), "")
+    # Groups share answer vocabularies (like country- or year-valued properties), so frequent
+    # answers recur across groups and the split sees many pool answers.
+    vocabulary = _fmt("V", pa.array(group % ANSWER_VOCABULARIES))
+    answer_text = pc.binary_join_element_wise(vocabulary, pa.scalar("-a"), _str(answer), "")
     image_text = _fmt("vg:", pa.array(image))
     n = n_questions
     choices = _list_of(

@@ -9,7 +9,7 @@ from reasonvqa.cli import app
 from reasonvqa.config import sample_config
 from tasks.balance.config import BalanceConfig, SplitConfig
 from tasks.balance.filters import EmptySelectionError
-from tasks.balance.pipeline import balance_and_split, sort_by_question_id
+from tasks.balance.pipeline import balance_and_split
 from tasks.balance.stats import write_stats
 from tasks.balance.synthetic import synthetic_pool
 from tasks.release.reader import read_release
@@ -24,11 +24,10 @@ def source(tmp_path_factory):
     """A release written by the real writer from a synthetic pool of 6 domains."""
     root = tmp_path_factory.mktemp("source")
     config = json.loads(sample_config().canonical_json())
-    pool = sort_by_question_id(synthetic_pool(3_000, 400, 12, seed=5))
-    balanced, split = balance_and_split(pool, BalanceConfig(), SplitConfig(), config["seed"])
-    write_stats(pool, balanced, split, root / "stats")
+    done = balance_and_split(synthetic_pool(3_000, 400, 12, seed=5), BalanceConfig(), SplitConfig(), config["seed"])
+    write_stats(done.pool, done.balance, done.split, root / "stats")
     return write_release(
-        root / "out", "syn", "1.0.0", {"train": split.train, "test": split.test}, pool=pool,
+        root / "out", "syn", "1.0.0", {"train": done.split.train, "test": done.split.test}, pool=done.pool,
         stats_dir=root / "stats", config=config, config_hash="0" * 64, inputs={"source:vg": "sha256:feed"},
     )
 

@@ -141,8 +141,14 @@ def test_image_split_ratio_within_two_points(pool, config, seed):
 @SETTINGS
 @given(pools(), balance_configs, split_configs, st.integers(0, 2**32))
 def test_pipeline_equals_separate_steps(pool, balance_config, split_config, seed):
-    balanced, split = balance_and_split(pool, balance_config, split_config, seed)
-    separate = split_images(balance_questions(pool, balance_config, seed).kept, split_config, seed)
-    assert split.train.equals(separate.train) and split.test.equals(separate.test)
-    assert split.report == separate.report
-    assert balanced.kept.num_rows == separate.train.num_rows + separate.test.num_rows
+    done = balance_and_split(pool, balance_config, split_config, seed)
+    alone = balance_questions(pool, balance_config, seed)
+    separate = split_images(alone.kept, split_config, seed)
+    assert done.split.train.equals(separate.train) and done.split.test.equals(separate.test)
+    assert done.split.report == separate.report and done.balance.report == alone.report
+    assert done.balance.removed.equals(alone.removed)
+    # the reordered pool is train | test | removed: same rows as the input
+    n_kept = separate.train.num_rows + separate.test.num_rows
+    assert done.balance.kept.equals(done.pool.slice(0, n_kept))
+    assert sorted(done.pool["question_id"].to_pylist(), key=str) == sorted(pool["question_id"].to_pylist(), key=str)
+    assert done.pool.slice(n_kept)["question_id"].to_pylist() == alone.removed["question_id"].to_pylist()

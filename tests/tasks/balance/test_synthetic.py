@@ -2,7 +2,7 @@ import pyarrow.compute as pc
 
 from reasonvqa import schemas
 from tasks.balance.config import BalanceConfig, SplitConfig
-from tasks.balance.pipeline import balance_and_split, sort_by_question_id
+from tasks.balance.pipeline import balance_and_split
 from tasks.balance.synthetic import DOMAINS, synthetic_pool
 
 
@@ -18,16 +18,8 @@ def test_synthetic_pool_is_valid_and_zipf_like():
 
 
 def test_question_ratio_follows_image_ratio_at_scale():
-    pool = sort_by_question_id(synthetic_pool(20_000, 3_000, 30, seed=2))
-    balanced, split = balance_and_split(pool, BalanceConfig(), SplitConfig(), seed=0)
+    done = balance_and_split(synthetic_pool(20_000, 3_000, 30, seed=2), BalanceConfig(), SplitConfig(), seed=0)
+    split, balanced = done.split, done.balance
     assert abs(split.report["train_share_questions"] - 0.7) <= 0.02
     assert set(split.train["image_id"].to_pylist()).isdisjoint(split.test["image_id"].to_pylist())
     assert balanced.report["questions_removed"] == balanced.removed.num_rows > 0
-
-
-def test_sort_by_question_id_returns_sorted_table_unchanged():
-    pool = synthetic_pool(2_000, 300, 5, seed=3)
-    ordered = sort_by_question_id(pool)
-    ids = ordered["question_id"].to_pylist()
-    assert ids == sorted(ids) and ordered.num_rows == pool.num_rows
-    assert sort_by_question_id(ordered) is ordered

@@ -1,0 +1,176 @@
+"""Benchmark: question pool Parquet -> balanced, split, written release, vectorized vs pure Python.
+
+    python -m benchmarks.bench_balance_split [--questions 4200000 --images 600000 --groups 180]
+                                             [--reference-questions 420000] [--check-questions 20000]
+
+1. Equality check: on a small synthetic pool the vectorized engine (tasks/balance/balance.py,
+   split.py) and the pure-Python reference (tasks/balance/reference.py) must give identical
+   kept/removed/train/test tables and reports (asserted).
+2. Each measured run is a fresh interpreter (so peak RSS, VmHWM, is its own) doing the whole
+   path: read the pool Parquet -> balance -> split -> stats + plots -> write_release.
+   The vectorized run decides on integer codes and reorders the pool once into
+   train | test | removed (tasks/balance/pipeline.py); the reference run balances and splits
+   row by row.
+3. Runs: vectorized at full size; vectorized and reference at the reference size (the speed
+   ratio); reference at full size only with --reference-questions equal to --questions.
+Pools are synthetic (tasks/balance/synthetic.py: Zipf-like groups and answers, hashed ids) and
+cached under benchmarks/_tmp/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TMP = Path(__file__).resolve().parent / "_tmp" / "balance_split"
+
+
+def peak_rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def pool_file(questions: int, images: int, groups: int, seed: int = 0) -> Path:
+    """Write (once) a synthetic pool of this size as Parquet; return its path."""
+    import pyarrow.parquet as pq
+
+    from tasks.balance.synthetic import synthetic_pool
+
+    path = TMP / f"pool-{questions}-{images}-{groups}-{seed}.parquet"
+    if not path.exists():
+        TMP.mkdir(parents=True, exist_ok=True)
+        pq.write_table(synthetic_pool(questions, images, groups, seed=seed), path, compression="zstd")
+    return path
+
+
+def run_pipeline(engine: str, pool_path: Path, out: Path) -> dict:
+    """Pool Parquet -> release folder with one engine; step timings and peak RSS after each step."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tasks.balance.config import BalanceConfig, SplitConfig
+    from tasks.balance.stats import write_stats
+    from tasks.release.writer import write_release
+
+    steps: dict[str, dict] = {}
+    start = last = time.perf_counter()
+
+    def step(name: str) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        steps[name] = {"s": round(now - last, 2), "peak_rss_mb": round(peak_rss_mb())}
+        last = now
+
+    pool = pq.read_table(pool_path)
+    step("read")
+    if engine == "vectorized":
+        from tasks.balance.pipeline import balance_and_split
+
+        done = balance_and_split(pool, BalanceConfig(), SplitConfig(), 0)
+        pool, balanced, split = done.pool, done.balance, done.split  # drops the unordered pool
+        del done
+        step("balance + split")
+    else:
+        from tasks.balance.reference import reference_balance, reference_split
+
+        balanced = reference_balance(pool, BalanceConfig(), 0)
+        step("balance")
+        split = reference_split(balanced.kept, SplitConfig(), 0)
+        step("split")
+    if out.exists():
+        shutil.rmtree(out)
+    write_stats(pool, balanced, split, out / "stats")
+    step("stats + plots")
+    report = {k: balanced.report[k] for k in ("questions_in", "questions_kept", "rounds_run", "converged", "balanced_away_share")}
+    report.update({k: split.report[k] for k in ("train_share_images", "train_share_questions", "categories_final")})
+    del balanced
+    release = write_release(out / "release", "bench", engine, {"train": split.train, "test": split.test}, pool=pool,
+                            stats_dir=out / "stats", config={}, config_hash="0" * 64, inputs={})
+    step("write release")
+    return {
+        "engine": engine,
+        "pool": pool_path.name,
+        "questions": pool.num_rows,
+        "pool_arrow_mb": round(pool.nbytes / 2**20),
+        "total_s": round(time.perf_counter() - start, 2),
+        "peak_rss_mb": round(peak_rss_mb()),
+        "steps": steps,
+        "report": report,
+        "release_files": sum(1 for p in release.rglob("*") if p.is_file()),
+        "arrow_bytes_now": pa.total_allocated_bytes(),
+    }
+
+
+def measured(engine: str, pool_path: Path) -> dict:
+    """Run one engine in a fresh interpreter and return its JSON result."""
+    out = TMP / f"out-{engine}-{pool_path.stem}"
+    cmd = [sys.executable, "-m", "benchmarks.bench_balance_split", "--worker", engine, "--pool", str(pool_path), "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    shutil.rmtree(out, ignore_errors=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def check_equal(questions: int) -> dict:
+    """Vectorized and reference give the same tables and reports on a small pool (asserted)."""
+    from tasks.balance.balance import balance_questions
+    from tasks.balance.config import BalanceConfig, SplitConfig
+    from tasks.balance.reference import reference_balance, reference_split
+    from tasks.balance.split import split_images
+    from tasks.balance.synthetic import synthetic_pool
+
+    pool = synthetic_pool(questions, max(questions // 7, 1), 30, seed=1)
+    fast_b, slow_b = balance_questions(pool, BalanceConfig(), 0), reference_balance(pool, BalanceConfig(), 0)
+    assert fast_b.kept.equals(slow_b.kept) and fast_b.removed.equals(slow_b.removed) and fast_b.report == slow_b.report
+    fast_s, slow_s = split_images(fast_b.kept, SplitConfig(), 0), reference_split(slow_b.kept, SplitConfig(), 0)
+    assert fast_s.train.equals(slow_s.train) and fast_s.test.equals(slow_s.test) and fast_s.report == slow_s.report
+    return {"questions": questions, "removed": fast_b.removed.num_rows, "train": fast_s.train.num_rows, "identical": True}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--questions", type=int, default=4_200_000)
+    parser.add_argument("--images", type=int, default=600_000)
+    parser.add_argument("--groups", type=int, default=180)
+    parser.add_argument("--reference-questions", type=int, default=420_000)
+    parser.add_argument("--check-questions", type=int, default=20_000)
+    parser.add_argument("--worker", choices=["vectorized", "reference"], help=argparse.SUPPRESS)
+    parser.add_argument("--pool", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(run_pipeline(args.worker, args.pool, args.out)))
+        return
+
+    results: dict = {"check": check_equal(args.check_questions), "runs": []}
+    print(f"equality check on {args.check_questions} questions: identical", flush=True)
+    scale = args.reference_questions / args.questions
+    small = pool_file(args.reference_questions, max(int(args.images * scale), 1), args.groups)
+    full = pool_file(args.questions, args.images, args.groups)
+    plan = [("vectorized", full), ("vectorized", small), ("reference", small)]
+    if args.reference_questions == args.questions:
+        plan = [("vectorized", full), ("reference", full)]
+    for engine, path in plan:
+        result = measured(engine, path)
+        results["runs"].append(result)
+        print(f"{engine:10s} {result['questions']:>9,d} questions: {result['total_s']:7.2f} s, peak RSS {result['peak_rss_mb']} MB "
+              f"steps {json.dumps(result['steps'])}", flush=True)
+    by = {(r["engine"], r["questions"]): r for r in results["runs"]}
+    fast, slow = by[("vectorized", args.reference_questions)], by[("reference", args.reference_questions)]
+    algorithm = lambda r: sum(v["s"] for k, v in r["steps"].items() if k in ("balance + split", "balance", "split"))  # noqa: E731
+    results["speedup_total"] = round(slow["total_s"] / fast["total_s"], 1)
+    results["speedup_balance_split"] = round(algorithm(slow) / algorithm(fast), 1)
+    print(f"speed-up at {args.reference_questions:,d} questions: whole path {results['speedup_total']}x, "
+          f"balance + split {results['speedup_balance_split']}x")
+    TMP.mkdir(parents=True, exist_ok=True)
+    (TMP / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
