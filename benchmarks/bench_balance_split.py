@@ -12,7 +12,8 @@
    train | test | removed (tasks/balance/pipeline.py); the reference run balances and splits
    row by row.
 3. Runs: vectorized at full size; vectorized and reference at the reference size (the speed
-   ratio); reference at full size only with --reference-questions equal to --questions.
+   ratio); reference at full size only with --reference-questions equal to --questions; then
+   `resplit` of the full-size release to two of its six domains (fresh interpreter).
 Pools are synthetic (tasks/balance/synthetic.py: Zipf-like groups and answers, hashed ids) and
 cached under benchmarks/_tmp/.
 """
@@ -108,12 +109,25 @@ def run_pipeline(engine: str, pool_path: Path, out: Path) -> dict:
     }
 
 
-def measured(engine: str, pool_path: Path) -> dict:
+def run_resplit(release: Path, out: Path) -> dict:
+    """Time ``flows.resplit.resplit`` of a written release to two of its six domains."""
+    from flows.resplit import resplit
+    from tasks.balance.synthetic import DOMAINS
+
+    start = time.perf_counter()
+    path = resplit(release, out, domains=list(DOMAINS[:2]))
+    manifest = json.loads((path / "manifest.json").read_text())
+    return {"engine": "resplit", "questions": manifest["counts"]["pool"], "total_s": round(time.perf_counter() - start, 2),
+            "peak_rss_mb": round(peak_rss_mb()), "steps": {}, "report": manifest["counts"]}
+
+
+def measured(engine: str, pool_path: Path, keep: bool = False) -> dict:
     """Run one engine in a fresh interpreter and return its JSON result."""
     out = TMP / f"out-{engine}-{pool_path.stem}"
     cmd = [sys.executable, "-m", "benchmarks.bench_balance_split", "--worker", engine, "--pool", str(pool_path), "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    shutil.rmtree(out, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(out, ignore_errors=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -140,10 +154,13 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=180)
     parser.add_argument("--reference-questions", type=int, default=420_000)
     parser.add_argument("--check-questions", type=int, default=20_000)
-    parser.add_argument("--worker", choices=["vectorized", "reference"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["vectorized", "reference", "resplit"], help=argparse.SUPPRESS)
     parser.add_argument("--pool", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker == "resplit":
+        print(json.dumps(run_resplit(args.pool, args.out)))
+        return
     if args.worker:
         print(json.dumps(run_pipeline(args.worker, args.pool, args.out)))
         return
@@ -157,10 +174,16 @@ def main() -> None:
     if args.reference_questions == args.questions:
         plan = [("vectorized", full), ("reference", full)]
     for engine, path in plan:
-        result = measured(engine, path)
+        result = measured(engine, path, keep=(engine, path) == ("vectorized", full))
         results["runs"].append(result)
         print(f"{engine:10s} {result['questions']:>9,d} questions: {result['total_s']:7.2f} s, peak RSS {result['peak_rss_mb']} MB "
               f"steps {json.dumps(result['steps'])}", flush=True)
+    release = TMP / f"out-vectorized-{full.stem}"
+    result = measured("resplit", release / "release" / "bench" / "vectorized")
+    shutil.rmtree(release, ignore_errors=True)
+    results["runs"].append(result)
+    print(f"resplit of the full release to 2 of 6 domains: {result['total_s']} s, peak RSS {result['peak_rss_mb']} MB, "
+          f"counts {result['report']}", flush=True)
     by = {(r["engine"], r["questions"]): r for r in results["runs"]}
     fast, slow = by[("vectorized", args.reference_questions)], by[("reference", args.reference_questions)]
     algorithm = lambda r: sum(v["s"] for k, v in r["steps"].items() if k in ("balance + split", "balance", "split"))  # noqa: E731

@@ -86,79 +86,103 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, mater
     check_columns(pool)
     qid_order = codes.sort_order(pool["question_id"])
     invalid = _invalid_codes(pool, qid_order)
-    valid_rows = qid_order[invalid[qid_order] == 0]  # valid rows in question_id order
-    n_valid = len(valid_rows)
-    group_all, props_sorted = codes.dense_codes(pool["property_id"])
-    answer_all, answers_sorted = codes.dense_codes(pool["answer"])
-    group, answer = group_all[valid_rows], answer_all[valid_rows]
-    del group_all, answer_all
-    image = codes.dense_codes(pool["image_id"])[0][valid_rows]
-    random_key = keys.keys_of(keys.salt(seed, "balance"), np.arange(n_valid))
-    key_rank = np.empty(n_valid, dtype=np.int64)
-    key_rank[np.argsort(random_key, kind="stable")] = np.arange(n_valid)
+    enc = _encode(pool, qid_order[invalid[qid_order] == 0], seed)
+    state = _run_rounds(enc, config)
 
-    # Pair codes in (property_id, answer) order: within a group, code order = answer order.
-    pair_raw = group * (int(answer.max(initial=0)) + 1) + answer
-    pair, n_pairs = _dense(pair_raw)
-    del pair_raw
-    n_images = int(image.max(initial=-1)) + 1
-    first_row_of_pair = np.zeros(n_pairs, dtype=np.int64)
-    first_row_of_pair[pair[::-1]] = np.arange(n_valid)[::-1]
-    pair_group, pair_answer = group[first_row_of_pair], answer[first_row_of_pair]
-    del group, answer
-
-    alive = np.ones(n_valid, dtype=bool)
-    removed_round = np.zeros(n_valid, dtype=np.int32)
-    removed_reason = np.zeros(n_valid, dtype=np.int8)
-    counts_before = np.bincount(pair, minlength=n_pairs)
-    rounds: list[dict] = []
-    converged = False
-    for round_no in range(1, config.rounds + 1 if config.enabled else 1):
-        counts = np.bincount(pair[alive], minlength=n_pairs)
-        target, reason = pair_targets(counts, pair_group, config)
-        excess = counts - target
-        if not excess.any():
-            converged = True
-            break
-        image_count = np.bincount(image[alive], minlength=n_images)
-        candidates = np.flatnonzero(alive & (excess[pair] > 0))
-        order = _priority_order(pair[candidates], image_count[image[candidates]], key_rank[candidates])
-        ranked = candidates[order]
-        ranked_pair = pair[ranked]
-        rank_in_pair = np.arange(len(ranked)) - np.searchsorted(ranked_pair, ranked_pair, side="left")
-        drop = ranked[rank_in_pair < excess[ranked_pair]]
-        alive[drop] = False
-        removed_round[drop] = round_no
-        removed_reason[drop] = reason[pair[drop]]
-        rounds.append(_round_entry(round_no, reason[pair[drop]], pair_group[pair[drop]], int(alive.sum())))
-    else:
-        if config.enabled:
-            counts = np.bincount(pair[alive], minlength=n_pairs)
-            converged = not (counts - pair_targets(counts, pair_group, config)[0]).any()
-
-    kept_rows = valid_rows[alive]
-    removed, removed_rows = _removed_table(pool, invalid, qid_order, valid_rows, alive, removed_round, removed_reason)
-    counts_after = np.bincount(pair[alive], minlength=n_pairs)
-    props = props_sorted.take(pa.array(pair_group)).to_pylist()
-    answers = answers_sorted.take(pa.array(pair_answer)).to_pylist()
-    before = _nested_counts(props, answers, counts_before)
-    after = _nested_counts(props, answers, counts_after)
-    images_before = np.bincount(image, minlength=n_images) > 0
-    images_after = np.bincount(image[alive], minlength=n_images) > 0
+    kept_rows = enc.rows[state.alive]
+    removed, removed_rows = _removed_table(pool, invalid, qid_order, enc.rows, state)
+    props = enc.props_sorted.take(pa.array(enc.pair_group)).to_pylist()
+    answers = enc.answers_sorted.take(pa.array(enc.pair_answer)).to_pylist()
+    images_before = np.bincount(enc.image, minlength=enc.n_images) > 0
+    images_after = np.bincount(enc.image[state.alive], minlength=enc.n_images) > 0
     report = balance_report(
-        before,
-        after,
+        _nested_counts(props, answers, np.bincount(enc.pair, minlength=enc.n_pairs)),
+        _nested_counts(props, answers, np.bincount(enc.pair[state.alive], minlength=enc.n_pairs)),
         config,
         seed,
         questions_in=pool.num_rows,
         invalid={r: int((invalid == i + 1).sum()) for i, r in enumerate(INVALID_REASONS)},
-        rounds=rounds,
-        converged=converged,
+        rounds=state.rounds,
+        converged=state.converged,
         images_before=int(images_before.sum()),
         images_emptied=int((images_before & ~images_after).sum()),
     )
     kept = codes.take_rows(pool, kept_rows) if materialize else None
     return BalanceResult(kept=kept, removed=removed, report=report, kept_rows=kept_rows, removed_rows=removed_rows)
+
+
+@dataclass
+class _Encoded:
+    """The valid rows (in question_id order) as integer codes."""
+
+    rows: np.ndarray  # pool row numbers
+    pair: np.ndarray  # (property_id, answer) code, ordered by property then answer text
+    image: np.ndarray
+    key_rank: np.ndarray  # rank of the seeded random key
+    pair_group: np.ndarray  # per pair: its property's code
+    pair_answer: np.ndarray  # per pair: its answer's code
+    n_pairs: int
+    n_images: int
+    props_sorted: pa.Array  # property code -> text
+    answers_sorted: pa.Array  # answer code -> text
+
+
+def _encode(pool: pa.Table, rows: np.ndarray, seed: int) -> _Encoded:
+    group_all, props_sorted = codes.dense_codes(pool["property_id"])
+    answer_all, answers_sorted = codes.dense_codes(pool["answer"])
+    group, answer = group_all[rows], answer_all[rows]
+    del group_all, answer_all
+    image = codes.dense_codes(pool["image_id"])[0][rows]
+    random_key = keys.keys_of(keys.salt(seed, "balance"), np.arange(len(rows)))
+    key_rank = np.empty(len(rows), dtype=np.int64)
+    key_rank[np.argsort(random_key, kind="stable")] = np.arange(len(rows))
+    pair, n_pairs = _dense(group * (int(answer.max(initial=0)) + 1) + answer)
+    first_row_of_pair = np.zeros(n_pairs, dtype=np.int64)
+    first_row_of_pair[pair[::-1]] = np.arange(len(rows))[::-1]
+    return _Encoded(
+        rows=rows, pair=pair, image=image, key_rank=key_rank,
+        pair_group=group[first_row_of_pair], pair_answer=answer[first_row_of_pair],
+        n_pairs=n_pairs, n_images=int(image.max(initial=-1)) + 1,
+        props_sorted=props_sorted, answers_sorted=answers_sorted,
+    )
+
+
+@dataclass
+class _RoundsState:
+    alive: np.ndarray
+    removed_round: np.ndarray
+    removed_reason: np.ndarray
+    rounds: list[dict]
+    converged: bool
+
+
+def _run_rounds(enc: _Encoded, config: BalanceConfig) -> _RoundsState:
+    """Balancing rounds until a fixed point or ``config.rounds``."""
+    n = len(enc.rows)
+    state = _RoundsState(np.ones(n, dtype=bool), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int8), [], False)
+    alive = state.alive
+    for round_no in range(1, config.rounds + 1 if config.enabled else 1):
+        counts = np.bincount(enc.pair[alive], minlength=enc.n_pairs)
+        target, reason = pair_targets(counts, enc.pair_group, config)
+        excess = counts - target
+        if not excess.any():
+            state.converged = True
+            return state
+        image_count = np.bincount(enc.image[alive], minlength=enc.n_images)
+        candidates = np.flatnonzero(alive & (excess[enc.pair] > 0))
+        order = _priority_order(enc.pair[candidates], image_count[enc.image[candidates]], enc.key_rank[candidates])
+        ranked = candidates[order]
+        ranked_pair = enc.pair[ranked]
+        rank_in_pair = np.arange(len(ranked)) - np.searchsorted(ranked_pair, ranked_pair, side="left")
+        drop = ranked[rank_in_pair < excess[ranked_pair]]
+        alive[drop] = False
+        state.removed_round[drop] = round_no
+        state.removed_reason[drop] = reason[enc.pair[drop]]
+        state.rounds.append(_round_entry(round_no, reason[enc.pair[drop]], enc.pair_group[enc.pair[drop]], int(alive.sum())))
+    if config.enabled:
+        counts = np.bincount(enc.pair[alive], minlength=enc.n_pairs)
+        state.converged = not (counts - pair_targets(counts, enc.pair_group, config)[0]).any()
+    return state
 
 
 def pair_targets(counts: np.ndarray, pair_group: np.ndarray, config: BalanceConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -245,21 +269,16 @@ def _round_entry(round_no: int, reason_codes: np.ndarray, groups: np.ndarray, af
 
 
 def _removed_table(
-    pool: pa.Table,
-    invalid: np.ndarray,
-    qid_order: np.ndarray,
-    valid_rows: np.ndarray,
-    alive: np.ndarray,
-    removed_round: np.ndarray,
-    removed_reason: np.ndarray,
+    pool: pa.Table, invalid: np.ndarray, qid_order: np.ndarray, valid_rows: np.ndarray, state: _RoundsState
 ) -> tuple[pa.Table, np.ndarray]:
     """Removed rows ordered by question_id (nulls last), then pool row; and their pool rows."""
     n = pool.num_rows
     reason_code = invalid.astype(np.int16)  # 1..5 invalid, 6.. balance reasons, 0 kept
     round_of = np.zeros(n, dtype=np.int32)
-    dropped = valid_rows[~alive]
-    reason_code[dropped] = len(INVALID_REASONS) + removed_reason[~alive]
-    round_of[dropped] = removed_round[~alive]
+    gone = ~state.alive
+    dropped = valid_rows[gone]
+    reason_code[dropped] = len(INVALID_REASONS) + state.removed_reason[gone]
+    round_of[dropped] = state.removed_round[gone]
     rows = qid_order[reason_code[qid_order] > 0]
     names = pa.array(("",) + INVALID_REASONS + BALANCE_REASONS, pa.string())
     table = pool.select(["question_id", "property_id", "answer"]).take(pa.array(rows))
