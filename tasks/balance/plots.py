@@ -98,7 +98,7 @@ def _top_answers(fig: Figure, top: dict, order: str, tables: tuple[str, str], as
         ax.set_title(f"{group} ({counts})")
         ax.set_xlabel("% of the group's questions" if as_share else "questions")
         if i == 0:
-            ax.legend(loc="lower right")
+            ax.legend(loc="best")
 
 
 def _entropy(fig: Figure, entropy: dict) -> None:
@@ -151,4 +151,4 @@ def _counts(fig: Figure, counts: dict) -> None:
         ax.invert_yaxis()
         ax.set_title(f"questions {key.replace('_', ' ')}")
         if i == 0:
-            ax.legend(loc="lower right")
+            ax.legend(loc="best")
