@@ -229,23 +229,24 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
 def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir: Path, snapshot: str,
                    report: dict[str, dict], overwrite: bool) -> Path:
     """Balance the pool, split it, write stats and the release folder."""
-    from tasks.balance.balance import balance_questions
-    from tasks.balance.split import split_images
+    from tasks.balance.pipeline import balance_and_split
     from tasks.balance.stats import write_stats
     from tasks.release.writer import write_release
 
-    balanced = balance_questions(pool, config.balance, config.seed)
-    split = split_images(balanced.kept, config.split, config.seed)
+    done = balance_and_split(pool, config.balance, config.split, config.seed)
+    del pool  # done.pool holds the same rows (reordered); keeping both doubles peak memory
     stats_dir = work_dir / "stats"
     if stats_dir.exists():
         shutil.rmtree(stats_dir)
-    stats_files = write_stats(pool, balanced, split, stats_dir)
+    stats_files = write_stats(done.pool, done.balance, done.split, stats_dir)
     write_json(report, stats_dir / "stages.json")
+    stats_files["stages.json"] = stats_dir / "stages.json"
     inputs = {f"source:{s.kind}": folder_snapshot_id(s.path) for s in config.sources}
     inputs["knowledge"] = snapshot
     release = write_release(
-        out_dir, config.release.name, config.release.version, {"train": split.train, "test": split.test},
-        pool=pool, stats_dir=stats_dir, config=json.loads(config.canonical_json()),
+        out_dir, config.release.name, config.release.version,
+        {"train": done.split.train, "test": done.split.test},
+        pool=done.pool, stats_dir=stats_dir, config=json.loads(config.canonical_json()),
         config_hash=config.config_hash(), inputs=inputs,
         stats_files={k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in stats_files.items()},
         overwrite=overwrite,

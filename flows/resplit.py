@@ -37,7 +37,7 @@ def resplit(
     hops: list[int] | None = None,
     version: str | None = None,
     seed: int | None = None,
-    domain_match: DomainMatch = "any",
+    domain_match: DomainMatch = "route",
     overwrite: bool = False,
 ) -> Path:
     """Write a new release version from ``source``'s pool filtered by domains / sources / hops.
@@ -56,7 +56,13 @@ def resplit(
     split_config = SplitConfig.model_validate(config.get("split", {}))
     seed = int(config.get("seed", 0)) if seed is None else seed
 
-    selection = filter_pool(read_split(source, "pool"), domains=domains, sources=sources, hops=hops, domain_match=domain_match)
+    pool_in = read_split(source, "pool")
+    property_domains, bank_warning = _property_domains(pool_in) if domains is not None and domain_match == "route" else (None, None)
+    selection = filter_pool(pool_in, domains=domains, sources=sources, hops=hops, domain_match=domain_match,
+                            property_domains=property_domains)
+    del pool_in
+    if bank_warning:
+        selection.report["warnings"] = [bank_warning]
     selected, filter_report = selection.table, selection.report
     del selection
     request = {"filters": filter_report["filters"], "seed": seed, "source_pool": pool_id}
@@ -97,6 +103,19 @@ def resplit(
             stats_files={name: f"stats/{name}" for name in sorted(files)},
             overwrite=overwrite,
         )
+
+
+def _property_domains(pool) -> tuple[dict[str, tuple[str, ...]], str | None]:
+    """The template bank's property -> domains map, and a warning if the pool was built with another bank."""
+    from tasks.questions.bank import load_bank
+
+    bank = load_bank()
+    used = set(pool["template_version"].unique().to_pylist()) - {None}
+    warning = None
+    if used and used != {bank.version}:
+        warning = (f"the pool was generated with template bank {sorted(used)}, the domains of its properties "
+                   f"are taken from the current bank {bank.version}")
+    return {pid: t.domains for pid, t in bank.properties.items()}, warning
 
 
 def pool_fingerprint(source: Path, manifest: dict) -> str:
@@ -141,6 +160,7 @@ def _card_notes(manifest: dict, selection: dict, balance: dict, split: dict) -> 
         f"({balance['rounds_run']} round(s)), {split['train']['questions']} train / {split['test']['questions']} test.",
     ]
     lines += [f"Warning: {w}" for w in balance["warnings"] + split["warnings"]]
+    lines += [f"Warning: {w}" for w in selection.get("warnings", [])]
     if selection["unknown_values"]:
         lines.append(f"Warning: filter values absent from the pool: {json.dumps(selection['unknown_values'], sort_keys=True)}")
     return "\n\n".join(lines)
@@ -164,7 +184,7 @@ def resplit_flow(
     hops: list[int] | None = None,
     version: str | None = None,
     seed: int | None = None,
-    domain_match: DomainMatch = "any",
+    domain_match: DomainMatch = "route",
     overwrite: bool = False,
 ) -> str:
     """Prefect flow ``resplit``: re-split a release and publish its stats as artifacts."""

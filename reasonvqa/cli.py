@@ -86,13 +86,23 @@ def resplit(
     hops: Annotated[Optional[str], typer.Option(help="Comma-separated hop counts to keep, e.g. 2,3.")] = None,
     version: Annotated[Optional[str], typer.Option(help="Version of the new release.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed (default: the source release's).")] = None,
+    domain_match: Annotated[str, typer.Option(
+        help="route: every property on the question's route is in a selected domain (as a build with "
+             "--domains); any: tagged with a selected domain; all: every tag selected.")] = "route",
 ) -> None:
     """Filter, re-balance and re-split a release without touching the network."""
-    from flows.resplit import resplit as run_resplit
+    from flows.resplit import SourceReleaseError, resplit as run_resplit
+    from tasks.balance.filters import EmptySelectionError
 
+    if domain_match not in ("route", "any", "all"):
+        raise typer.BadParameter("--domain-match is one of route, any, all")
     hop_list = [int(h) for h in _split_list(hops)] if hops else None
-    path = run_resplit(source, out, domains=_split_list(domains), sources=_split_list(sources),
-                       hops=hop_list, version=version, seed=seed)
+    try:
+        path = run_resplit(source, out, domains=_split_list(domains), sources=_split_list(sources),
+                           hops=hop_list, version=version, seed=seed, domain_match=domain_match)
+    except (EmptySelectionError, SourceReleaseError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
     typer.echo(path)
 
 

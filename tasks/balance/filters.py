@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Mapping, Sequence
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
-DomainMatch = Literal["all", "any"]
+DomainMatch = Literal["route", "any", "all"]
 
 
 class EmptySelectionError(ValueError):
@@ -32,24 +32,34 @@ def filter_pool(
     domains: list[str] | None = None,
     sources: list[str] | None = None,
     hops: list[int] | None = None,
-    domain_match: DomainMatch = "any",
+    domain_match: DomainMatch = "route",
+    property_domains: Mapping[str, Sequence[str]] | None = None,
 ) -> FilterResult:
     """Keep the questions that pass every given filter (None = no filter on that field).
 
     A question's ``domains`` are the union of the domains of the properties on its route, and
     properties often carry several (P17 country: Places & Locations, Politics & Government).
-    ``domain_match="any"`` (default) keeps a question tagged with at least one selected domain,
-    like a build restricted to those domains selects properties; ``"all"`` keeps only questions
-    whose every domain is selected (strict: no other domain appears in the result). Questions
-    without domains never match. Raises EmptySelectionError (with the report) when nothing is left.
+    ``domain_match="route"`` (default) keeps a question when every property on its route has a
+    selected domain in ``property_domains`` (the template bank's map), exactly what a build
+    restricted to those domains would generate, and narrows its ``domains`` to the selected
+    ones, so the result holds only those domains. ``"any"`` keeps a question tagged with at
+    least one selected domain (its other tags stay); ``"all"`` keeps only questions whose every
+    tag is selected. Questions without domains never match. Raises EmptySelectionError (with
+    the report) when nothing is left.
     """
-    frame = pl.from_arrow(pool.select([c for c in ("domains", "image_source", "n_hop") if c in pool.column_names]))
+    if domains is not None and domain_match == "route" and property_domains is None:
+        raise ValueError('domain_match="route" needs property_domains (the template bank\'s property -> domains map)')
+    frame = pl.from_arrow(pool.select([c for c in ("domains", "image_source", "n_hop", "route") if c in pool.column_names]))
     available = _available(frame)
     checks: list[tuple[str, list, pl.Expr]] = []
     if domains is not None:
         selected = pl.lit(pl.Series(sorted(set(domains)), dtype=pl.String))
         inside = pl.col("domains").list.eval(pl.element().is_in(selected.implode()))
         match = inside.list.all() if domain_match == "all" else inside.list.any()
+        if domain_match == "route":
+            allowed = sorted(pid for pid, tags in property_domains.items() if set(tags) & set(domains))
+            on_route = pl.col("route").list.eval(pl.element().is_in(pl.lit(pl.Series(allowed, dtype=pl.String)).implode()))
+            match = on_route.list.all() & (pl.col("route").list.len() > 0)
         checks.append(("domains", sorted(set(domains)), (match & (pl.col("domains").list.len() > 0)).fill_null(False)))
     if sources is not None:
         checks.append(("sources", sorted(set(sources)), pl.col("image_source").is_in(sorted(set(sources))).fill_null(False)))
@@ -79,7 +89,20 @@ def filter_pool(
             f"available: {available})",
             report,
         )
-    return FilterResult(table=pool.filter(pa.array(keep)), report=report)
+    table = pool.filter(pa.array(keep))
+    if domains is not None and domain_match == "route":
+        table = _narrow_domains(table, sorted(set(domains)))
+    return FilterResult(table=table, report=report)
+
+
+def _narrow_domains(table: pa.Table, selected: list[str]) -> pa.Table:
+    """Keep only the selected tags in ``domains`` (the other tags came from properties' other domains)."""
+    wanted = pl.lit(pl.Series(selected, dtype=pl.String)).implode()
+    narrowed = pl.from_arrow(table.select(["domains"])).select(
+        pl.col("domains").list.eval(pl.element().filter(pl.element().is_in(wanted)))
+    )
+    column = narrowed.to_arrow()["domains"].cast(table.schema.field("domains").type)
+    return table.set_column(table.schema.get_field_index("domains"), "domains", column)
 
 
 def _available(frame: pl.DataFrame) -> dict[str, list]:

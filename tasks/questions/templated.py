@@ -201,6 +201,9 @@ def _release_rows(good: pl.DataFrame, index: KnowledgeIndex, snapshot: str, vers
     stacked = pl.concat([good["answer"], good["d1"], good["d2"], good["d3"]])
     choices = stacked.gather((perm * n + np.arange(n)[:, None]).ravel()).reshape((n, 4)).cast(pl.List(pl.String))
     lists = index.route_texts.select("route", "template_ids", "domains")[good["text_idx"]]
+    if index.domains is not None:  # a domain-restricted build tags questions with the selected domains only
+        wanted = pl.lit(pl.Series(sorted(index.domains), dtype=pl.String)).implode()
+        lists = lists.with_columns(pl.col("domains").list.eval(pl.element().filter(pl.element().is_in(wanted))))
     out = pl.concat([good, lists], how="horizontal").select(
         "question_id",
         "image_id",

@@ -37,7 +37,8 @@ def domains_in(table) -> set[str]:
 
 
 def test_resplit_by_domain_gives_a_valid_release_of_those_domains(source, tmp_path):
-    path = resplit(source, tmp_path, domains=KEEP)
+    # the synthetic pool's properties are not in the template bank: select by domain tag
+    path = resplit(source, tmp_path, domains=KEEP, domain_match="any")
     assert path.parent == tmp_path / "syn" and path.name.startswith("1.0.0-resplit-")
     assert verify_release(path) == []
     release = read_release(path)
@@ -57,12 +58,12 @@ def test_resplit_by_domain_gives_a_valid_release_of_those_domains(source, tmp_pa
 
 
 def test_same_request_same_version_and_bytes(source, tmp_path):
-    first = resplit(source, tmp_path / "a", domains=KEEP)
-    second = resplit(source, tmp_path / "b", domains=list(reversed(KEEP)))
+    first = resplit(source, tmp_path / "a", domains=KEEP, domain_match="any")
+    second = resplit(source, tmp_path / "b", domains=list(reversed(KEEP)), domain_match="any")
     assert first.name == second.name
     assert (first / "manifest.json").read_bytes() == (second / "manifest.json").read_bytes()
-    assert resplit(source, tmp_path / "a", domains=KEEP) == first  # rerun into the same folder: no error
-    other = resplit(source, tmp_path / "a", domains=KEEP, seed=99)
+    assert resplit(source, tmp_path / "a", domains=KEEP, domain_match="any") == first  # rerun: no error
+    other = resplit(source, tmp_path / "a", domains=KEEP, domain_match="any", seed=99)
     assert other.name != first.name
 
 
@@ -75,7 +76,7 @@ def test_source_and_hop_filters_and_explicit_version(source, tmp_path):
 
 def test_empty_filter_is_a_clear_error_and_writes_nothing(source, tmp_path):
     with pytest.raises(EmptySelectionError, match="match none") as info:
-        resplit(source, tmp_path, domains=["Sports"])
+        resplit(source, tmp_path, domains=["Sports"], domain_match="any")
     assert info.value.report["unknown_values"] == {"domains": ["Sports"]}
     assert not (tmp_path / "syn").exists()
 
@@ -95,13 +96,46 @@ def test_changed_pool_is_refused(source, tmp_path):
 
 def test_cli_resplit_then_verify(source, tmp_path):
     runner = CliRunner()
-    result = runner.invoke(app, ["resplit", str(source), "--domains", ",".join(KEEP), "--out", str(tmp_path)])
+    result = runner.invoke(app, ["resplit", str(source), "--domains", ",".join(KEEP), "--domain-match", "any",
+                                 "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     path = result.output.strip().splitlines()[-1]
     assert runner.invoke(app, ["verify", path]).exit_code == 0
 
 
 def test_prefect_flow_resplit(source, tmp_path):
-    path = resplit_flow(str(source), str(tmp_path), domains=KEEP)
+    path = resplit_flow(str(source), str(tmp_path), domains=KEEP, domain_match="any")
     assert verify_release(type(source)(path)) == []
     assert domains_in(read_release(type(source)(path)).pool) <= set(KEEP)
+
+
+def test_cli_empty_selection_exits_2_with_the_reason(source, tmp_path):
+    result = CliRunner().invoke(app, ["resplit", str(source), "--domains", "Sports", "--domain-match", "any",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "error: the filters" in result.output and "match none" in result.output
+
+
+def test_route_match_keeps_what_a_domain_build_would_generate(tmp_path):
+    """Route mode uses the real template bank: every property on the route must have a selected domain."""
+    from tasks.questions.bank import load_bank
+    from tests.tasks.balance.conftest import pool_of, question
+
+    bank = load_bank()
+    rows = []
+    for i in range(40):
+        rows.append(question(f"a{i:02d}", f"vg:{i}", "P36", ["Lisbon", "Paris", "Rome"][i % 3], n_hop=2,
+                             route=["P17", "P36"], domains=["Places & Locations", "Politics & Government"],
+                             template_version=bank.version))
+        rows.append(question(f"b{i:02d}", f"vg:{i}", "P571", str(1800 + i % 4), route=["P571"],
+                             domains=["History & Events"], template_version=bank.version))
+    pool = pool_of(rows)
+    source = write_release(tmp_path / "src", "real", "1", {"train": pool.slice(0, 0), "test": pool.slice(0, 0)},
+                           pool=pool, stats_dir=None, config=json.loads(sample_config().canonical_json()),
+                           config_hash="0" * 64, inputs={})
+    path = resplit(source, tmp_path / "out", domains=["Places & Locations"])
+    assert verify_release(path) == []
+    release = read_release(path)
+    assert set(release.pool["property_id"].to_pylist()) == {"P36"}
+    assert domains_in(release.pool) == {"Places & Locations"}  # narrowed: Politics was P17/P36's other domain
+    assert release.manifest["config"]["resplit"]["filters"]["domain_match"] == "route"

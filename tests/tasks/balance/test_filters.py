@@ -27,10 +27,38 @@ def test_domains_all_keeps_only_selected_domains(pool):
     assert result.report["filters"] == {"domains": ["History & Events", "Places & Locations"], "domain_match": "all"}
 
 
-def test_domains_any_is_the_default(pool):
-    result = filter_pool(pool, domains=["Places & Locations"])
+def test_domains_any_keeps_tagged_questions(pool):
+    result = filter_pool(pool, domains=["Places & Locations"], domain_match="any")
     assert ids(result) == ["q1", "q3"]
     assert result.report["filters"]["domain_match"] == "any"
+
+
+BANK_DOMAINS = {
+    "P17": ("Places & Locations", "Politics & Government"),
+    "P36": ("Places & Locations", "Politics & Government"),
+    "P571": ("History & Events",),
+    "P84": ("Architecture & Buildings", "People & Society"),
+    "P31": (),
+}
+
+
+def test_route_match_is_the_default_and_narrows_domains():
+    routed = pool_of([
+        question("r1", "vg:1", "P36", "Paris", route=["P17", "P36"], n_hop=2,
+                 domains=["Places & Locations", "Politics & Government"]),
+        question("r2", "vg:2", "P571", "1889", route=["P84", "P571"], n_hop=2,
+                 domains=["Architecture & Buildings", "People & Society", "History & Events"]),
+        question("r3", "vg:3", "P571", "1900", route=["P571"], domains=["History & Events"]),
+    ])
+    result = filter_pool(routed, domains=["Places & Locations", "History & Events"], property_domains=BANK_DOMAINS)
+    assert ids(result) == ["r1", "r3"]  # r2 passes through P84, outside both domains
+    assert result.table["domains"].to_pylist() == [["Places & Locations"], ["History & Events"]]
+    assert result.report["filters"]["domain_match"] == "route"
+
+
+def test_route_match_needs_the_property_domains(pool):
+    with pytest.raises(ValueError, match="property_domains"):
+        filter_pool(pool, domains=["Places & Locations"])
 
 
 def test_sources_and_hops_combine(pool):
@@ -40,14 +68,14 @@ def test_sources_and_hops_combine(pool):
 
 
 def test_unknown_values_are_reported(pool):
-    result = filter_pool(pool, domains=["Places & Locations", "Sports"])
+    result = filter_pool(pool, domains=["Places & Locations", "Sports"], domain_match="any")
     assert result.report["unknown_values"] == {"domains": ["Sports"]}
     assert result.report["available"]["sources"] == ["gldv2", "vg"]
 
 
 def test_empty_selection_is_a_clear_error(pool):
     with pytest.raises(EmptySelectionError, match="match none of the 4 pool questions") as info:
-        filter_pool(pool, domains=["Sports"])
+        filter_pool(pool, domains=["Sports"], domain_match="any")
     assert info.value.report["questions_out"] == 0
     assert info.value.report["available"]["domains"] == ["History & Events", "People & Society", "Places & Locations"]
 

@@ -174,6 +174,8 @@ def test_domain_filter_only_asks_the_domains_properties(inputs, bank):
     assert sorted(q["question"].to_list()) == ["How tall is this lattice tower?", "What is the elevation of this mountain above sea level?"]
     allowed = set(bank.question_property_ids(["Measurements & Quantities"]))
     assert all(set(route) <= allowed for route in q["route"].to_list())
+    # P2048 is also Architecture & Buildings: a restricted build tags only the selected domains
+    assert q["domains"].to_list() == [["Measurements & Quantities"]] * 2
 
 
 def test_hop_limit_and_per_image_cap(inputs, bank):
