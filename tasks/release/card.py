@@ -19,7 +19,7 @@ _COLUMNS = {
     "n_hop": "number of knowledge hops (1-3)",
     "route": "Wikidata property path from the object to the answer",
     "property_id": "the property asked about (last of the route)",
-    "domains": "knowledge domains of the property",
+    "domains": "knowledge domains of the properties on the route (only the selected ones in a domain-restricted build or re-split)",
     "has_scene_graph": "the question names its object through a scene-graph relation",
     "template_ids": "templates used to render the question",
     "template_version": "content hash of the template bank",
