@@ -21,8 +21,12 @@ sample: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# Full-size benchmarks take minutes each; results go in BENCHMARKS.md.
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.run_all
+	$(BIN)/python -m benchmarks.bench_source_ingest
+	$(BIN)/python -m benchmarks.bench_sparql_batching --sizes 100,1000,5000
+	$(BIN)/python -m benchmarks.bench_question_generation
+	$(BIN)/python -m benchmarks.bench_balance_split
 
 clean:
 	rm -rf out work
