@@ -17,7 +17,10 @@ Two ways to get there, chosen per build:
 Records of images missing from image_data.json go to the shard being read when they
 appear (the shard of the previous record of that file), where they are rejected.
 With ``max_images``, reading a file stops at the first record of an image beyond the
-selection (aligned) or skips such records (partitioned).
+selection (aligned) or skips such records (partitioned). The aligned stop is taken only
+once the file has listed the last selected image; before that, a record beyond the
+selection means the file is not in image_data order (a selected image may still
+follow) and raises ``OutOfOrder``.
 """
 
 from __future__ import annotations
@@ -49,6 +52,11 @@ class ShardPlan:
     shard_size: int
 
     @property
+    def last_selected(self) -> int:
+        """Position of the last selected image_data row that owns an image id (-1 if none)."""
+        return max((p for p in self.index.position.values() if p < self.selected), default=-1)
+
+    @property
     def n_shards(self) -> int:
         return max(1, -(-self.selected // self.shard_size))
 
@@ -65,6 +73,13 @@ class ShardPlan:
             return None
         return pos // self.shard_size if pos < self.selected else OUTSIDE
 
+    def is_last_selected(self, item: Item, last: int) -> bool:
+        """True when ``item`` is a record of the image at image_data position ``last``."""
+        if isinstance(item, StreamFailure):
+            return False
+        image_id = record_image_id(item[1])
+        return image_id is not None and self.index.position.get(image_id) == last
+
 
 @dataclass
 class AlignedCursor:
@@ -76,10 +91,13 @@ class AlignedCursor:
     _stream: Iterator[Item] | None = None
     _ahead: tuple[int | None, Item] | None = None
     _done: bool = False
+    _last: int = -1  # image_data position of the last selected image
+    _saw_last: bool = False
 
     def take(self, shard: int) -> Iterator[Item]:
         if self._stream is None:
             self._stream = iter_json_array(self.path)
+            self._last = self.plan.last_selected
         while not self._done:
             if self._ahead is None:
                 item = next(self._stream, None)
@@ -89,6 +107,11 @@ class AlignedCursor:
                 self._ahead = (self.plan.target(item), item)
             target, item = self._ahead
             if target == OUTSIDE:
+                if not self._saw_last:
+                    raise OutOfOrder(
+                        f"{self.path.name}#[{item[0]}] is an image beyond max_images listed before "  # type: ignore[index]
+                        f"the last selected image (image_data.json#[{self._last}])"
+                    )
                 self.stopped_at = item[0]  # type: ignore[index]
                 self.close()
                 return
@@ -99,6 +122,8 @@ class AlignedCursor:
                     f"{self.path.name}#[{item[0]}] belongs to shard {target} but shard {shard} is being read"  # type: ignore[index]
                 )
             self._ahead = None
+            if not self._saw_last and target is not None:
+                self._saw_last = self.plan.is_last_selected(item, self._last)
             yield item
 
     def close(self) -> None:

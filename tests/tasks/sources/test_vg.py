@@ -80,7 +80,7 @@ def test_shards_keep_each_image_with_its_annotations(vg_sample, tmp_path):
 def test_max_images_reads_only_the_first_images(vg_sample, tmp_path):
     stage = tmp_path / "vg"
     stats = ingest_vg(vg_sample, stage, shard_size=1, max_images=2)
-    assert len(stats) == 2
+    assert len(stats) == 2 and {s["merge"] for s in stats} == {"aligned"}  # in-order files stop early
     assert {r["image_id"] for t in ("images", "objects", "relations", "attributes") for r in rows(stage, t)} == {"vg:1", "vg:2"}
     assert set(rejects_by_reason(stage)) <= {"duplicate_relation"}
 
@@ -315,3 +315,20 @@ def test_out_of_order_files_with_max_images(vg_sample, tmp_path):
     assert_accounted(stats, stage)
     assert stats[0]["merge"] == "partitioned" and stats[0]["skipped_outside_selection"] == 9  # 3 files x images 3-5
     assert {r["image_id"] for r in rows(stage, "objects")} == {"vg:1", "vg:2"}
+
+
+def test_max_images_with_a_selected_image_after_one_beyond_the_selection(vg_sample, tmp_path):
+    # image 3 (beyond max_images=2) listed before image 2: reading must not stop at image 3 and lose image 2
+    src = tmp_path / "src"
+    shutil.copytree(vg_sample, src)
+    records = json.loads((vg_sample / "objects.json").read_text())
+    write_json(src, "objects.json", [records[0], records[2], records[1], *records[3:]])
+    stage = tmp_path / "vg"
+    stats = ingest_vg(src, stage, shard_size=1, max_images=2)
+    assert_accounted(stats, stage)
+    whole = tmp_path / "whole"
+    ingest_vg(vg_sample, whole, shard_size=1, max_images=2)
+    for table in ("images", "objects", "relations", "attributes"):
+        assert rows(stage, table) == rows(whole, table)
+    assert {r["image_id"] for r in rows(stage, "objects")} == {"vg:1", "vg:2"}
+    assert stats[0]["merge"] == "partitioned" and stats[0]["skipped_outside_selection"] == 9
