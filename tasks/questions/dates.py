@@ -10,7 +10,8 @@ Distractors are whole steps of the rendered precision (years, months or days) wi
 ``window_years`` of the answer, never after ``latest_year`` unless the answer itself is later,
 three distinct values drawn from the question's seed. Day arithmetic uses the proleptic Gregorian
 calendar (Wikidata's Julian-calendar dates keep their written day; only the distractors are
-computed in the Gregorian system).
+computed in the Gregorian system). A day its month lacks in that calendar ("30 February", or a
+Julian 29 February 1700) is rejected as ``unparsable_date`` rather than rolled into March.
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ def date_choices(df: pl.DataFrame, seeds: np.ndarray, latest_year: int) -> pl.Da
 
     reason = np.full(df.height, None, dtype=object)
     month_bad = (prec >= 10) & ((month_n < 1) | (month_n > 12))
-    day_bad = (prec == 11) & ((day_n < 1) | (day_n > 31))
+    # a day its month lacks ("30 February") would otherwise roll over into the next month
+    _, _, rolled = civil_from_days(days_from_civil(astro, np.clip(month_n, 1, 12), np.clip(day_n, 1, 31)))
+    day_bad = (prec == 11) & ((day_n < 1) | (day_n > 31) | (rolled != day_n))
     reason[(prec < 9)] = "date_too_coarse"
     reason[parts["precision"].is_null().to_numpy()] = "date_without_precision"
     reason[year.is_null().to_numpy() | month_bad | day_bad] = "unparsable_date"

@@ -88,3 +88,11 @@ def test_same_seed_same_distractors():
     seeds = np.array([11, 12, 11], dtype=np.uint64)
     out = date_choices(df, seeds, 2026)
     assert out.row(0) == out.row(2) and out.row(0) != out.row(1)
+
+
+def test_a_day_that_its_month_lacks_is_unparsable_not_moved():
+    # "30 February 1900" would otherwise render as the day it rolls over to: "2 March 1900"
+    df = _frame(["+1900-02-30T00:00:00Z", "+1900-04-31T00:00:00Z", "+2000-02-29T00:00:00Z", "+1900-02-30T00:00:00Z"], [11, 11, 11, 10])
+    out = date_choices(df, np.arange(4, dtype=np.uint64), 2026)
+    assert out["reason"].to_list() == ["unparsable_date", "unparsable_date", None, None]
+    assert out["answer"].to_list()[2:] == ["29 February 2000", "February 1900"]
