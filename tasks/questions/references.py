@@ -133,7 +133,8 @@ def _scene_graph_refs(
     mapping = pl.DataFrame(
         {"pred": list(bank.predicates), "mapped": list(bank.predicates.values())}, schema={"pred": pl.String, "mapped": pl.String}
     )
-    third_person = pl.col("pred").str.contains(r"^[a-z]{2,}[^s]s$")
+    # a verb in the third person, alone or before its preposition: "holds", "sits on", "hangs from"
+    third_person = pl.col("pred").str.contains(r"^[a-z]{2,}[^s]s( |$)")
     rel = rel.join(mapping, on="pred", how="left").with_columns(
         pred_phrase=pl.coalesce("mapped", pl.when(third_person).then("that " + pl.col("pred")).otherwise("pred"))
     )

@@ -56,7 +56,8 @@ def test_predicates_read_as_noun_phrase_modifiers(bank, facts, objects, links):
 
     only_car = pl.from_arrow(links).filter(pl.col("qid") != "Q5638").to_arrow()
     cases = {"has": "with", "Wears": "wearing", "holds": "holding", "sits": "that sits", "is near": "near",
-             "sitting on a": "sitting on"}
+             "sitting on a": "sitting on",
+             "sits on": "that sits on", "hangs from the": "that hangs from", "across from": "across from"}
     for n, (predicate, phrase) in enumerate(cases.items()):
         relations = schemas.from_rows([rel(n, predicate)], schemas.RELATIONS)
         refs, _ = _refs(bank, facts, objects, relations, only_car)
