@@ -24,7 +24,7 @@ EXPECTED = [
     ("Who invented the motor vehicle parked next to the sidewalk?", "Carl Benz", "literal", 1, True),
     ("On which continent is this mountain?", "Asia", "fixed", 1, False),
     ("How tall is this lattice tower?", "330 m", "number", 1, False),
-    ("What is the elevation of this mountain above sea level?", "8,849 m", "number", 1, False),
+    ("What is the elevation above sea level of this mountain?", "8,849 m", "number", 1, False),
     ("When was this lattice tower established?", "31 March 1889", "date", 1, False),
     ("When was the motor vehicle parked next to the sidewalk invented?", "1886", "date", 1, True),
     ("What is the capital of the country where this lattice tower is located?", "Paris", "literal", 2, False),
@@ -171,7 +171,7 @@ def test_sharding_does_not_change_questions(inputs, bank):
 def test_domain_filter_only_asks_the_domains_properties(inputs, bank):
     config = QuestionConfig(domains=["Measurements & Quantities"])
     q = _questions(_run(inputs, bank, config))
-    assert sorted(q["question"].to_list()) == ["How tall is this lattice tower?", "What is the elevation of this mountain above sea level?"]
+    assert sorted(q["question"].to_list()) == ["How tall is this lattice tower?", "What is the elevation above sea level of this mountain?"]
     allowed = set(bank.question_property_ids(["Measurements & Quantities"]))
     assert all(set(route) <= allowed for route in q["route"].to_list())
     # P2048 is also Architecture & Buildings: a restricted build tags only the selected domains
