@@ -4,7 +4,7 @@ Behaviour (FIELD_NOTES section 3):
 - User-Agent ``<tool>/<version> (<contact>) SPARQLWrapper/<version>`` (Wikimedia policy);
 - POST for long queries; one query in flight per client (configurable);
 - HTTP 429: wait ``Retry-After`` seconds (number or HTTP date), then retry;
-- 5xx, timeouts, connection errors, unparsable bodies: bounded exponential backoff with jitter;
+- 5xx, timeouts, connection errors, bodies cut short or unparsable: bounded exponential backoff with jitter;
 - 400: never retried, raised with the query text; other 4xx: not retried;
 - an on-disk cache keyed by endpoint (or a stable ``cache_key`` naming the knowledge
   source) + query text, with a TTL; only complete, parsed answers are cached, so a
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
+import http.client
 import json
 import logging
 import os
@@ -179,7 +180,8 @@ class WikidataClient:
             raise EndpointUnavailable(f"{self.endpoint}: HTTP {error.code} {error.reason}: {detail}") from None
         except urllib.error.URLError as error:
             raise _Transient(f"connection failed: {error.reason}") from None
-        except (TimeoutError, socket.timeout, ConnectionError, OSError) as error:
+        except (TimeoutError, socket.timeout, ConnectionError, OSError, http.client.HTTPException) as error:
+            # HTTPException: IncompleteRead (the connection dropped mid-body), BadStatusLine, ...
             raise _Transient(f"{type(error).__name__}: {error}") from None
         return _parse_bindings(body)
 
@@ -196,12 +198,12 @@ class WikidataClient:
             return None
         try:
             entry = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            if entry.get("source") != self.cache_key or entry.get("query") != query:
+                return None
+            age_days = (self._clock() - float(entry.get("fetched_at", 0))) / 86400
+        except (OSError, ValueError, AttributeError, TypeError):
             return None  # a damaged cache file is simply refetched
-        if entry.get("source") != self.cache_key or entry.get("query") != query:
-            return None
-        age_days = (self._clock() - float(entry.get("fetched_at", 0))) / 86400
-        if age_days > self.config.cache_ttl_days or not entry.get("complete"):
+        if age_days > self.config.cache_ttl_days or not entry.get("complete") or not isinstance(entry.get("bindings"), list):
             return None
         return entry["bindings"]
 

@@ -29,6 +29,7 @@ class Reply:
     body: bytes = json.dumps(EMPTY_RESULT).encode()
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    declared_length: int | None = None  # a Content-Length other than the body's: the connection drops mid-body
 
 
 @dataclass
@@ -80,9 +81,11 @@ class ScriptedSparqlServer:
             handler.send_header("Content-Type", "application/sparql-results+json")
             for name, value in reply.headers.items():
                 handler.send_header(name, value)
-            handler.send_header("Content-Length", str(len(reply.body)))
+            handler.send_header("Content-Length", str(reply.declared_length or len(reply.body)))
             handler.end_headers()
             handler.wfile.write(reply.body)
+            if reply.declared_length:
+                handler.close_connection = True
         finally:
             with self._lock:
                 self.in_flight -= 1

@@ -101,6 +101,20 @@ def test_truncated_answer_is_retried_and_never_cached(sparql_server, fast_config
     assert not list(tmp_path.rglob("*.json"))
 
 
+def test_connection_dropped_mid_body_is_retried_and_never_cached(sparql_server, fast_config, tmp_path):
+    body = sparql_json([{"item": "http://www.wikidata.org/entity/Q144"}])
+    sparql_server.script = [Reply(200, body[:30], declared_length=len(body)), OK]
+    client = WikidataClient(sparql_server.url, fast_config, cache_dir=tmp_path, sleep=Recorder())
+
+    assert client.select(QUERY)[0]["item"]["value"] == "http://www.wikidata.org/entity/Q144"
+    assert client.requests == 2 and client.retries == 1
+
+    sparql_server.script = [Reply(200, body[:30], declared_length=len(body))]
+    with pytest.raises(EndpointUnavailable, match="IncompleteRead"):
+        client.select(QUERY + " LIMIT 1")
+    assert len(list(tmp_path.rglob("*.json"))) == 1  # only the complete answer
+
+
 def test_unreachable_endpoint_fails_after_bounded_retries(fast_config):
     import socket
 
@@ -151,6 +165,19 @@ def test_cache_is_keyed_by_endpoint_and_query_and_expires(sparql_server, fast_co
     now[0] += (fast_config.cache_ttl_days + 1) * 86400
     client.select(QUERY)
     assert client.requests == 3
+
+
+@pytest.mark.parametrize("damage", ["{not json", "[]", '{"source": "URL", "query": "QUERY", "fetched_at": "yesterday", "complete": true}'])
+def test_damaged_cache_entry_is_fetched_again(sparql_server, fast_config, tmp_path, damage):
+    sparql_server.script = [OK]
+    client = WikidataClient(sparql_server.url, fast_config, cache_dir=tmp_path)
+    client.select(QUERY)
+    (entry,) = tmp_path.rglob("*.json")
+    entry.write_text(damage.replace("URL", sparql_server.url).replace("QUERY", QUERY.replace('"', '\\"')), encoding="utf-8")
+
+    again = WikidataClient(sparql_server.url, fast_config, cache_dir=tmp_path)
+    assert again.select(QUERY)[0]["item"]["value"] == "http://www.wikidata.org/entity/Q144"
+    assert (again.requests, again.cache_hits) == (1, 0)
 
 
 def test_user_agent_follows_wikimedia_policy(sparql_server, fast_config):
