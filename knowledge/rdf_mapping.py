@@ -155,11 +155,16 @@ def _property_triples(subject: NamedNode, entity_id: str, pid: str, statements: 
         mapped = _simple_value(snak, datatype, stats)
         if mapped is None:
             continue
+        try:  # built before anything of the value is emitted: a bad unit/precision/bound skips the whole value
+            value_node = list(_value_node(node, pid, snak, datatype))
+        except (KeyError, TypeError, ValueError) as error:
+            stats.skipped[f"invalid {datatype} value: {type(error).__name__}"] += 1
+            continue
         yield Triple(node, _n(PS + pid), mapped)
         if is_best:
             stats.truthy += 1
             yield Triple(subject, _n(WDT + pid), mapped)
-        yield from _value_node(node, pid, snak, datatype)
+        yield from value_node
 
 
 def _statement_local_name(entity_id: str, statement: dict) -> str:

@@ -98,3 +98,21 @@ def test_build_report_counts_and_skips(tmp_path):
     assert report["skipped"] == {"unsupported datatype wikibase-lexeme": 1}
     text = (tmp_path / "out.nt").read_text()
     assert '<http://www.wikidata.org/entity/Q45> <http://www.wikidata.org/prop/direct/P625> "Point(-8.0 39.6)"' in text
+
+
+def test_bad_value_node_parts_skip_the_statement_not_the_build(tmp_path):
+    gregorian = WD + "Q1985727"
+    bad = {
+        "P585": ("time", {"time": "+1900-01-01T00:00:00Z", "timezone": 0, "calendarmodel": gregorian}),  # no precision
+        "P580": ("time", {"time": "+1900-01-01T00:00:00Z", "precision": "x", "timezone": 0, "calendarmodel": gregorian}),
+        "P2048": ("quantity", {"amount": "+5", "unit": "Q11573"}),  # unit not an IRI
+        "P2049": ("quantity", {"amount": "+5", "unit": "1", "upperBound": "lots"}),
+    }
+    entity = item_entity("Q1", "x", {pid: [statement("Q1", pid, value)] for pid, value in bad.items()}
+                         | {"P2044": [statement("Q1", "P2044", ("quantity", {"amount": "+8848", "unit": WD + "Q11573"}))]})
+    report = write_ntriples(write_jsonl(tmp_path / "e.jsonl", [entity]), tmp_path / "out.nt")
+    assert report["skipped"] == {"invalid quantity value: ValueError": 2, "invalid time value: KeyError": 1,
+                                 "invalid time value: ValueError": 1}
+    assert report["truthy_triples"] == 1
+    client = in_process_client(tmp_path, [entity])
+    assert [r["prop"]["value"] for r in client.select(queries.best_rank_statements(["Q1"], [*bad, "P2044"]))] == [WD + "P2044"]
