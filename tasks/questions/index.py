@@ -28,7 +28,7 @@ from reasonvqa import schemas
 from tasks.questions.bank import NAMING_PROPERTIES, SUBJECT, TemplateBank
 from tasks.questions.config import QuestionConfig
 from tasks.questions.hashing import stable_rank
-from tasks.questions.text import clean_phrase_expr, normalize_expr, normalize_text, resolve_articles_expr
+from tasks.questions.text import capitalize_expr, clean_phrase_expr, normalize_expr, normalize_text, resolve_articles_expr
 
 VALUE_COLUMNS = ["value_kind", "value_qid", "value_label", "amount", "unit_qid", "unit_label", "time", "precision"]
 _KIND = {"item": "item", "quantity": "quantity", "time": "time", "string": "string", "monolingualtext": "string"}
@@ -208,8 +208,10 @@ def _route_texts(route_keys: list[str], templates: dict, domain_order: list[str]
     }
     # {a} is always followed by a word of its own template, so articles resolve before any subject is known
     texts = pl.DataFrame(rows, schema=schema).join(_template_params(templates), on="property_id", how="left", maintain_order="left")
+    # a main template that starts with {subject} puts the first hop's sub-clause ("the country
+    # where ...") at the start of the question: capitalize it here, the phrase when the prefix is empty
     texts = texts.with_columns(
-        prefix=resolve_articles_expr(pl.col("prefix")), suffix=resolve_articles_expr(pl.col("suffix"))
+        prefix=capitalize_expr(resolve_articles_expr(pl.col("prefix"))), suffix=resolve_articles_expr(pl.col("suffix"))
     )
     return texts.with_columns(norm_prefix=normalize_expr(pl.col("prefix")), norm_suffix=normalize_expr(pl.col("suffix")))
 

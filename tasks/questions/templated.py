@@ -42,7 +42,7 @@ from tasks.questions.index import KnowledgeIndex, build_index
 from tasks.questions.numbers import number_choices
 from tasks.questions.pools import pool_choices
 from tasks.questions.references import build_references, columns
-from tasks.questions.text import normalize_expr
+from tasks.questions.text import capitalize_expr, normalize_expr
 
 STAGE = "questions"
 _PERMUTATIONS = np.array(list(itertools.permutations(range(4))), dtype=np.int64)
@@ -73,7 +73,7 @@ def generate_questions(
     rejects = Rejects(STAGE, shard)
     refs, stats = build_references(objects, relations, links, index.class_names, bank, config)
     refs = refs.with_columns(
-        phrase_cap=pl.col("phrase").str.slice(0, 1).str.to_uppercase() + pl.col("phrase").str.slice(1),
+        phrase_cap=capitalize_expr(pl.col("phrase")),
         norm_phrase=normalize_expr(pl.col("phrase")),
     )
     routes = index.routes_for(refs["qid"].unique().sort().to_list())

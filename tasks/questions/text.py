@@ -40,6 +40,11 @@ def resolve_articles_expr(expr: pl.Expr) -> pl.Expr:
     )
 
 
+def capitalize_expr(expr: pl.Expr) -> pl.Expr:
+    """The first character uppercased, the rest untouched ("the country where" -> "The country where")."""
+    return expr.str.slice(0, 1).str.to_uppercase() + expr.str.slice(1)
+
+
 def normalize_predicate_expr(expr: pl.Expr) -> pl.Expr:
     """A relationship predicate as predicates.yaml keys it: lowercase, single spaces, a leading
     "is"/"are" and a trailing article dropped ("is sitting on a" -> "sitting on")."""

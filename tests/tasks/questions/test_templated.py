@@ -217,3 +217,18 @@ def test_a_question_that_starts_with_the_object_is_capitalized(inputs, tmp_path)
     q = _questions(_run(inputs, bank))
     assert "This lattice tower has which height?" in q["question"].to_list()
     assert q["template_version"][0] == bank.version
+
+
+def test_a_multi_hop_question_that_starts_with_a_sub_clause_is_capitalized(inputs, tmp_path):
+    import shutil
+
+    from reasonvqa.paths import TEMPLATES_DIR
+    from tasks.questions.bank import load_bank
+
+    copy = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_DIR, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    path = copy / "properties" / "places.yaml"
+    path.write_text(path.read_text().replace("main: What is the capital of {subject}?", "main: '{subject} has which capital?'"))
+    q = _questions(_run(inputs, load_bank(copy)))
+    assert "The country where this lattice tower is located has which capital?" in q["question"].to_list()
+    assert all(text[0].isupper() for text in q["question"].to_list())
