@@ -21,6 +21,7 @@ Item values are followed to the next hop whether or not they have a label.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Iterable
 
@@ -93,6 +94,8 @@ def fetch_facts(
     labels = labels_for(sorted(wanted), client, config.batch_size, config.label_language)
     requests_by_hop["labels"] = client.requests - before
 
+    # the endpoint's row order is arbitrary: fix it so rejects (and which duplicate is kept) are deterministic
+    candidates.sort(key=lambda f: (f["hop"], json.dumps(f, sort_keys=True)))
     facts = _accept(candidates, labels, rejects, source)
     facts.sort(key=_sort_key)
     return StageResult(
@@ -189,6 +192,9 @@ def _sort_key(fact: dict) -> tuple:
         id_sort_key(fact["value_qid"]) if fact.get("value_qid") else ("", 0),
         fact.get("amount") if fact.get("amount") is not None else 0.0,
         fact.get("time") or "",
+        fact.get("precision") or 0,
+        id_sort_key(fact["unit_qid"]) if fact.get("unit_qid") else ("", 0),
         fact.get("value_label") or "",
+        fact.get("rank") or "",
     )
 

@@ -135,3 +135,46 @@ def test_bundled_sample_respects_real_ranks(bundled_client):
         "Nepal",
         "People's Republic of China",
     }
+
+
+def test_outputs_do_not_depend_on_the_order_of_the_answer(sparql_server, fast_config):
+    """WDQS gives no row order: two answers with the same rows in reverse order give the same facts and rejects."""
+    import json
+
+    from knowledge.wikidata import WikidataClient
+    from tests.knowledge.helpers import Reply
+
+    def cell(value, datatype=None):
+        if value.startswith("http"):
+            return {"type": "uri", "value": value}
+        return {"type": "literal", "value": value, **({"datatype": datatype} if datatype else {})}
+
+    decimal, integer = "http://www.w3.org/2001/XMLSchema#decimal", "http://www.w3.org/2001/XMLSchema#integer"
+    date = "http://www.w3.org/2001/XMLSchema#dateTime"
+    normal = "http://wikiba.se/ontology#NormalRank"
+
+    def height(unit):
+        return {"s": cell(WD + "Q1"), "prop": cell(WD + "P2044"), "rank": cell(normal), "v": cell("300", decimal),
+                "amount": cell("300", decimal), "unit": cell(WD + unit)}
+
+    def inception(precision):
+        return {"s": cell(WD + "Q1"), "prop": cell(WD + "P571"), "rank": cell(normal), "v": cell("1900-01-01T00:00:00Z", date),
+                "time": cell("1900-01-01T00:00:00Z", date), "precision": cell(str(precision), integer)}
+
+    unknown = [{"s": cell(WD + "Q1"), "prop": cell(WD + "P61"), "rank": cell(normal), "v": cell(f"{WD}.well-known/genid/{n}")}
+               for n in ("a", "b")]
+    statements = [height("Q11573"), height("Q3710"), inception(9), inception(8), *unknown]
+    labels = [{"item": cell(WD + q), "label": {"type": "literal", "value": name, "xml:lang": "en"}}
+              for q, name in (("Q1", "tower"), ("Q11573", "metre"), ("Q3710", "foot"))]
+
+    def run(rows):
+        body = json.dumps({"head": {"vars": sorted(rows[0])}, "results": {"bindings": rows}}).encode()
+        labels_body = json.dumps({"head": {"vars": ["item", "label"]}, "results": {"bindings": labels}}).encode()
+        sparql_server.script = [Reply(200, body), Reply(200, labels_body)]
+        client = WikidataClient(sparql_server.url, fast_config, cache_dir=None)
+        result = fetch_facts(["Q1"], client, CONFIG, ["P2044", "P571", "P61"], 0)
+        return result.outputs["facts"].to_pylist(), result.rejects.rows
+
+    forward, backward = run(statements), run(statements[::-1])
+    assert forward == backward
+    assert [(f["unit_label"], f["precision"]) for f in forward[0]] == [(None, 8), (None, 9), ("foot", None), ("metre", None)]
