@@ -22,6 +22,7 @@ Item values are followed to the next hop whether or not they have a label.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Iterable
 
@@ -146,12 +147,29 @@ def _parse(row: Binding, hop: int) -> dict:
         fact.update(value_type="time", time=time if time[:1] in "+-" else "+" + time)
         if "precision" in row:
             fact["precision"] = int(row["precision"]["value"])
+            fact["time"] = _json_year(time, fact["precision"])
         else:
             fact["reject"] = "time_without_precision"
     else:
         fact["reject"] = "unsupported_value_type"
         fact["raw"] = text
     return fact
+
+
+def _json_year(time: str, precision: int) -> str:
+    """An RDF time (XSD 1.1 years) as Wikidata's JSON writes it: ``+1889-...``, 44 BC as ``-0044``.
+
+    Wikibase's RDF export moves years before the common era up by one at year precision
+    or finer (``-0043`` is 44 BC, ``0000`` is 1 BC); coarser precisions are not moved.
+    """
+    match = re.fullmatch(r"([+-]?)(\d+)(-.*)", time)
+    if match is None:
+        return time if time[:1] in "+-" else "+" + time
+    sign, digits, rest = match.groups()
+    year = -int(digits) if sign == "-" else int(digits)
+    if precision >= 9 and year <= 0:
+        year -= 1
+    return f"{'-' if year < 0 else '+'}{abs(year):04d}{rest}"
 
 
 def _accept(candidates: Iterable[dict], labels: dict[str, str], rejects: Rejects, source: str) -> list[dict]:

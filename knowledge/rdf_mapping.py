@@ -46,7 +46,7 @@ WKT = NamedNode("http://www.opengis.net/ont/geosparql#wktLiteral")
 COMMONS_SITE = "https://commons.wikimedia.org/"
 UNIT_ONE = WD + "Q199"  # Wikidata writes unit "1" for dimensionless quantities
 
-MAPPING_VERSION = "1"  # bump when the triples produced for the same input change
+MAPPING_VERSION = "2"  # bump when the triples produced for the same input change
 
 PROPERTY_TYPES = {
     "wikibase-item": "WikibaseItem",
@@ -208,7 +208,7 @@ def _simple_value(snak: dict, datatype: str | None, stats: MappingStats) -> Name
         if datatype == "quantity":
             return Literal(_decimal(value["amount"]), datatype=_n(XSD + "decimal"))
         if datatype == "time":
-            return Literal(_xsd_datetime(value["time"]), datatype=_n(XSD + "dateTime"))
+            return Literal(_xsd_datetime(value["time"], value.get("precision")), datatype=_n(XSD + "dateTime"))
         if datatype == "commonsMedia":
             return _n("http://commons.wikimedia.org/wiki/Special:FilePath/" + quote(str(value).replace(" ", "_")))
         if datatype in ("url", "tabular-data", "geo-shape"):
@@ -238,7 +238,7 @@ def _value_node(statement: NamedNode, pid: str, snak: dict, datatype: str | None
                 yield Triple(node, _wb(name), Literal(_decimal(value[bound]), datatype=_n(XSD + "decimal")))
     else:
         yield Triple(node, RDF_TYPE, _wb("TimeValue"))
-        yield Triple(node, _wb("timeValue"), Literal(_xsd_datetime(value["time"]), datatype=_n(XSD + "dateTime")))
+        yield Triple(node, _wb("timeValue"), Literal(_xsd_datetime(value["time"], value["precision"]), datatype=_n(XSD + "dateTime")))
         yield Triple(node, _wb("timePrecision"), Literal(str(int(value["precision"])), datatype=_n(XSD + "integer")))
         yield Triple(node, _wb("timeTimezone"), Literal(str(int(value.get("timezone", 0))), datatype=_n(XSD + "integer")))
         if value.get("calendarmodel"):
@@ -268,12 +268,19 @@ def _decimal(amount: object) -> str:
     return text
 
 
-def _xsd_datetime(time: str) -> str:
-    """``+1889-03-31T00:00:00Z`` -> ``1889-03-31T00:00:00Z``; 00 month/day (year precision) -> 01, as WDQS does."""
+def _xsd_datetime(time: str, precision: object) -> str:
+    """``+1889-03-31T00:00:00Z`` -> ``1889-03-31T00:00:00Z``; 00 month/day (year precision) -> 01, as WDQS does.
+
+    Like Wikibase's RDF export (DateTimeValueCleaner, XSD 1.1), a year before the common era
+    at year precision or finer moves up by one: JSON ``-0044`` (44 BC) is ``-0043``, ``-0001`` is ``0000``.
+    """
     match = re.fullmatch(r"([+-]?)(\d+)-(\d\d)-(\d\d)(T\d\d:\d\d:\d\dZ)", time)
     if not match:
         raise ValueError(f"not a Wikibase time: {time!r}")
     sign, year, month, day, rest = match.groups()
     month = "01" if month == "00" else month
     day = "01" if day == "00" else day
+    if sign == "-" and int(precision) >= 9:  # type: ignore[call-overload]
+        shifted = int(year) - 1
+        sign, year = ("-" if shifted else ""), f"{shifted:04d}"
     return f"{'-' if sign == '-' else ''}{year}-{month}-{day}{rest}"

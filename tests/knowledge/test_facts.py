@@ -178,3 +178,21 @@ def test_outputs_do_not_depend_on_the_order_of_the_answer(sparql_server, fast_co
     forward, backward = run(statements), run(statements[::-1])
     assert forward == backward
     assert [(f["unit_label"], f["precision"]) for f in forward[0]] == [(None, 8), (None, 9), ("foot", None), ("metre", None)]
+
+
+def test_times_come_back_in_wikidata_json_years(tmp_path):
+    """Facts carry times as Wikidata's JSON writes them (44 BC = -0044), whatever the endpoint's XSD 1.1 years."""
+    gregorian = WD + "Q1985727"
+
+    def when(time, precision, n):
+        return statement("Q1", "P571", ("time", {"time": time, "precision": precision, "timezone": 0, "calendarmodel": gregorian}), n=n)
+
+    entity = item_entity("Q1", "forum", {"P571": [when("-0044-03-15T00:00:00Z", 11, 0), when("-0001-00-00T00:00:00Z", 9, 1),
+                                                  when("-0500-00-00T00:00:00Z", 7, 2), when("+1886-00-00T00:00:00Z", 9, 3)]})
+    result = fetch_facts(["Q1"], in_process_client(tmp_path, [entity]), CONFIG, ["P571"], 0)
+    assert sorted((f["time"], f["precision"]) for f in result.outputs["facts"].to_pylist()) == [
+        ("+1886-01-01T00:00:00Z", 9),
+        ("-0001-01-01T00:00:00Z", 9),
+        ("-0044-03-15T00:00:00Z", 11),
+        ("-0500-01-01T00:00:00Z", 7),
+    ]

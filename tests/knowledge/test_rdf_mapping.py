@@ -116,3 +116,23 @@ def test_bad_value_node_parts_skip_the_statement_not_the_build(tmp_path):
     assert report["truthy_triples"] == 1
     client = in_process_client(tmp_path, [entity])
     assert [r["prop"]["value"] for r in client.select(queries.best_rank_statements(["Q1"], [*bad, "P2044"]))] == [WD + "P2044"]
+
+
+def test_bce_times_follow_xsd_11_like_wdqs(tmp_path):
+    """WDQS writes years before the common era in XSD 1.1 (1 BCE = 0000) when the precision is a year or finer."""
+    gregorian = WD + "Q1985727"
+
+    def when(time, precision, n):
+        return statement("Q1", "P571", ("time", {"time": time, "precision": precision, "timezone": 0, "calendarmodel": gregorian}), n=n)
+
+    entity = item_entity("Q1", "x", {"P571": [when("-0044-03-15T00:00:00Z", 11, 0), when("-0001-00-00T00:00:00Z", 9, 1),
+                                              when("-0500-00-00T00:00:00Z", 7, 2), when("+0044-00-00T00:00:00Z", 9, 3)]})
+    client = in_process_client(tmp_path, [entity])
+    rows = client.select(queries.best_rank_statements(["Q1"], ["P571"]))
+    assert sorted((r["time"]["value"], r["precision"]["value"]) for r in rows) == [
+        ("-0043-03-15T00:00:00Z", "11"),  # 44 BC
+        ("-0500-01-01T00:00:00Z", "7"),  # coarser than a year: not shifted (as Wikibase does)
+        ("0000-01-01T00:00:00Z", "9"),  # 1 BC
+        ("0044-01-01T00:00:00Z", "9"),
+    ]
+    assert sorted(r["v"]["value"] for r in rows)[0] == "-0043-03-15T00:00:00Z"  # the ps: value too
