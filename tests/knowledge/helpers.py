@@ -122,6 +122,12 @@ def statement(subject: str, pid: str, value, rank: str = "normal", n: int = 0, s
     return {"mainsnak": snak, "type": "statement", "id": f"{subject}${pid}-{n}-{rank}", "rank": rank}
 
 
+def time_statement(subject: str, pid: str, time: str, precision: int, n: int = 0) -> dict:
+    """A Gregorian time statement in the dump format."""
+    value = {"time": time, "precision": precision, "timezone": 0, "calendarmodel": "http://www.wikidata.org/entity/Q1985727"}
+    return statement(subject, pid, ("time", value), n=n)
+
+
 def write_jsonl(path: Path, entities: list[dict]) -> Path:
     path.write_text("".join(json.dumps(e) + "\n" for e in entities), encoding="utf-8")
     return path

@@ -10,7 +10,7 @@ from knowledge.config import KnowledgeConfig
 from knowledge.facts import fetch_facts
 from knowledge.ids import MalformedId
 from reasonvqa.stage import write_shard
-from tests.knowledge.helpers import in_process_client, item_entity, statement
+from tests.knowledge.helpers import in_process_client, item_entity, statement, time_statement
 
 WD = "http://www.wikidata.org/entity/"
 CONFIG = KnowledgeConfig()
@@ -182,10 +182,8 @@ def test_outputs_do_not_depend_on_the_order_of_the_answer(sparql_server, fast_co
 
 def test_times_come_back_in_wikidata_json_years(tmp_path):
     """Facts carry times as Wikidata's JSON writes them (44 BC = -0044), whatever the endpoint's XSD 1.1 years."""
-    gregorian = WD + "Q1985727"
-
     def when(time, precision, n):
-        return statement("Q1", "P571", ("time", {"time": time, "precision": precision, "timezone": 0, "calendarmodel": gregorian}), n=n)
+        return time_statement("Q1", "P571", time, precision, n)
 
     entity = item_entity("Q1", "forum", {"P571": [when("-0044-03-15T00:00:00Z", 11, 0), when("-0001-00-00T00:00:00Z", 9, 1),
                                                   when("-0500-00-00T00:00:00Z", 7, 2), when("+1886-00-00T00:00:00Z", 9, 3)]})

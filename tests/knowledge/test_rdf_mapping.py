@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from knowledge import queries
 from knowledge.mirror import write_ntriples
-from tests.knowledge.helpers import in_process_client, item_entity, statement, write_jsonl
+from tests.knowledge.helpers import in_process_client, item_entity, statement, time_statement, write_jsonl
 
 WD = "http://www.wikidata.org/entity/"
 
@@ -120,10 +120,8 @@ def test_bad_value_node_parts_skip_the_statement_not_the_build(tmp_path):
 
 def test_bce_times_follow_xsd_11_like_wdqs(tmp_path):
     """WDQS writes years before the common era in XSD 1.1 (1 BCE = 0000) when the precision is a year or finer."""
-    gregorian = WD + "Q1985727"
-
     def when(time, precision, n):
-        return statement("Q1", "P571", ("time", {"time": time, "precision": precision, "timezone": 0, "calendarmodel": gregorian}), n=n)
+        return time_statement("Q1", "P571", time, precision, n)
 
     entity = item_entity("Q1", "x", {"P571": [when("-0044-03-15T00:00:00Z", 11, 0), when("-0001-00-00T00:00:00Z", 9, 1),
                                               when("-0500-00-00T00:00:00Z", 7, 2), when("+0044-00-00T00:00:00Z", 9, 3)]})
