@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from flows.build_reasonvqa import build_reasonvqa, stage_report
+from flows.runners import make_task_runner
 from reasonvqa.config import sample_config
 from reasonvqa.stage import stage_stats
 from tasks.release.verify import verify_release
@@ -18,11 +19,13 @@ pytestmark = pytest.mark.integration
 def two_builds(tmp_path_factory):
     root = tmp_path_factory.mktemp("builds")
     first = Path(build_reasonvqa(sample_config(), str(root / "a")))
-    second = Path(build_reasonvqa(sample_config(), str(root / "b")))
+    # the second build runs its shards on a local Dask cluster: outputs must not depend on the runner
+    on_dask = build_reasonvqa.with_options(task_runner=make_task_runner(dask_workers=2))
+    second = Path(on_dask(sample_config(), str(root / "b")))
     return first, second
 
 
-def test_release_verifies_and_is_byte_identical_across_builds(two_builds):
+def test_release_verifies_and_is_byte_identical_across_builds_and_runners(two_builds):
     first, second = two_builds
     assert first.parts[-2:] == ("reasonvqa-sample", "0.1.0")
     assert verify_release(first) == []
