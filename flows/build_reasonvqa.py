@@ -22,6 +22,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from knowledge.config import KnowledgeConfig
+from flows.artifacts import publish_artifacts
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig, SourceConfig
 from reasonvqa.snapshot import folder_snapshot_id
@@ -253,20 +254,6 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
     )
     publish_artifacts(release)
     return release
-
-
-def publish_artifacts(release: Path) -> None:
-    """Publish the release's counts and plots as Prefect artifacts (markdown + table)."""
-    from prefect.artifacts import create_markdown_artifact
-
-    manifest = json.loads((release / "manifest.json").read_text())
-    plots = sorted((release / "stats").glob("*.png")) if (release / "stats").exists() else []
-    lines = [f"# {manifest['name']} {manifest['version']}", "", f"Release folder: `{release}`", "",
-             "| split | questions |", "| --- | ---: |"]
-    lines += [f"| {k} | {v} |" for k, v in manifest["counts"].items()]
-    if plots:
-        lines += ["", "Plots:"] + [f"- `{p}`" for p in plots]
-    create_markdown_artifact("\n".join(lines), key="release-summary", description="Release counts and stats")
 
 
 def stage_report(work_dir: Path) -> dict[str, dict]:

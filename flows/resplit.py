@@ -188,14 +188,9 @@ def resplit_flow(
     overwrite: bool = False,
 ) -> str:
     """Prefect flow ``resplit``: re-split a release and publish its stats as artifacts."""
-    from flows.build_reasonvqa import publish_artifacts
-    from prefect.artifacts import create_markdown_artifact
+    from flows.artifacts import publish_artifacts
 
     release = Path(resplit_task(source, out, domains, sources, hops, version, seed, domain_match, overwrite))
     publish_artifacts(release)
-    stats = release / "stats"
-    if (stats / "SUMMARY.md").exists():
-        create_markdown_artifact((stats / "SUMMARY.md").read_text(encoding="utf-8"), key="resplit-stats",
-                                 description=f"Statistics of {release}")
     print(f"re-split release written to {release}")
     return str(release)

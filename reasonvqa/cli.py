@@ -55,12 +55,21 @@ def build(
         cfg.questions.domains = _split_list(domains)
     if version is not None:
         cfg.release.version = version
+    missing = [f"{s.kind}: {s.path}" for s in cfg.sources if not s.path.is_dir()]
+    if missing:
+        typer.echo(f"error: source folder not found: {'; '.join(missing)}", err=True)
+        raise typer.Exit(2)
     _quiet_prefect()
     from flows.build_reasonvqa import build_reasonvqa
     from flows.runners import make_task_runner
+    from tasks.release.writer import ReleaseExistsError
 
     runner = make_task_runner(dask_workers, dask_address)
-    release = build_reasonvqa.with_options(task_runner=runner)(cfg, str(out), str(work) if work else None, overwrite)
+    try:
+        release = build_reasonvqa.with_options(task_runner=runner)(cfg, str(out), str(work) if work else None, overwrite)
+    except (FileNotFoundError, ReleaseExistsError) as exc:  # a missing input file, or a version already taken
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
     typer.echo(release)
 
 

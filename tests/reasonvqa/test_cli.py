@@ -35,3 +35,10 @@ def test_build_needs_exactly_one_input(tmp_path):
     result = runner.invoke(app, ["build", "--out", str(tmp_path)])
     assert result.exit_code == 2
     assert "exactly one of --sample or --config" in result.output
+
+
+def test_build_with_a_missing_source_folder_names_it(tmp_path):
+    (tmp_path / "build.yaml").write_text("sources:\n  - {kind: vg, path: no_such_folder}\n")
+    result = runner.invoke(app, ["build", "--config", str(tmp_path / "build.yaml"), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert f"source folder not found: vg: {tmp_path / 'no_such_folder'}" in result.output
