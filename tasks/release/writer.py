@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
@@ -58,7 +59,11 @@ def write_table_files(table: pa.Table, folder: Path) -> list[Path]:
 
 
 def _sort_by_question_id(table: pa.Table) -> pa.Table:
-    return table.sort_by([("question_id", "ascending")]) if table.num_rows else table
+    """Rows in question_id order; an already ordered table (the usual case) is not re-sorted."""
+    ids = table["question_id"]
+    if table.num_rows < 2 or pc.all(pc.greater_equal(ids.slice(1), ids.slice(0, len(ids) - 1))).as_py():
+        return table
+    return table.sort_by([("question_id", "ascending")])
 
 
 def write_release(
