@@ -8,6 +8,7 @@ make a rerun skip finished work; Prefect's own cache is not used.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import functools
 import json
 import shutil
@@ -25,7 +26,7 @@ from knowledge.config import KnowledgeConfig
 from flows.artifacts import publish_artifacts
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig, SourceConfig
-from reasonvqa.snapshot import folder_snapshot_id
+from reasonvqa.snapshot import code_fingerprint, folder_snapshot_id
 from reasonvqa.stage import read_table, run_shard, shard_paths, stage_stats, summarize, write_json
 from tasks.questions.config import QuestionConfig
 
@@ -155,6 +156,19 @@ def knowledge_snapshot(config: KnowledgeConfig) -> str:
     return snapshot_id(config.mirror_entities)
 
 
+def input_snapshots(config: BuildConfig) -> dict[str, str]:
+    """Content ids of every input: each source's annotation files and the knowledge base."""
+    inputs = {f"source:{s.kind}": folder_snapshot_id(s.path, recursive=False) for s in config.sources}
+    inputs["knowledge"] = knowledge_snapshot(config.knowledge)
+    return inputs
+
+
+def work_key(config: BuildConfig, inputs: dict[str, str]) -> str:
+    """Work-folder name: changes with the config, the inputs or the pipeline's code."""
+    key = json.dumps([config.config_hash(), inputs, code_fingerprint()], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
 def _merged_facts(stage_dir: Path, out: Path) -> Path:
     """All fact shards as one file, deduplicated, each fact at its smallest hop."""
     facts = pl.from_arrow(read_table(stage_dir, "facts", schemas.FACTS))
@@ -171,7 +185,8 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     """Build a release from ``config`` into ``out``; returns the release folder."""
     logger = get_run_logger()
     out_dir = Path(out)
-    work_dir = Path(work) if work else out_dir / ".work" / config.config_hash()[:16]
+    inputs = input_snapshots(config)
+    work_dir = Path(work) if work else out_dir / ".work" / work_key(config, inputs)
     work_dir.mkdir(parents=True, exist_ok=True)
     report: dict[str, dict] = {}
 
@@ -188,7 +203,7 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     properties = bank.property_ids(config.questions.domains)
     cache_dir = config.knowledge.cache_dir or work_dir / "_sparql_cache"
     cache_key = mirror_cache_key(config.knowledge)
-    snapshot = knowledge_snapshot(config.knowledge)
+    snapshot = inputs["knowledge"]
     remote = bool(config.knowledge.endpoint)
     with knowledge_endpoint(config.knowledge, work_dir) as endpoint:
         # 2. linking: one task per source shard of objects
@@ -213,21 +228,21 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     question_futures = []
     for n, (kind, i) in enumerate(shards):
         # a source without relations (GLDv2) has no relations folder: the task reads an empty table
-        inputs = {t: source_dirs[kind] / t / f"part-{i:05d}.parquet" for t in ("images", "objects", "relations")}
-        inputs["links"] = link_dir / "entity_links" / f"part-{n:05d}.parquet"
+        shard_files = {t: source_dirs[kind] / t / f"part-{i:05d}.parquet" for t in ("images", "objects", "relations")}
+        shard_files["links"] = link_dir / "entity_links" / f"part-{n:05d}.parquet"
         question_futures.append(
-            questions_shard.submit(inputs, n, question_dir, facts_path, config.questions, config.seed, snapshot)
+            questions_shard.submit(shard_files, n, question_dir, facts_path, config.questions, config.seed, snapshot)
         )
     report["questions"] = summarize([f.result() for f in question_futures])
     pool = read_table(question_dir, "questions", schemas.QUESTIONS)
 
     # 5-7. balance, split, stats, release
-    release = finish_release(pool, config, out_dir, work_dir, snapshot, report, overwrite)
+    release = finish_release(pool, config, out_dir, work_dir, inputs, report, overwrite)
     logger.info("release written to %s", release)
     return str(release)
 
 
-def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir: Path, snapshot: str,
+def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str],
                    report: dict[str, dict], overwrite: bool) -> Path:
     """Balance the pool, split it, write stats and the release folder."""
     from tasks.balance.pipeline import balance_and_split
@@ -242,8 +257,6 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
     stats_files = write_stats(done.pool, done.balance, done.split, stats_dir)
     write_json(report, stats_dir / "stages.json")
     stats_files["stages.json"] = stats_dir / "stages.json"
-    inputs = {f"source:{s.kind}": folder_snapshot_id(s.path) for s in config.sources}
-    inputs["knowledge"] = snapshot
     release = write_release(
         out_dir, config.release.name, config.release.version,
         {"train": done.split.train, "test": done.split.test},

@@ -39,7 +39,7 @@ def build(
                                                    help="BuildConfig YAML file.")] = None,
     out: Annotated[Path, typer.Option(help="Output folder; the release goes to OUT/<name>/<version>/.")] = Path("out"),
     domains: Annotated[Optional[str], typer.Option(help='Comma-separated domains, e.g. "Places & Locations".')] = None,
-    work: Annotated[Optional[Path], typer.Option(help="Work folder (default OUT/.work/<config hash>).")] = None,
+    work: Annotated[Optional[Path], typer.Option(help="Work folder (default OUT/.work/<hash of config, inputs and code>).")] = None,
     version: Annotated[Optional[str], typer.Option(help="Release version (overrides the config).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing release version.")] = False,
     dask_workers: Annotated[int, typer.Option(help="Run shards on a local Dask cluster of N processes.")] = 0,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from knowledge.config import KnowledgeConfig
 from reasonvqa.paths import REPO_ROOT, SAMPLE_DIR
@@ -44,6 +44,14 @@ class BuildConfig(BaseModel):
     release: ReleaseConfig = Field(default_factory=ReleaseConfig)
     seed: int = 0
     shard_size: int = Field(default=5000, ge=1, description="Records per shard (one Prefect task per shard).")
+
+    @field_validator("sources")
+    @classmethod
+    def _one_folder_per_kind(cls, sources: list[SourceConfig]) -> list[SourceConfig]:
+        kinds = [s.kind for s in sources]
+        if not sources or len(set(kinds)) != len(kinds):
+            raise ValueError(f"give each source kind once (image ids are <kind>:<id>), got {kinds}")
+        return sources
 
     def config_hash(self) -> str:
         """sha256 of the canonical JSON of the config (paths relative where possible)."""

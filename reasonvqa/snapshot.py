@@ -1,22 +1,48 @@
-"""Content-addressed ids of input folders, recorded in release manifests."""
+"""Content-addressed ids of inputs and of the pipeline's own code, for manifests and work folders."""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
 
+from reasonvqa.paths import REPO_ROOT
 
-def folder_snapshot_id(path: Path) -> str:
-    """sha256 over the relative names and contents of every file under ``path``.
+CODE_FOLDERS = ("reasonvqa", "tasks", "knowledge", "flows", "templates")
+
+
+def folder_snapshot_id(path: Path, recursive: bool = True) -> str:
+    """sha256 over the relative names and contents of the files under ``path``.
 
     Hidden files and folders are skipped. A single file hashes its own content.
+    ``recursive=False`` hashes only the files directly in ``path``: source datasets keep
+    their annotation files at the top and gigabytes of images in sub-folders.
     """
-    digest = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(
-        p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+    if path.is_file():
+        return _hash_files(path.parent, [path])
+    pattern = path.rglob("*") if recursive else path.glob("*")
+    files = sorted(
+        p for p in pattern if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
     )
+    return _hash_files(path, files)
+
+
+def code_fingerprint(root: Path = REPO_ROOT) -> str:
+    """sha256 of the pipeline's Python code and template bank.
+
+    Part of a build's work-folder key, so shard markers written by other code are never
+    taken for finished work (a stale marker would silently reuse old outputs).
+    """
+    files = sorted(
+        p for folder in CODE_FOLDERS for p in (root / folder).rglob("*")
+        if p.is_file() and p.suffix in {".py", ".yaml", ".yml"} and "__pycache__" not in p.parts
+    )
+    return _hash_files(root, files)
+
+
+def _hash_files(root: Path, files: list[Path]) -> str:
+    digest = hashlib.sha256()
     for file in files:
-        digest.update(file.name.encode() if file == path else file.relative_to(path).as_posix().encode())
+        digest.update(file.relative_to(root).as_posix().encode())
         digest.update(b"\0")
         with file.open("rb") as handle:
             while block := handle.read(1 << 20):

@@ -28,3 +28,9 @@ def test_config_hash_is_stable_and_path_independent_inside_the_repo():
     assert str(SAMPLE_DIR) not in a.canonical_json()
     b.seed = 1
     assert a.config_hash() != b.config_hash()
+
+
+def test_a_source_kind_given_twice_is_refused(tmp_path):
+    (tmp_path / "twice.yaml").write_text("sources:\n  - {kind: vg, path: a}\n  - {kind: vg, path: b}\n")
+    with pytest.raises(ValidationError, match="give each source kind once"):
+        load_config(tmp_path / "twice.yaml")

@@ -1,4 +1,4 @@
-from reasonvqa.snapshot import folder_snapshot_id
+from reasonvqa.snapshot import code_fingerprint, folder_snapshot_id
 
 
 def test_snapshot_changes_with_content_and_names(tmp_path):
@@ -12,3 +12,25 @@ def test_snapshot_changes_with_content_and_names(tmp_path):
     assert folder_snapshot_id(tmp_path) != first
     (tmp_path / "a.json").rename(tmp_path / "b.json")
     assert folder_snapshot_id(tmp_path) != first
+
+
+def test_top_level_snapshot_ignores_image_folders(tmp_path):
+    (tmp_path / "train.csv").write_text("id,url,landmark_id\n")
+    top = folder_snapshot_id(tmp_path, recursive=False)
+    (tmp_path / "train" / "0" / "0").mkdir(parents=True)
+    (tmp_path / "train" / "0" / "0" / "00a.jpg").write_bytes(b"\xff\xd8")
+    assert folder_snapshot_id(tmp_path, recursive=False) == top
+    assert folder_snapshot_id(tmp_path) != top
+
+
+def test_code_fingerprint_follows_code_and_templates(tmp_path):
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "tasks" / "stage.py").write_text("X = 1\n")
+    (tmp_path / "templates" / "p.yaml").write_text("a: 1\n")
+    (tmp_path / "tasks" / "notes.md").write_text("not code")
+    first = code_fingerprint(tmp_path)
+    (tmp_path / "tasks" / "notes.md").write_text("still not code")
+    assert code_fingerprint(tmp_path) == first
+    (tmp_path / "templates" / "p.yaml").write_text("a: 2\n")
+    assert code_fingerprint(tmp_path) != first
