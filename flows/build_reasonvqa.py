@@ -180,10 +180,35 @@ def _merged_facts(stage_dir: Path, out: Path) -> Path:
     return out
 
 
+def check_build_inputs(config: BuildConfig) -> None:
+    """Refuse a build that cannot finish, before any work: FileNotFoundError naming a missing
+    source folder or required file (or the mirror's entities), ValueError naming unknown domains."""
+    from tasks.questions.bank import load_bank
+    from tasks.sources.gldv2 import locate_split
+    from tasks.sources.gldv2_side import CATEGORIES, csv_rows
+    from tasks.sources.vg import locate_files
+
+    for source in config.sources:
+        if not source.path.is_dir():
+            raise FileNotFoundError(f"source folder not found: {source.kind}: {source.path}")
+        if source.kind == "vg":
+            locate_files(source.path)
+            continue
+        split = locate_split(source.path)
+        with contextlib.closing(csv_rows(split)) as rows:
+            header = next(rows)
+        if "landmark_id" in header and not (source.path / CATEGORIES).is_file():
+            raise FileNotFoundError(f"GLDv2 landmark categories not found: {source.path / CATEGORIES}")
+    if not config.knowledge.endpoint and not config.knowledge.mirror_entities.exists():
+        raise FileNotFoundError(f"knowledge mirror entities not found: {config.knowledge.mirror_entities}")
+    load_bank().property_ids(config.questions.domains)  # raises on an unknown domain
+
+
 @flow(name="build-reasonvqa", log_prints=True)
 def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, overwrite: bool = False) -> str:
     """Build a release from ``config`` into ``out``; returns the release folder."""
     logger = get_run_logger()
+    check_build_inputs(config)
     out_dir = Path(out)
     inputs = input_snapshots(config)
     work_dir = Path(work) if work else out_dir / ".work" / work_key(config, inputs)
@@ -247,7 +272,7 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
     """Balance the pool, split it, write stats and the release folder."""
     from tasks.balance.pipeline import balance_and_split
     from tasks.balance.stats import write_stats
-    from tasks.release.writer import write_release
+    from tasks.release.writer import require_nonempty_splits, write_release
 
     done = balance_and_split(pool, config.balance, config.split, config.seed)
     del pool  # done.pool holds the same rows (reordered); keeping both doubles peak memory
@@ -257,6 +282,10 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
     stats_files = write_stats(done.pool, done.balance, done.split, stats_dir)
     write_json(report, stats_dir / "stages.json")
     stats_files["stages.json"] = stats_dir / "stages.json"
+    # an empty split cannot be loaded by `datasets`: fail, pointing at the stage counts and rejects
+    require_nonempty_splits(config.release.name, config.release.version,
+                            {"train": done.split.train, "test": done.split.test}, done.pool.num_rows,
+                            f"; stage counts in {stats_dir / 'stages.json'}, dropped records in {work_dir}/*/_rejects/")
     release = write_release(
         out_dir, config.release.name, config.release.version,
         {"train": done.split.train, "test": done.split.test},

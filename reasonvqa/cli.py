@@ -46,31 +46,63 @@ def build(
     dask_address: Annotated[Optional[str], typer.Option(help="Run shards on an existing Dask scheduler.")] = None,
 ) -> None:
     """Run the build-reasonvqa flow and print the release folder."""
-    from reasonvqa.config import load_config, sample_config
+    from reasonvqa.config import sample_config
 
     if sample == (config is not None):
         raise typer.BadParameter("give exactly one of --sample or --config FILE")
-    cfg = sample_config() if sample else load_config(config)
+    cfg = sample_config() if sample else _load_config_or_exit(config)
     if domains is not None:
         cfg.questions.domains = _split_list(domains)
     if version is not None:
         cfg.release.version = version
-    missing = [f"{s.kind}: {s.path}" for s in cfg.sources if not s.path.is_dir()]
-    if missing:
-        typer.echo(f"error: source folder not found: {'; '.join(missing)}", err=True)
-        raise typer.Exit(2)
     _quiet_prefect()
-    from flows.build_reasonvqa import build_reasonvqa
+    from flows.build_reasonvqa import build_reasonvqa, check_build_inputs
     from flows.runners import make_task_runner
-    from tasks.release.writer import ReleaseExistsError
+
+    try:  # fail in a line, before Prefect starts, rather than in a task's traceback after minutes of work
+        check_build_inputs(cfg)
+    except (FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    from tasks.release.writer import EmptySplitError, ReleaseExistsError
 
     runner = make_task_runner(dask_workers, dask_address)
     try:
         release = build_reasonvqa.with_options(task_runner=runner)(cfg, str(out), str(work) if work else None, overwrite)
-    except (FileNotFoundError, ReleaseExistsError) as exc:  # a missing input file, or a version already taken
+    except (FileNotFoundError, ReleaseExistsError, EmptySplitError) as exc:  # missing input, version taken, no questions
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     typer.echo(release)
+
+
+def _load_config_or_exit(path: Path):
+    """The BuildConfig in ``path``, or exit 2 with one error naming the file (no traceback)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from reasonvqa.config import load_config
+
+    try:
+        return load_config(path)
+    except yaml.YAMLError as exc:
+        typer.echo(f"error: {path}: invalid YAML: {exc}", err=True)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        typer.echo(f"error: {path}: invalid config: {problems}", err=True)
+    except ValueError as exc:  # unknown keys
+        typer.echo(f"error: {path}: {exc}", err=True)
+    raise typer.Exit(2)
+
+
+def _hop_list(value: Optional[str]) -> Optional[list[int]]:
+    items = _split_list(value)
+    if items is None:
+        return None
+    bad = [h for h in items if not h.isdigit()]
+    if bad:
+        raise typer.BadParameter(f"hop counts are whole numbers such as 2,3; got {', '.join(map(repr, bad))}",
+                                 param_hint="--hops")
+    return [int(h) for h in items]
 
 
 @app.command()
@@ -105,14 +137,23 @@ def resplit(
 
     if domain_match not in ("route", "any", "all"):
         raise typer.BadParameter("--domain-match is one of route, any, all")
-    hop_list = [int(h) for h in _split_list(hops)] if hops else None
+    hop_list = _hop_list(hops)
     try:
         path = run_resplit(source, out, domains=_split_list(domains), sources=_split_list(sources),
                            hops=hop_list, version=version, seed=seed, domain_match=domain_match)
     except (EmptySelectionError, SourceReleaseError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
+    _warn_empty_splits(Path(path))
     typer.echo(path)
+
+
+def _warn_empty_splits(release: Path) -> None:
+    counts = json.loads((release / "manifest.json").read_text(encoding="utf-8"))["counts"]
+    for split in ("train", "test"):
+        if counts.get(split) == 0:
+            typer.echo(f"warning: {release}: split {split!r} is empty; datasets.load_dataset cannot load "
+                       "an empty split (select more questions)", err=True)
 
 
 @app.command()
@@ -124,14 +165,15 @@ def serve(
     cron: Annotated[Optional[str], typer.Option(help='Rebuild schedule, e.g. "0 3 * * 1".')] = None,
 ) -> None:
     """Serve build-reasonvqa and resplit as deployments (blocks; needs a Prefect API)."""
-    from reasonvqa.config import load_config, sample_config
+    from reasonvqa.config import sample_config
 
     if sample == (config is not None):
         raise typer.BadParameter("give exactly one of --sample or --config FILE")
+    cfg = sample_config() if sample else _load_config_or_exit(config)
     _quiet_prefect()
     from flows.deployments import serve_build
 
-    serve_build(name, sample_config() if sample else load_config(config), str(out.resolve()), cron)
+    serve_build(name, cfg, str(out.resolve()), cron)
 
 
 @sources_app.command("scan")

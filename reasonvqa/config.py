@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import typing
 from pathlib import Path
 from typing import Literal
 
@@ -83,11 +84,63 @@ def sample_config() -> BuildConfig:
 
 
 def load_config(path: Path) -> BuildConfig:
-    """Load a BuildConfig from YAML; relative paths resolve against the file's folder."""
+    """Load a BuildConfig from YAML; relative paths resolve against the file's folder.
+
+    Raises ``yaml.YAMLError`` on broken YAML, ``UnknownKeyError`` naming every key the
+    model does not have (a misspelled ``endpont`` must not silently mean "use the
+    defaults"), and pydantic's ``ValidationError`` on bad values.
+    """
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    unknown = unknown_keys(raw, BuildConfig)
+    if unknown:
+        raise UnknownKeyError("; ".join(f"unknown key {k!r}" for k in unknown))
     cfg = BuildConfig.model_validate(raw)
     base = path.resolve().parent
     for src in cfg.sources:
-        if not src.path.is_absolute():
-            src.path = base / src.path
+        src.path = _resolve(base, src.path)
+    knowledge = cfg.knowledge
+    for name in ("mirror_entities", "wordnet_table", "cache_dir"):
+        if getattr(knowledge, name) is not None:
+            setattr(knowledge, name, _resolve(base, getattr(knowledge, name)))
     return cfg
+
+
+class UnknownKeyError(ValueError):
+    """A config file names a field the model does not have."""
+
+
+def _resolve(base: Path, path: Path) -> Path:
+    return path if path.is_absolute() else base / path
+
+
+def unknown_keys(raw: object, model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Dotted names of keys in ``raw`` (nested dicts and lists of dicts) that ``model`` does not define."""
+    if not isinstance(raw, dict):
+        return []
+    found = []
+    for key, value in raw.items():
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        name = f"{prefix}{key}"
+        if field is None:
+            found.append(name)
+            continue
+        nested = _model_of(field.annotation)
+        if nested is None:
+            continue
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                found += unknown_keys(item, nested, f"{name}[{i}].")
+        else:
+            found += unknown_keys(value, nested, f"{name}.")
+    return found
+
+
+def _model_of(annotation: object) -> type[BaseModel] | None:
+    """The pydantic model inside ``annotation`` (``M``, ``list[M]``, ``M | None``), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        model = _model_of(arg)
+        if model is not None:
+            return model
+    return None

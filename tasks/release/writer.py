@@ -30,6 +30,18 @@ class ReleaseExistsError(FileExistsError):
     """The target version exists with different content and overwriting was not asked for."""
 
 
+class EmptySplitError(ValueError):
+    """A split would hold no questions: `datasets` cannot load such a release, so it is not written."""
+
+
+def require_nonempty_splits(name: str, version: str, splits: dict[str, pa.Table], pool_rows: int, hint: str = "") -> None:
+    """Raise EmptySplitError naming the first split without rows (call before ``write_release``)."""
+    empty = [split for split in _ordered(splits) if splits[split].num_rows == 0]
+    if empty:
+        raise EmptySplitError(f"release {name} {version}: split {empty[0]!r} is empty "
+                              f"({pool_rows} questions in the pool){hint}")
+
+
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     """Hex sha256 of a file, streamed."""
     digest = hashlib.sha256()

@@ -62,3 +62,97 @@ def test_every_shard_of_every_stage_adds_up(two_builds):
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["counts"]["train"] + manifest["counts"]["test"] <= manifest["counts"]["pool"]
     assert set(manifest["inputs"]) == {"source:vg", "source:gldv2", "knowledge"}
+
+
+# A hand-made build: VG v1.4 shapes (`id`, `merged_object_ids`, subject_id/object_id relations)
+# and GLDv2 CSVs (quoted, percent-encoded categories), each with bad records.
+VG_IMAGES = [
+    {"id": 10, "width": 800, "height": 600, "url": "https://cs.stanford.edu/people/rak248/VG_100K/10.jpg"},
+    {"image_id": 11, "width": 640, "height": 480, "url": None},
+    "not a record",
+    {"id": 13, "width": -5, "height": 100},
+]
+VG_OBJECTS = [
+    {"id": 10, "objects": [
+        {"id": 100, "x": 10, "y": 10, "w": 100, "h": 80, "names": ["dog"], "synsets": ["dog.n.01"],
+         "merged_object_ids": [90]},
+        {"id": 101, "x": 200, "y": 50, "w": 300, "h": 200, "names": ["car"], "synsets": ["car.n.01"]},
+        {"id": 102, "x": 900, "y": 700, "w": 50, "h": 50, "names": ["tree"]},
+        {"id": 103, "x": "a", "y": 5, "w": 10, "h": 10, "names": ["cat"]},
+    ]},
+    {"image_id": 11, "objects": [
+        {"object_id": 200, "x": 0, "y": 0, "width": 100, "height": 100, "name": "man", "synsets": [{"synset_name": "man.n.01"}]},
+    ]},
+    {"id": 999, "objects": [{"id": 1, "x": 1, "y": 1, "w": 1, "h": 1, "names": ["x"]}]},
+]
+VG_RELATIONSHIPS = [
+    {"id": 10, "relationships": [
+        {"relationship_id": 1000, "predicate": "next to", "subject": {"object_id": 100, "name": "dog"},
+         "object": {"object_id": 101, "name": "car"}},
+        {"id": 1001, "predicate": "chases", "subject_id": 90, "object_id": 101},
+        {"id": 1002, "predicate": "on", "subject_id": 100, "object_id": 55555},
+    ]},
+]
+GLD_FILES = {
+    "train.csv": "id,url,landmark_id\n"
+                 "381c96e045e92ba9,https://example.org/everest.jpg,11\n"
+                 '"593ab7cdd2f58cd6","https://example.org/a,b.jpg",58\n'
+                 "70f8cc6a09f4ba12,https://example.org/lisbon.jpg,42\n"
+                 "zzzz,https://example.org/e.jpg,11\n"
+                 "dddddddddddddddd,https://example.org/h.jpg,9999\n",
+    "train_clean.csv": "landmark_id,images\n11,381c96e045e92ba9 nothex\n",
+    "train_label_to_category.csv": "landmark_id,category\n"
+                                   "11,http://commons.wikimedia.org/wiki/Category:Mount_Everest\n"
+                                   '58,"http://commons.wikimedia.org/wiki/Category:Chich%C3%A9n_Itz%C3%A1"\n'
+                                   "42,http://commons.wikimedia.org/wiki/Category:Lisbon\n"
+                                   "60,http://example.org/notacategory\n",
+}
+
+
+@pytest.fixture(scope="module")
+def custom_build(tmp_path_factory):
+    from reasonvqa.config import load_config
+
+    root = tmp_path_factory.mktemp("custom")
+    (root / "vg").mkdir()
+    for name, records in [("image_data", VG_IMAGES), ("objects", VG_OBJECTS), ("relationships", VG_RELATIONSHIPS)]:
+        (root / "vg" / f"{name}.json").write_text(json.dumps(records))
+    (root / "gld").mkdir()
+    for name, text in GLD_FILES.items():
+        (root / "gld" / name).write_text(text)
+    (root / "build.yaml").write_text(
+        "sources:\n  - {kind: vg, path: vg}\n  - {kind: gldv2, path: gld}\n"
+        "release: {name: custom, version: 1.0.0}\nseed: 3\nshard_size: 1\n"
+    )
+    release = Path(build_reasonvqa(load_config(root / "build.yaml"), str(root / "out")))
+    return release, next((root / "out" / ".work").iterdir())
+
+
+def test_custom_build_accounts_for_every_bad_record(custom_build):
+    release, work = custom_build
+    assert release.parts[-2:] == ("custom", "1.0.0") and verify_release(release) == []
+    for stage in stage_report(work):
+        for shard in stage_stats(work / stage):
+            assert shard["rows_in"] == shard["rows_out"] + sum(shard["rejected"].values()), (stage, shard)
+    rejects = {
+        (r["reason"], r["source"])
+        for kind in ("vg", "gldv2")
+        for r in pl.read_parquet(work / f"sources_{kind}" / "_rejects" / "*.parquet").to_dicts()
+    }
+    assert rejects == {
+        ("image_record_malformed", "image_data.json#[2]"),
+        ("image_bad_size", "image_data.json#[3]"),
+        ("box_outside_image", "objects.json#[0].objects[2]"),
+        ("box_not_numeric", "objects.json#[0].objects[3]"),
+        ("image_not_in_image_data", "objects.json#[2].objects[0]"),
+        ("relation_endpoint_unknown", "relationships.json#[0].relationships[2]"),
+        ("image_id_malformed", "train.csv:5"),
+        ("landmark_without_category", "train.csv:6"),
+        ("clean_image_id_malformed", "train_clean.csv:2"),
+        ("category_url_malformed", "train_label_to_category.csv:5"),
+    }
+    relations = pl.read_parquet(work / "sources_vg" / "relations" / "*.parquet")
+    # the relation naming merged id 90 resolves to the object that absorbed it
+    assert relations.sort("relation_id")["subject_id"].to_list() == ["vg:10/o100", "vg:10/o100"]
+    objects = pl.read_parquet(work / "sources_gldv2" / "objects" / "*.parquet")
+    assert sorted(objects["commons_category"].to_list()) == ["Chichén Itzá", "Lisbon", "Mount Everest"]

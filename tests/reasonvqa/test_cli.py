@@ -42,3 +42,70 @@ def test_build_with_a_missing_source_folder_names_it(tmp_path):
     result = runner.invoke(app, ["build", "--config", str(tmp_path / "build.yaml"), "--out", str(tmp_path / "out")])
     assert result.exit_code == 2
     assert f"source folder not found: vg: {tmp_path / 'no_such_folder'}" in result.output
+
+
+def _build(tmp_path, yaml_text: str, *extra: str):
+    (tmp_path / "build.yaml").write_text(yaml_text)
+    return runner.invoke(app, ["build", "--config", str(tmp_path / "build.yaml"), "--out", str(tmp_path / "out"), *extra])
+
+
+def test_build_with_a_missing_image_data_json_names_it_without_a_traceback(tmp_path):
+    (tmp_path / "vg").mkdir()
+    (tmp_path / "vg" / "objects.json").write_text("[]")
+    result = _build(tmp_path, "sources:\n  - {kind: vg, path: vg}\n")
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: Visual Genome image metadata not found: {tmp_path / 'vg' / 'image_data.json'}"
+    assert not (tmp_path / "out").exists()  # refused before any work
+
+
+def test_build_with_gldv2_landmarks_but_no_category_file_names_it(tmp_path):
+    (tmp_path / "gld").mkdir()
+    (tmp_path / "gld" / "train.csv").write_text("id,url,landmark_id\n381c96e045e92ba9,https://example.org/a.jpg,11\n")
+    result = _build(tmp_path, "sources:\n  - {kind: gldv2, path: gld}\n")
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"error: GLDv2 landmark categories not found: {tmp_path / 'gld' / 'train_label_to_category.csv'}"
+    )
+
+
+def test_build_with_an_unknown_domain_names_it(tmp_path):
+    (tmp_path / "vg").mkdir()
+    for name in ("image_data.json", "objects.json"):
+        (tmp_path / "vg" / name).write_text("[]")
+    result = _build(tmp_path, "sources:\n  - {kind: vg, path: vg}\n", "--domains", "Places and Locations")
+    assert result.exit_code == 2
+    assert result.output.startswith("error: unknown domains ['Places and Locations']; known: ['Places & Locations'")
+    assert "Traceback" not in result.output
+
+
+def test_build_with_an_invalid_config_names_the_file_and_field(tmp_path):
+    result = _build(tmp_path, "sources:\n  - {kind: coco, path: x}\n")
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: {tmp_path / 'build.yaml'}: invalid config")
+    assert "sources.0.kind" in result.output and "Traceback" not in result.output
+    broken = _build(tmp_path, "sources: [\n")
+    assert broken.exit_code == 2
+    assert broken.output.startswith(f"error: {tmp_path / 'build.yaml'}: invalid YAML")
+
+
+def test_build_with_a_misspelled_key_names_it(tmp_path):
+    result = _build(tmp_path, "sources:\n  - {kind: vg, path: vg}\nknowledge: {endpont: http://x/sparql}\n")
+    assert result.exit_code == 2
+    assert "unknown key 'knowledge.endpont'" in result.output
+
+
+def test_resplit_with_a_non_numeric_hop_is_a_usage_error(tmp_path):
+    result = runner.invoke(app, ["resplit", str(_release(tmp_path)), "--hops", "two", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "--hops" in result.output and "'two'" in result.output
+    assert not isinstance(result.exception, ValueError)
+
+
+
+def test_resplit_that_leaves_a_split_empty_warns(tmp_path):
+    one = schemas.from_rows([question("q1", "vg:1", "Paris", ["Paris", "Lyon", "Nice", "Lille"])], schemas.QUESTIONS)
+    source = write_release(tmp_path, "demo", "1", {"train": one}, pool=one, stats_dir=None, config={},
+                           config_hash="h", inputs={})
+    result = runner.invoke(app, ["resplit", str(source), "--version", "2", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0
+    assert f"warning: {tmp_path / 'o' / 'demo' / '2'}: split 'test' is empty" in result.output

@@ -34,3 +34,29 @@ def test_a_source_kind_given_twice_is_refused(tmp_path):
     (tmp_path / "twice.yaml").write_text("sources:\n  - {kind: vg, path: a}\n  - {kind: vg, path: b}\n")
     with pytest.raises(ValidationError, match="give each source kind once"):
         load_config(tmp_path / "twice.yaml")
+
+
+def test_a_misspelled_key_is_refused_not_silently_defaulted(tmp_path):
+    (tmp_path / "typo.yaml").write_text("sources:\n  - {kind: vg, path: vg}\nshard_sise: 3\n")
+    with pytest.raises(ValueError, match="unknown key 'shard_sise'"):
+        load_config(tmp_path / "typo.yaml")
+
+
+def test_a_misspelled_nested_key_is_refused(tmp_path):
+    # `endpont` would otherwise silently build against the embedded mirror instead of the endpoint
+    (tmp_path / "typo.yaml").write_text(
+        "sources:\n  - {kind: vg, path: vg, max_image: 3}\nknowledge:\n  endpont: https://query.wikidata.org/sparql\n"
+    )
+    with pytest.raises(ValueError, match=r"unknown key 'sources\[0\].max_image'; unknown key 'knowledge.endpont'"):
+        load_config(tmp_path / "typo.yaml")
+
+
+def test_relative_knowledge_paths_resolve_against_the_yaml_folder(tmp_path):
+    (tmp_path / "build.yaml").write_text(
+        "sources:\n  - {kind: vg, path: vg}\n"
+        "knowledge:\n  mirror_entities: kb/entities\n  cache_dir: cache\n  wordnet_table: wn.tsv.gz\n"
+    )
+    cfg = load_config(tmp_path / "build.yaml")
+    assert cfg.knowledge.mirror_entities == tmp_path / "kb" / "entities"
+    assert cfg.knowledge.cache_dir == tmp_path / "cache"
+    assert cfg.knowledge.wordnet_table == tmp_path / "wn.tsv.gz"

@@ -6,7 +6,7 @@ import pytest
 
 from tasks.release.reader import read_release
 from tasks.release.verify import verify_release
-from tasks.release.writer import ReleaseExistsError, write_release
+from tasks.release.writer import EmptySplitError, ReleaseExistsError, require_nonempty_splits, write_release
 
 
 def _write(out, splits, version="1.0.0", **kw):
@@ -64,3 +64,13 @@ def test_huggingface_datasets_loads_the_splits(tmp_path, splits):
     assert sorted(ds["train"]["question_id"]) == ["q1", "q2", "q3"]
     card = datasets.load_dataset(str(path), cache_dir=str(tmp_path / "hf2"))
     assert card["test"]["answer"] == ["Madrid"]
+
+
+
+
+def test_an_empty_split_is_named(splits):
+    # `datasets.load_dataset` cannot load a release with an empty split ("corresponds to no data"),
+    # so a build that would leave one empty says so instead of publishing it with exit 0
+    require_nonempty_splits("demo", "1.0.0", splits, 4)
+    with pytest.raises(EmptySplitError, match=r"^release demo 1.0.0: split 'test' is empty \(3 questions in the pool\); x$"):
+        require_nonempty_splits("demo", "1.0.0", {"train": splits["train"], "test": splits["test"].slice(0, 0)}, 3, "; x")
