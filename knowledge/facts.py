@@ -59,7 +59,7 @@ def fetch_facts(
         raise ValueError("fetch_facts needs at least one property id")
     rejects = Rejects(STAGE, shard)
     requests_before, hits_before = client.requests, client.cache_hits
-    source = f"entity_links/part-{shard:05d}.parquet"
+    source = f"facts batch {shard} of distinct linked items"  # a batch of QIDs, not a linking shard
     malformed = 0
     subjects: set[str] = set()
     for qid in qids:

@@ -90,8 +90,9 @@ def test_max_hops_bounds_the_walk(client):
 
 
 def test_malformed_ids_never_reach_a_query(client):
-    result = fetch_facts(["Q100", "Q100 } ; DROP", "P31", ""], client, CONFIG, ["P279"], 0)
+    result = fetch_facts(["Q100", "Q100 } ; DROP", "P31", ""], client, CONFIG, ["P279"], 2)
     assert sorted(r["reason"] for r in result.rejects.rows) == ["malformed_qid"] * 3
+    assert result.rejects.rows[0]["source"] == "facts batch 2 of distinct linked items#qid='Q100 } ; DROP'"
     with pytest.raises(MalformedId):
         fetch_facts(["Q100"], client, CONFIG, ["P279 }"], 0)
 
