@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from reasonvqa.paths import DATA_DIR
 
@@ -19,6 +19,8 @@ class KnowledgeConfig(BaseModel):
     one query in flight, 429 + Retry-After honoured, bounded retries, a
     policy-conformant User-Agent, POST for long queries.
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     endpoint: str | None = Field(
         default=None,

@@ -86,11 +86,9 @@ def _load_config_or_exit(path: Path):
         return load_config(path)
     except yaml.YAMLError as exc:
         typer.echo(f"error: {path}: invalid YAML: {exc}", err=True)
-    except ValidationError as exc:
+    except ValidationError as exc:  # bad values and unknown (e.g. misspelled) keys
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         typer.echo(f"error: {path}: invalid config: {problems}", err=True)
-    except ValueError as exc:  # unknown keys
-        typer.echo(f"error: {path}: {exc}", err=True)
     raise typer.Exit(2)
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import typing
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from knowledge.config import KnowledgeConfig
 from reasonvqa.paths import REPO_ROOT, SAMPLE_DIR
@@ -22,6 +21,8 @@ SourceKind = Literal["vg", "gldv2"]
 class SourceConfig(BaseModel):
     """One input dataset in its real on-disk format."""
 
+    model_config = ConfigDict(extra="forbid")
+
     kind: SourceKind
     path: Path
     max_images: int | None = Field(default=None, ge=1, description="Read at most this many images (for quick runs).")
@@ -30,12 +31,16 @@ class SourceConfig(BaseModel):
 class ReleaseConfig(BaseModel):
     """Name and version of the release folder ``<out>/<name>/<version>/``."""
 
+    model_config = ConfigDict(extra="forbid")
+
     name: str = Field(default="reasonvqa-sample", pattern=r"^[A-Za-z0-9._-]+$")
     version: str = Field(default="0.1.0", pattern=r"^[A-Za-z0-9._-]+$")
 
 
 class BuildConfig(BaseModel):
     """Everything that determines a build's output (hashed into the manifest)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     sources: list[SourceConfig]
     knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig)
@@ -86,14 +91,11 @@ def sample_config() -> BuildConfig:
 def load_config(path: Path) -> BuildConfig:
     """Load a BuildConfig from YAML; relative paths resolve against the file's folder.
 
-    Raises ``yaml.YAMLError`` on broken YAML, ``UnknownKeyError`` naming every key the
-    model does not have (a misspelled ``endpont`` must not silently mean "use the
-    defaults"), and pydantic's ``ValidationError`` on bad values.
+    Raises ``yaml.YAMLError`` on broken YAML and pydantic's ``ValidationError`` on bad
+    values or unknown keys (every config model forbids extras: a misspelled ``endpont``
+    must not silently mean "use the defaults").
     """
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    unknown = unknown_keys(raw, BuildConfig)
-    if unknown:
-        raise UnknownKeyError("; ".join(f"unknown key {k!r}" for k in unknown))
     cfg = BuildConfig.model_validate(raw)
     base = path.resolve().parent
     for src in cfg.sources:
@@ -105,42 +107,5 @@ def load_config(path: Path) -> BuildConfig:
     return cfg
 
 
-class UnknownKeyError(ValueError):
-    """A config file names a field the model does not have."""
-
-
 def _resolve(base: Path, path: Path) -> Path:
     return path if path.is_absolute() else base / path
-
-
-def unknown_keys(raw: object, model: type[BaseModel], prefix: str = "") -> list[str]:
-    """Dotted names of keys in ``raw`` (nested dicts and lists of dicts) that ``model`` does not define."""
-    if not isinstance(raw, dict):
-        return []
-    found = []
-    for key, value in raw.items():
-        field = model.model_fields.get(key) if isinstance(key, str) else None
-        name = f"{prefix}{key}"
-        if field is None:
-            found.append(name)
-            continue
-        nested = _model_of(field.annotation)
-        if nested is None:
-            continue
-        if isinstance(value, list):
-            for i, item in enumerate(value):
-                found += unknown_keys(item, nested, f"{name}[{i}].")
-        else:
-            found += unknown_keys(value, nested, f"{name}.")
-    return found
-
-
-def _model_of(annotation: object) -> type[BaseModel] | None:
-    """The pydantic model inside ``annotation`` (``M``, ``list[M]``, ``M | None``), if any."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        model = _model_of(arg)
-        if model is not None:
-            return model
-    return None

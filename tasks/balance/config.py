@@ -7,7 +7,7 @@ tasks/balance/README.md.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class BalanceConfig(BaseModel):
@@ -21,6 +21,8 @@ class BalanceConfig(BaseModel):
     ``max_round_fraction`` of its questions in one round. Rounds repeat until nothing
     changes or ``rounds`` is reached.
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
     rounds: int = Field(
@@ -64,6 +66,8 @@ class BalanceConfig(BaseModel):
 
 class SplitConfig(BaseModel):
     """Image-disjoint, answer-stratified split (ReasonVQA 3.3.2)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     train_ratio: float = Field(default=0.7, gt=0, lt=1)
     pool_min_share: float = Field(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class QuestionConfig(BaseModel):
     """Which questions to generate and how their references and distractors are chosen."""
+
+    model_config = ConfigDict(extra="forbid")
 
     domains: list[str] | None = Field(default=None, description="Restrict to these domains (names from templates/domains.yaml); null = all.")
     max_hops: int = Field(default=3, ge=1, le=3)

@@ -91,7 +91,7 @@ def test_build_with_an_invalid_config_names_the_file_and_field(tmp_path):
 def test_build_with_a_misspelled_key_names_it(tmp_path):
     result = _build(tmp_path, "sources:\n  - {kind: vg, path: vg}\nknowledge: {endpont: http://x/sparql}\n")
     assert result.exit_code == 2
-    assert "unknown key 'knowledge.endpont'" in result.output
+    assert "invalid config: knowledge.endpont: Extra inputs are not permitted" in result.output
 
 
 def test_resplit_with_a_non_numeric_hop_is_a_usage_error(tmp_path):
