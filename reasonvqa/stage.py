@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -164,8 +165,6 @@ def run_stream(stage_dir: Path, results: Iterable[StageResult]) -> list[dict]:
 
 def clear_stage(stage_dir: Path) -> None:
     """Remove a stage folder's contents (used before a stream is rewritten from scratch)."""
-    import shutil
-
     if stage_dir.exists():
         shutil.rmtree(stage_dir)
 

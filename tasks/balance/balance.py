@@ -72,9 +72,7 @@ class BalanceResult:
 
 def check_columns(pool: pa.Table) -> None:
     """Raise a clear error when the pool lacks a column balancing or splitting needs."""
-    missing = [c for c in REQUIRED_COLUMNS if c not in pool.column_names]
-    if missing:
-        raise ValueError(f"question pool lacks required column(s) {missing}; it has {pool.column_names}")
+    codes.require_columns(pool, REQUIRED_COLUMNS)
 
 
 def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, materialize: bool = True) -> BalanceResult:

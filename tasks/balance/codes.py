@@ -111,3 +111,10 @@ def _take_strings(values: pa.Array, index: pa.Array) -> pa.Array:
     """Take through a dictionary: random reads hit a small, cache-resident dictionary."""
     encoded = pc.dictionary_encode(values)
     return encoded.dictionary.take(encoded.indices.take(index))
+
+
+def require_columns(table: pa.Table, columns: tuple[str, ...]) -> None:
+    """Raise a clear error naming the columns of ``columns`` that ``table`` lacks."""
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise ValueError(f"question table lacks required column(s) {missing}; it has {table.column_names}")

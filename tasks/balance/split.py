@@ -58,9 +58,7 @@ class SplitResult:
 
 def check_split_input(questions: pa.Table) -> None:
     """Raise a clear error on missing columns (the engine needs question_id, image_id, answer)."""
-    missing = [c for c in ("question_id", "image_id", "answer") if c not in questions.column_names]
-    if missing:
-        raise ValueError(f"questions lack required column(s) {missing}; they have {questions.column_names}")
+    codes.require_columns(questions, ("question_id", "image_id", "answer"))
 
 
 def check_images(question_ids: list, image_ids: list) -> None:
