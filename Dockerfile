@@ -5,7 +5,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1 \
 WORKDIR /app
 RUN apt-get update && apt-get install -y --no-install-recommends make \
     && rm -rf /var/lib/apt/lists/*
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY reasonvqa reasonvqa
 COPY flows flows
 COPY tasks tasks
@@ -13,6 +13,6 @@ COPY knowledge knowledge
 COPY templates templates
 COPY annotation_exports annotation_exports
 COPY data data
-RUN pip install -e .
+RUN pip install .
 ENTRYPOINT ["reasonvqa"]
 CMD ["build", "--sample", "--out", "/out"]

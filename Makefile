@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: sample test install bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ".[test]"

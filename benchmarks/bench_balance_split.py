@@ -42,7 +42,7 @@ def pool_file(questions: int, images: int, groups: int, seed: int = 0) -> Path:
     """Write (once) a synthetic pool of this size as Parquet; return its path."""
     import pyarrow.parquet as pq
 
-    from tasks.balance.synthetic import synthetic_pool
+    from reasonvqa.tasks.balance.synthetic import synthetic_pool
 
     path = TMP / f"pool-{questions}-{images}-{groups}-{seed}.parquet"
     if not path.exists():
@@ -56,9 +56,9 @@ def run_pipeline(engine: str, pool_path: Path, out: Path) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tasks.balance.config import BalanceConfig, SplitConfig
-    from tasks.balance.stats import write_stats
-    from tasks.release.writer import write_release
+    from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+    from reasonvqa.tasks.balance.stats import write_stats
+    from reasonvqa.tasks.release.writer import write_release
 
     steps: dict[str, dict] = {}
     start = last = time.perf_counter()
@@ -72,14 +72,14 @@ def run_pipeline(engine: str, pool_path: Path, out: Path) -> dict:
     pool = pq.read_table(pool_path)
     step("read")
     if engine == "vectorized":
-        from tasks.balance.pipeline import balance_and_split
+        from reasonvqa.tasks.balance.pipeline import balance_and_split
 
         done = balance_and_split(pool, BalanceConfig(), SplitConfig(), 0)
         pool, balanced, split = done.pool, done.balance, done.split  # drops the unordered pool
         del done
         step("balance + split")
     else:
-        from tasks.balance.reference import reference_balance, reference_split
+        from reasonvqa.tasks.balance.reference import reference_balance, reference_split
 
         balanced = reference_balance(pool, BalanceConfig(), 0)
         step("balance")
@@ -111,8 +111,8 @@ def run_pipeline(engine: str, pool_path: Path, out: Path) -> dict:
 
 def run_resplit(release: Path, out: Path) -> dict:
     """Time ``flows.resplit.resplit`` of a written release to two of its six domains."""
-    from flows.resplit import resplit
-    from tasks.balance.synthetic import DOMAINS
+    from reasonvqa.flows.resplit import resplit
+    from reasonvqa.tasks.balance.synthetic import DOMAINS
 
     start = time.perf_counter()
     path = resplit(release, out, domains=list(DOMAINS[:2]))
@@ -133,11 +133,11 @@ def measured(engine: str, pool_path: Path, keep: bool = False) -> dict:
 
 def check_equal(questions: int) -> dict:
     """Vectorized and reference give the same tables and reports on a small pool (asserted)."""
-    from tasks.balance.balance import balance_questions
-    from tasks.balance.config import BalanceConfig, SplitConfig
-    from tasks.balance.reference import reference_balance, reference_split
-    from tasks.balance.split import split_images
-    from tasks.balance.synthetic import synthetic_pool
+    from reasonvqa.tasks.balance.balance import balance_questions
+    from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+    from reasonvqa.tasks.balance.reference import reference_balance, reference_split
+    from reasonvqa.tasks.balance.split import split_images
+    from reasonvqa.tasks.balance.synthetic import synthetic_pool
 
     pool = synthetic_pool(questions, max(questions // 7, 1), 30, seed=1)
     fast_b, slow_b = balance_questions(pool, BalanceConfig(), 0), reference_balance(pool, BalanceConfig(), 0)

@@ -218,10 +218,10 @@ def _rss_mb() -> float:
 
 def run_vectorized(folder: Path, shard_size: int) -> dict:
     """Index once, then generate shard by shard (images sorted by id, as the flow shards them)."""
-    from tasks.questions.bank import load_bank
-    from tasks.questions.config import QuestionConfig
-    from tasks.questions.index import build_index
-    from tasks.questions.templated import generate_questions
+    from reasonvqa.tasks.questions.bank import load_bank
+    from reasonvqa.tasks.questions.config import QuestionConfig
+    from reasonvqa.tasks.questions.index import build_index
+    from reasonvqa.tasks.questions.templated import generate_questions
 
     tables = _load(folder)
     bank, config = load_bank(), QuestionConfig()
@@ -253,7 +253,7 @@ def run_vectorized(folder: Path, shard_size: int) -> dict:
 
 def run_baseline(folder: Path, n_images: int) -> dict:
     """The same steps, one question at a time in Python, over the first ``n_images`` images."""
-    from tasks.questions.bank import load_bank
+    from reasonvqa.tasks.questions.bank import load_bank
 
     tables = _load(folder)
     bank = load_bank()
@@ -276,7 +276,7 @@ class _Reference:
     """Straightforward per-question implementation: dict lookups, loops, one RNG per question."""
 
     def __init__(self, facts: list[dict], bank):
-        from tasks.questions.bank import NAMING_PROPERTIES
+        from reasonvqa.tasks.questions.bank import NAMING_PROPERTIES
 
         self.bank = bank
         self.by_subject: dict[str, dict[str, list[dict]]] = {}

@@ -22,14 +22,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from knowledge.config import KnowledgeConfig
-from knowledge.entity_dump import read_entities
-from knowledge.facts import fetch_facts
-from knowledge.ids import id_sort_key
-from knowledge.linking import link_synset_names
-from knowledge.lookups import items_for_commons_categories, normalize_category
-from knowledge.mirror import serve_mirror
-from knowledge.wikidata import WikidataClient
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.entity_dump import read_entities
+from reasonvqa.knowledge.facts import fetch_facts
+from reasonvqa.knowledge.ids import id_sort_key
+from reasonvqa.knowledge.linking import link_synset_names
+from reasonvqa.knowledge.lookups import items_for_commons_categories, normalize_category
+from reasonvqa.knowledge.mirror import serve_mirror
+from reasonvqa.knowledge.wikidata import WikidataClient
 from reasonvqa.paths import SAMPLE_DIR
 
 # The shared property list (.team/PROPERTIES.md), i.e. what the template bank asks for.

@@ -22,17 +22,17 @@ import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from knowledge.config import KnowledgeConfig
-from flows.artifacts import publish_artifacts
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.flows.artifacts import publish_artifacts
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig, SourceConfig
 from reasonvqa.snapshot import code_fingerprint, folder_snapshot_id
 from reasonvqa.stage import read_table, run_shard, shard_paths, stage_stats, summarize, write_json
-from tasks.questions.config import QuestionConfig
+from reasonvqa.tasks.questions.config import QuestionConfig
 
 INGESTERS = {
-    "vg": "tasks.sources.vg:ingest_vg",
-    "gldv2": "tasks.sources.gldv2:ingest_gldv2",
+    "vg": "reasonvqa.tasks.sources.vg:ingest_vg",
+    "gldv2": "reasonvqa.tasks.sources.gldv2:ingest_gldv2",
 }
 
 
@@ -52,8 +52,8 @@ def ingest_source(source: SourceConfig, stage_dir: Path, shard_size: int) -> dic
 def link_shard(objects_path: Path, shard: int, stage_dir: Path, endpoint: str,
                config: KnowledgeConfig, cache_dir: Path, cache_key: str | None) -> dict:
     """Link one shard of objects to Wikidata items."""
-    from knowledge.linking import link_objects
-    from knowledge.wikidata import WikidataClient
+    from reasonvqa.knowledge.linking import link_objects
+    from reasonvqa.knowledge.wikidata import WikidataClient
 
     def compute():
         client = WikidataClient(endpoint, config, cache_dir, cache_key=cache_key)
@@ -66,8 +66,8 @@ def link_shard(objects_path: Path, shard: int, stage_dir: Path, endpoint: str,
 def facts_shard(qids: list[str], shard: int, stage_dir: Path, endpoint: str, config: KnowledgeConfig,
                 cache_dir: Path, cache_key: str | None, properties: list[str]) -> dict:
     """Fetch up to 3 hops of facts for one batch of linked items."""
-    from knowledge.facts import fetch_facts
-    from knowledge.wikidata import WikidataClient
+    from reasonvqa.knowledge.facts import fetch_facts
+    from reasonvqa.knowledge.wikidata import WikidataClient
 
     def compute():
         client = WikidataClient(endpoint, config, cache_dir, cache_key=cache_key)
@@ -81,8 +81,8 @@ _INDEX_LOCK = threading.Lock()
 
 @functools.lru_cache(maxsize=2)
 def _knowledge_index(facts_path: Path, config_json: str):
-    from tasks.questions.bank import load_bank
-    from tasks.questions.index import build_index
+    from reasonvqa.tasks.questions.bank import load_bank
+    from reasonvqa.tasks.questions.index import build_index
 
     return build_index(pq.read_table(facts_path), load_bank(), QuestionConfig.model_validate_json(config_json))
 
@@ -97,8 +97,8 @@ def knowledge_index(facts_path: Path, config: QuestionConfig):
 def questions_shard(inputs: dict[str, Path | None], shard: int, stage_dir: Path, facts_path: Path,
                     config: QuestionConfig, seed: int, knowledge_snapshot: str) -> dict:
     """Generate templated questions for one shard of images."""
-    from tasks.questions.bank import load_bank
-    from tasks.questions.templated import generate_questions
+    from reasonvqa.tasks.questions.bank import load_bank
+    from reasonvqa.tasks.questions.templated import generate_questions
 
     def read(table: str, schema: pa.Schema) -> pa.Table:
         path = inputs.get(table)
@@ -121,7 +121,7 @@ def knowledge_endpoint(config: KnowledgeConfig, work: Path) -> Iterator[str]:
     if config.endpoint:
         yield config.endpoint
         return
-    from knowledge.mirror import serve_mirror
+    from reasonvqa.knowledge.mirror import serve_mirror
 
     with serve_mirror(config.mirror_entities, work / "mirror") as endpoint:
         yield endpoint
@@ -131,7 +131,7 @@ def mirror_cache_key(config: KnowledgeConfig) -> str | None:
     """Cache key of the embedded mirror (its port changes per build, its content does not)."""
     if config.endpoint:
         return None
-    from knowledge.mirror import mirror_cache_key as key
+    from reasonvqa.knowledge.mirror import mirror_cache_key as key
 
     return key(config.mirror_entities)
 
@@ -151,7 +151,7 @@ def run_tasks(task_fn, calls: list[tuple], one_at_a_time: bool) -> list[dict]:
 def knowledge_snapshot(config: KnowledgeConfig) -> str:
     if config.endpoint:
         return f"endpoint:{config.endpoint}"
-    from knowledge.mirror import snapshot_id
+    from reasonvqa.knowledge.mirror import snapshot_id
 
     return snapshot_id(config.mirror_entities)
 
@@ -183,10 +183,10 @@ def _merged_facts(stage_dir: Path, out: Path) -> Path:
 def check_build_inputs(config: BuildConfig) -> None:
     """Refuse a build that cannot finish, before any work: FileNotFoundError naming a missing
     source folder or required file (or the mirror's entities), ValueError naming unknown domains."""
-    from tasks.questions.bank import load_bank
-    from tasks.sources.gldv2 import locate_split
-    from tasks.sources.gldv2_side import CATEGORIES, csv_rows
-    from tasks.sources.vg import locate_files
+    from reasonvqa.tasks.questions.bank import load_bank
+    from reasonvqa.tasks.sources.gldv2 import locate_split
+    from reasonvqa.tasks.sources.gldv2_side import CATEGORIES, csv_rows
+    from reasonvqa.tasks.sources.vg import locate_files
 
     for source in config.sources:
         if not source.path.is_dir():
@@ -222,7 +222,7 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
         report[f"sources_{source.kind}"] = future.result()
     shards = [(kind, i) for kind, d in source_dirs.items() for i, _ in enumerate(shard_paths(d, "objects"))]
 
-    from tasks.questions.bank import load_bank
+    from reasonvqa.tasks.questions.bank import load_bank
 
     bank = load_bank()
     properties = bank.property_ids(config.questions.domains)
@@ -270,9 +270,9 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
 def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str],
                    report: dict[str, dict], overwrite: bool) -> Path:
     """Balance the pool, split it, write stats and the release folder."""
-    from tasks.balance.pipeline import balance_and_split
-    from tasks.balance.stats import write_stats
-    from tasks.release.writer import require_nonempty_splits, write_release
+    from reasonvqa.tasks.balance.pipeline import balance_and_split
+    from reasonvqa.tasks.balance.stats import write_stats
+    from reasonvqa.tasks.release.writer import require_nonempty_splits, write_release
 
     done = balance_and_split(pool, config.balance, config.split, config.seed)
     del pool  # done.pool holds the same rows (reordered); keeping both doubles peak memory

@@ -13,8 +13,8 @@ def serve_build(name: str, config: BuildConfig, out: str, cron: str | None = Non
     Blocks, polling the Prefect API like `flow.serve`; parameters given with
     `prefect deployment run ... --param` override the defaults stored here.
     """
-    from flows.build_reasonvqa import build_reasonvqa
-    from flows.resplit import resplit_flow
+    from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+    from reasonvqa.flows.resplit import resplit_flow
 
     build = build_reasonvqa.to_deployment(
         name=name, cron=cron, parameters={"config": config.model_dump(mode="json"), "out": out}

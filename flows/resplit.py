@@ -16,12 +16,12 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.balance.config import BalanceConfig, SplitConfig
-from tasks.balance.filters import DomainMatch, filter_pool
-from tasks.balance.pipeline import balance_and_split
-from tasks.balance.stats import write_stats
-from tasks.release.reader import read_split
-from tasks.release.writer import MANIFEST, sha256_file, write_release
+from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.balance.filters import DomainMatch, filter_pool
+from reasonvqa.tasks.balance.pipeline import balance_and_split
+from reasonvqa.tasks.balance.stats import write_stats
+from reasonvqa.tasks.release.reader import read_split
+from reasonvqa.tasks.release.writer import MANIFEST, sha256_file, write_release
 
 
 class SourceReleaseError(ValueError):
@@ -107,7 +107,7 @@ def resplit(
 
 def _property_domains(pool) -> tuple[dict[str, tuple[str, ...]], str | None]:
     """The template bank's property -> domains map, and a warning if the pool was built with another bank."""
-    from tasks.questions.bank import load_bank
+    from reasonvqa.tasks.questions.bank import load_bank
 
     bank = load_bank()
     used = set(pool["template_version"].unique().to_pylist()) - {None}
@@ -188,7 +188,7 @@ def resplit_flow(
     overwrite: bool = False,
 ) -> str:
     """Prefect flow ``resplit``: re-split a release and publish its stats as artifacts."""
-    from flows.artifacts import publish_artifacts
+    from reasonvqa.flows.artifacts import publish_artifacts
 
     release = Path(resplit_task(source, out, domains, sources, hops, version, seed, domain_match, overwrite))
     publish_artifacts(release)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterator
 
-from knowledge.ids import is_pid, is_qid
+from reasonvqa.knowledge.ids import is_pid, is_qid
 
 SUFFIXES = (".jsonl", ".ndjson", ".json")
 COMPRESSIONS = ("", ".gz", ".bz2")

@@ -26,11 +26,11 @@ import re
 from collections import Counter
 from typing import Iterable
 
-from knowledge import queries
-from knowledge.config import KnowledgeConfig
-from knowledge.ids import batched, check_pid, id_sort_key, is_qid, qid_from_iri
-from knowledge.lookups import labels_for
-from knowledge.wikidata import Binding, SparqlClient
+from reasonvqa.knowledge import queries
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.ids import batched, check_pid, id_sort_key, is_qid, qid_from_iri
+from reasonvqa.knowledge.lookups import labels_for
+from reasonvqa.knowledge.wikidata import Binding, SparqlClient
 from reasonvqa import schemas
 from reasonvqa.stage import Rejects, StageResult
 

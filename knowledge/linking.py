@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from knowledge.config import KnowledgeConfig
-from knowledge.lookups import items_for_commons_categories, items_for_wordnet31, labels_for, normalize_category
-from knowledge.wikidata import SparqlClient
-from knowledge.wordnet import SynsetInfo, WordNetMap, canonical_name, load_wordnet, parse_name
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.lookups import items_for_commons_categories, items_for_wordnet31, labels_for, normalize_category
+from reasonvqa.knowledge.wikidata import SparqlClient
+from reasonvqa.knowledge.wordnet import SynsetInfo, WordNetMap, canonical_name, load_wordnet, parse_name
 from reasonvqa import schemas
 from reasonvqa.stage import Rejects, StageResult
 
@@ -191,10 +191,10 @@ def default_store_dir(config: KnowledgeConfig) -> Path:
 
 def _client_for(config: KnowledgeConfig, store_dir: Path | None) -> SparqlClient:
     if config.endpoint:
-        from knowledge.wikidata import WikidataClient
+        from reasonvqa.knowledge.wikidata import WikidataClient
 
         return WikidataClient(config.endpoint, config, config.cache_dir)
-    from knowledge.mirror import InProcessClient, build_store
+    from reasonvqa.knowledge.mirror import InProcessClient, build_store
 
     return InProcessClient.open(build_store(config.mirror_entities, store_dir or default_store_dir(config)))
 

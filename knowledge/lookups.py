@@ -6,9 +6,9 @@ import unicodedata
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from knowledge import queries
-from knowledge.ids import batched, check_wordnet_id, id_sort_key, qid_from_iri
-from knowledge.wikidata import SparqlClient
+from reasonvqa.knowledge import queries
+from reasonvqa.knowledge.ids import batched, check_wordnet_id, id_sort_key, qid_from_iri
+from reasonvqa.knowledge.wikidata import SparqlClient
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ from typing import Iterator
 import pyoxigraph
 from pyoxigraph import Literal, NamedNode, QuerySolutions, RdfFormat, Store
 
-from knowledge.entity_dump import entity_files, read_entities
-from knowledge.rdf_mapping import MAPPING_VERSION, MappingStats, entity_triples, property_declarations
+from reasonvqa.knowledge.entity_dump import entity_files, read_entities
+from reasonvqa.knowledge.rdf_mapping import MAPPING_VERSION, MappingStats, entity_triples, property_declarations
 
 log = logging.getLogger(__name__)
 

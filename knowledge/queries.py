@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from knowledge.ids import sparql_string, values_items, values_properties, values_strings
+from reasonvqa.knowledge.ids import sparql_string, values_items, values_properties, values_strings
 
 PREFIXES = """PREFIX wd: <http://www.wikidata.org/entity/>
 PREFIX wdt: <http://www.wikidata.org/prop/direct/>

@@ -6,7 +6,7 @@ Inputs (provenance in data/knowledge/SOURCES.md):
   minimal entities (label + P8814 statements); malformed keys are left out;
 - ``data/knowledge/transcribed.yaml``: hand-transcribed statements, turned into entities.
 
-``python -m knowledge.sample_data [REALDATA_DIR]`` rewrites the entity files; without
+``python -m reasonvqa.knowledge.sample_data [REALDATA_DIR]`` rewrites the entity files; without
 REALDATA_DIR only ``transcribed.jsonl`` is regenerated from the YAML.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from knowledge.config import KNOWLEDGE_DATA_DIR
-from knowledge.ids import check_pid, check_qid, is_qid, is_wordnet_id
+from reasonvqa.knowledge.config import KNOWLEDGE_DATA_DIR
+from reasonvqa.knowledge.ids import check_pid, check_qid, is_qid, is_wordnet_id
 
 ENTITIES_DIR = KNOWLEDGE_DATA_DIR / "entities"
 TRANSCRIBED_YAML = KNOWLEDGE_DATA_DIR / "transcribed.yaml"

@@ -36,7 +36,7 @@ import SPARQLWrapper as sparqlwrapper_pkg
 from SPARQLWrapper import JSON, POST, SPARQLWrapper
 from SPARQLWrapper.SPARQLExceptions import EndPointInternalError, EndPointNotFound, QueryBadFormed, Unauthorized, URITooLong
 
-from knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.config import KnowledgeConfig
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.config import KnowledgeConfig
 
 _NAME = re.compile(r"(?P<lemma>.+)\.(?P<pos>[nvasr])\.(?P<sense>\d+)")
 
@@ -205,7 +205,7 @@ def hypernyms_from_data_noun(data_noun: Path) -> dict[str, tuple[str, ...]]:
 
 
 def main() -> None:
-    """Rebuild the bundled table: ``python -m knowledge.wordnet WN30_NAMES_TSV DATA_NOUN OUT``.
+    """Rebuild the bundled table: ``python -m reasonvqa.knowledge.wordnet WN30_NAMES_TSV DATA_NOUN OUT``.
 
     ``WN30_NAMES_TSV`` is shared/realdata/wordnet/wn30_to_wn31_nouns.tsv (names, 3.0 offset,
     ILI, 3.1 offset); ``DATA_NOUN`` is WordNet 3.0's data.noun (Debian ``wordnet-base``).

@@ -56,15 +56,15 @@ def build(
     if version is not None:
         cfg.release.version = version
     _quiet_prefect()
-    from flows.build_reasonvqa import build_reasonvqa, check_build_inputs
-    from flows.runners import make_task_runner
+    from reasonvqa.flows.build_reasonvqa import build_reasonvqa, check_build_inputs
+    from reasonvqa.flows.runners import make_task_runner
 
     try:  # fail in a line, before Prefect starts, rather than in a task's traceback after minutes of work
         check_build_inputs(cfg)
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
-    from tasks.release.writer import EmptySplitError, ReleaseExistsError
+    from reasonvqa.tasks.release.writer import EmptySplitError, ReleaseExistsError
 
     runner = make_task_runner(dask_workers, dask_address)
     try:
@@ -106,7 +106,7 @@ def _hop_list(value: Optional[str]) -> Optional[list[int]]:
 @app.command()
 def verify(release_dir: Annotated[Path, typer.Argument(help="A release folder (with manifest.json).")]) -> None:
     """Check a release's schema, checksums, counts and invariants; exit 1 on any problem."""
-    from tasks.release.verify import verify_release
+    from reasonvqa.tasks.release.verify import verify_release
 
     problems = verify_release(release_dir)
     for problem in problems:
@@ -130,8 +130,8 @@ def resplit(
              "--domains); any: tagged with a selected domain; all: every tag selected.")] = "route",
 ) -> None:
     """Filter, re-balance and re-split a release without touching the network."""
-    from flows.resplit import SourceReleaseError, resplit as run_resplit
-    from tasks.balance.filters import EmptySelectionError
+    from reasonvqa.flows.resplit import SourceReleaseError, resplit as run_resplit
+    from reasonvqa.tasks.balance.filters import EmptySelectionError
 
     if domain_match not in ("route", "any", "all"):
         raise typer.BadParameter("--domain-match is one of route, any, all")
@@ -169,7 +169,7 @@ def serve(
         raise typer.BadParameter("give exactly one of --sample or --config FILE")
     cfg = sample_config() if sample else _load_config_or_exit(config)
     _quiet_prefect()
-    from flows.deployments import serve_build
+    from reasonvqa.flows.deployments import serve_build
 
     serve_build(name, cfg, str(out.resolve()), cron)
 
@@ -180,7 +180,7 @@ def sources_scan(
     path: Annotated[Path, typer.Option("--path", help="Folder holding the source files.")],
 ) -> None:
     """Read a source dataset and print a JSON summary (images, objects, relations, rejects)."""
-    from tasks.sources.scan import scan_source
+    from reasonvqa.tasks.sources.scan import scan_source
 
     try:
         summary = scan_source(source, path)
@@ -193,8 +193,8 @@ def sources_scan(
 @link_app.command("synsets")
 def link_synsets(names: Annotated[list[str], typer.Argument(help="WordNet 3.0 synset names, e.g. dog.n.01")]) -> None:
     """Link WordNet 3.0 synsets to Wikidata items offline; one JSON line per synset."""
-    from knowledge.config import KnowledgeConfig
-    from knowledge.linking import link_synset_names
+    from reasonvqa.knowledge.config import KnowledgeConfig
+    from reasonvqa.knowledge.linking import link_synset_names
 
     for row in link_synset_names(list(names), KnowledgeConfig()):
         sys.stdout.write(json.dumps(row, sort_keys=True) + "\n")

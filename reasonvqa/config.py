@@ -10,10 +10,10 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from knowledge.config import KnowledgeConfig
-from reasonvqa.paths import REPO_ROOT, SAMPLE_DIR
-from tasks.balance.config import BalanceConfig, SplitConfig
-from tasks.questions.config import QuestionConfig
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.paths import RESOURCE_ROOTS, SAMPLE_DIR
+from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.questions.config import QuestionConfig
 
 SourceKind = Literal["vg", "gldv2"]
 
@@ -64,7 +64,7 @@ class BuildConfig(BaseModel):
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
 
     def canonical_json(self) -> str:
-        """Sorted-key JSON with repository paths made relative, so clones hash alike."""
+        """Sorted-key JSON with bundled-data paths made relative, so installs and clones hash alike."""
         return json.dumps(_relative_paths(self.model_dump(mode="json")), sort_keys=True, separators=(",", ":"))
 
 
@@ -73,8 +73,10 @@ def _relative_paths(value):
         return {k: _relative_paths(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_relative_paths(v) for v in value]
-    if isinstance(value, str) and value.startswith(str(REPO_ROOT) + "/"):
-        return value[len(str(REPO_ROOT)) + 1 :]
+    if isinstance(value, str):
+        for name, root in RESOURCE_ROOTS.items():
+            if value == str(root) or value.startswith(str(root) + "/"):
+                return name + value[len(str(root)):]
     return value
 
 

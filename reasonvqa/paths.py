@@ -1,8 +1,17 @@
-"""Well-known folders of the repository."""
+"""Well-known folders of the installed package (bundled data and the template bank).
 
+The design card's root folders install as ``reasonvqa.data`` and ``reasonvqa.templates``
+(see setup.py); their location comes from ``importlib.resources``, so an editable checkout
+and a wheel install find the same files.
+"""
+
+from importlib.resources import files
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA_DIR = REPO_ROOT / "data"
+PACKAGE_DIR = Path(str(files("reasonvqa")))
+DATA_DIR = Path(str(files("reasonvqa.data")))
 SAMPLE_DIR = DATA_DIR / "sample"
-TEMPLATES_DIR = REPO_ROOT / "templates"
+TEMPLATES_DIR = Path(str(files("reasonvqa.templates")))
+
+# Folders whose absolute location differs between installs; configs name them relatively.
+RESOURCE_ROOTS = {"data": DATA_DIR, "templates": TEMPLATES_DIR}

@@ -24,6 +24,9 @@ IMAGES = pa.schema(
         ("file_path", pa.string()),
         ("group_id", pa.string()),  # e.g. GLDv2 landmark_id; null when the source has none
         ("is_clean", pa.bool_()),  # GLDv2 train_clean membership; null when not applicable
+        ("visual_domain", pa.string()),  # the source's declared domain: landmarks, indoor, outdoor, driving, robotics, ...
+        ("license", pa.string()),  # license of the image, as the source declares it
+        ("context", pa.string()),  # text that comes with the image: a scene description, a robot instruction
     ]
 )
 
@@ -43,6 +46,32 @@ OBJECTS = pa.schema(
         ("score", pa.float32()),  # detector score; null for human annotations
         ("origin", pa.string()),  # "annotation:vg", "annotation:gldv2", "grounding_dino", ...
         ("commons_category", pa.string()),  # Commons category name without "Category:"
+    ]
+)
+
+# Pixel evidence: one row per region (an annotated or proposed box, optionally with a mask).
+# Region ids: ``<image_id>/g<native id>``. Sources with existing annotations (SA-1B, nuScenes)
+# write this table; the proposals stage adds model regions with origin, score and prompt.
+REGIONS = pa.schema(
+    [
+        ("region_id", pa.string()),
+        ("image_id", pa.string()),
+        ("label", pa.string()),  # class name; null when the source has none (SA-1B)
+        ("x", pa.float64()),  # box XYWH in pixels of the original image
+        ("y", pa.float64()),
+        ("w", pa.float64()),
+        ("h", pa.float64()),
+        ("mask", RLE),  # COCO RLE (compressed counts string), null when no mask
+        ("area", pa.float64()),  # mask area in pixels (box area when there is no mask)
+        ("score", pa.float32()),  # model or annotation confidence; null when none
+        ("predicted_iou", pa.float32()),  # SAM-family predicted IoU
+        ("stability_score", pa.float32()),  # SAM-family stability score
+        ("origin", pa.string()),  # "annotation:sa1b", "annotation:nuscenes", "grounding_dino+sam", ...
+        ("prompt", pa.string()),  # the text prompt a model was given; null for annotations
+        ("attributes", pa.list_(pa.string())),  # e.g. nuScenes attribute names
+        ("visibility", pa.string()),  # e.g. nuScenes visibility token ("1".."4")
+        ("center_3d", pa.list_(pa.float64())),  # x, y, z in the camera frame (metres) where the source has 3D boxes
+        ("extra", pa.string()),  # source-specific fields as sorted-key JSON, null when none
     ]
 )
 
@@ -136,6 +165,7 @@ TABLES: dict[str, pa.Schema] = {
     "objects": OBJECTS,
     "relations": RELATIONS,
     "attributes": ATTRIBUTES,
+    "regions": REGIONS,
     "entity_links": ENTITY_LINKS,
     "facts": FACTS,
     "questions": QUESTIONS,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+from importlib.resources import files
 from pathlib import Path
+from typing import Mapping
 
-from reasonvqa.paths import REPO_ROOT
-
-CODE_FOLDERS = ("reasonvqa", "tasks", "knowledge", "flows", "templates")
+CODE_PACKAGES = ("reasonvqa", "reasonvqa.tasks", "reasonvqa.knowledge", "reasonvqa.flows", "reasonvqa.templates")
 
 
 def folder_snapshot_id(path: Path, recursive: bool = True) -> str:
@@ -26,17 +26,30 @@ def folder_snapshot_id(path: Path, recursive: bool = True) -> str:
     return _hash_files(path, files)
 
 
-def code_fingerprint(root: Path = REPO_ROOT) -> str:
+def code_packages() -> dict[str, Path]:
+    """Folder of each package whose code or templates decide a build's output."""
+    return {name: Path(str(files(name))) for name in CODE_PACKAGES}
+
+
+def code_fingerprint(roots: Mapping[str, Path] | None = None) -> str:
     """sha256 of the pipeline's Python code and template bank.
 
     Part of a build's work-folder key, so shard markers written by other code are never
-    taken for finished work (a stale marker would silently reuse old outputs).
+    taken for finished work (a stale marker would silently reuse old outputs). ``roots``
+    maps a name to a folder; a folder nested in another root is hashed under its own name
+    only, so an editable checkout and a wheel install give the same fingerprint.
     """
-    files = sorted(
-        p for folder in CODE_FOLDERS for p in (root / folder).rglob("*")
-        if p.is_file() and p.suffix in {".py", ".yaml", ".yml"} and "__pycache__" not in p.parts
-    )
-    return _hash_files(root, files)
+    roots = dict(roots or code_packages())
+    digest = hashlib.sha256()
+    for name, root in sorted(roots.items()):
+        nested = [other for other in roots.values() if other != root and other.is_relative_to(root)]
+        found = sorted(
+            p for p in root.rglob("*")
+            if p.is_file() and p.suffix in {".py", ".yaml", ".yml"} and "__pycache__" not in p.parts
+            and not any(p.is_relative_to(other) for other in nested)
+        )
+        digest.update(f"{name}\0{_hash_files(root, found)}\0".encode())
+    return "sha256:" + digest.hexdigest()
 
 
 def _hash_files(root: Path, files: list[Path]) -> str:

@@ -169,6 +169,11 @@ def clear_stage(stage_dir: Path) -> None:
         shutil.rmtree(stage_dir)
 
 
+def clear_shard_scratch(path: Path) -> None:
+    """Remove a shard's scratch file (e.g. its call cache) once the shard is done."""
+    Path(path).unlink(missing_ok=True)
+
+
 def read_stats(stage_dir: Path, shard: int) -> dict:
     return json.loads((stage_dir / "_stats" / f"{part_name(shard)}.json").read_text())
 

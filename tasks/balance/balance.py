@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from tasks.balance import codes, keys
-from tasks.balance.config import BalanceConfig
-from tasks.balance.summary import balance_report
+from reasonvqa.tasks.balance import codes, keys
+from reasonvqa.tasks.balance.config import BalanceConfig
+from reasonvqa.tasks.balance.summary import balance_report
 
 REQUIRED_COLUMNS = ("question_id", "image_id", "property_id", "answer")
 

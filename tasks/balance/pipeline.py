@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from tasks.balance import codes
-from tasks.balance.balance import BalanceResult, balance_questions
-from tasks.balance.config import BalanceConfig, SplitConfig
-from tasks.balance.split import SplitResult, split_images
+from reasonvqa.tasks.balance import codes
+from reasonvqa.tasks.balance.balance import BalanceResult, balance_questions
+from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.balance.split import SplitResult, split_images
 
 
 @dataclass

@@ -12,15 +12,15 @@ from collections import Counter, defaultdict
 
 import pyarrow as pa
 
-from tasks.balance import keys
-from tasks.balance.balance import (
+from reasonvqa.tasks.balance import keys
+from reasonvqa.tasks.balance.balance import (
     BALANCE_REASONS,
     REMOVED,
     BalanceResult,
     check_columns,
 )
-from tasks.balance.config import BalanceConfig, SplitConfig
-from tasks.balance.split import (
+from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.balance.split import (
     ANSWER_KIND,
     IMAGES,
     MERGED_KIND,
@@ -31,7 +31,7 @@ from tasks.balance.split import (
     check_split_input,
     split_report,
 )
-from tasks.balance.summary import balance_report
+from reasonvqa.tasks.balance.summary import balance_report
 
 
 def reference_balance(pool: pa.Table, config: BalanceConfig, seed: int) -> BalanceResult:

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from tasks.balance import codes, keys
-from tasks.balance.config import SplitConfig
+from reasonvqa.tasks.balance import codes, keys
+from reasonvqa.tasks.balance.config import SplitConfig
 
 NO_POOL_ANSWER = "<no pool answer>"
 MERGED = "<merged>"

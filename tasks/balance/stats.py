@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reasonvqa.stage import write_json, write_parquet
-from tasks.balance import plots
-from tasks.balance.balance import BalanceResult
-from tasks.balance.split import SplitResult
-from tasks.balance.summary import entropy_bits, js_divergence_bits, ranked
+from reasonvqa.tasks.balance import plots
+from reasonvqa.tasks.balance.balance import BalanceResult
+from reasonvqa.tasks.balance.split import SplitResult
+from reasonvqa.tasks.balance.summary import entropy_bits, js_divergence_bits, ranked
 
 TOP_GROUPS = 6  # groups shown in the top-answer figures (the largest by pool size)
 TOP_ANSWERS = 10

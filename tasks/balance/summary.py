@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from tasks.balance.config import BalanceConfig
+from reasonvqa.tasks.balance.config import BalanceConfig
 
 
 def ranked(counts: Mapping[str, int]) -> list[tuple[str, int]]:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reasonvqa import schemas
-from tasks.balance import keys
+from reasonvqa.tasks.balance import keys
 
 DOMAINS = (
     "Places & Locations",

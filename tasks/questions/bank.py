@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from reasonvqa.paths import TEMPLATES_DIR
-from tasks.questions.text import normalize_predicate, normalize_text
+from reasonvqa.tasks.questions.text import normalize_predicate, normalize_text
 
 CATEGORIES = ("fixed", "date", "number", "literal")
 VALUE_KINDS = ("item", "quantity", "time", "string")

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tasks.questions.choice_frame import choice_frame
-from tasks.questions.hashing import sample3
+from reasonvqa.tasks.questions.choice_frame import choice_frame
+from reasonvqa.tasks.questions.hashing import sample3
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
 _UNITS_PER_YEAR = {9: 1, 10: 12, 11: 365}

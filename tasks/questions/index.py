@@ -25,10 +25,10 @@ import polars as pl
 import pyarrow as pa
 
 from reasonvqa import schemas
-from tasks.questions.bank import NAMING_PROPERTIES, SUBJECT, TemplateBank
-from tasks.questions.config import QuestionConfig
-from tasks.questions.hashing import stable_rank
-from tasks.questions.text import capitalize_expr, clean_phrase_expr, normalize_expr, normalize_text, resolve_articles_expr
+from reasonvqa.tasks.questions.bank import NAMING_PROPERTIES, SUBJECT, TemplateBank
+from reasonvqa.tasks.questions.config import QuestionConfig
+from reasonvqa.tasks.questions.hashing import stable_rank
+from reasonvqa.tasks.questions.text import capitalize_expr, clean_phrase_expr, normalize_expr, normalize_text, resolve_articles_expr
 
 VALUE_COLUMNS = ["value_kind", "value_qid", "value_label", "amount", "unit_qid", "unit_label", "time", "precision"]
 _KIND = {"item": "item", "quantity": "quantity", "time": "time", "string": "string", "monolingualtext": "string"}

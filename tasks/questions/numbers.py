@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tasks.questions.bank import UnitFormat
-from tasks.questions.choice_frame import choice_frame
-from tasks.questions.hashing import sample3
+from reasonvqa.tasks.questions.bank import UnitFormat
+from reasonvqa.tasks.questions.choice_frame import choice_frame
+from reasonvqa.tasks.questions.hashing import sample3
 
 MAX_K = 5
 _UNITLESS = ("1", "Q199")

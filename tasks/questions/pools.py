@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tasks.questions.choice_frame import choice_frame
-from tasks.questions.hashing import sample3
-from tasks.questions.text import clean_phrase_expr, normalize_expr
+from reasonvqa.tasks.questions.choice_frame import choice_frame
+from reasonvqa.tasks.questions.hashing import sample3
+from reasonvqa.tasks.questions.text import clean_phrase_expr, normalize_expr
 
 
 def pool_choices(df: pl.DataFrame, seeds: np.ndarray, index) -> pl.DataFrame:

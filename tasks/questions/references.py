@@ -26,9 +26,9 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 
-from tasks.questions.bank import TemplateBank
-from tasks.questions.config import QuestionConfig
-from tasks.questions.text import clean_phrase_expr, normalize_predicate_expr
+from reasonvqa.tasks.questions.bank import TemplateBank
+from reasonvqa.tasks.questions.config import QuestionConfig
+from reasonvqa.tasks.questions.text import clean_phrase_expr, normalize_predicate_expr
 
 REF_SCHEMA = {
     "image_id": pl.String,

@@ -34,15 +34,15 @@ import pyarrow as pa
 
 from reasonvqa import schemas
 from reasonvqa.stage import Rejects, StageResult
-from tasks.questions.bank import TemplateBank
-from tasks.questions.config import QuestionConfig
-from tasks.questions.dates import date_choices
-from tasks.questions.hashing import digest_keys, draw, mix_seed
-from tasks.questions.index import KnowledgeIndex, build_index
-from tasks.questions.numbers import number_choices
-from tasks.questions.pools import pool_choices
-from tasks.questions.references import build_references, columns
-from tasks.questions.text import capitalize_expr, normalize_expr
+from reasonvqa.tasks.questions.bank import TemplateBank
+from reasonvqa.tasks.questions.config import QuestionConfig
+from reasonvqa.tasks.questions.dates import date_choices
+from reasonvqa.tasks.questions.hashing import digest_keys, draw, mix_seed
+from reasonvqa.tasks.questions.index import KnowledgeIndex, build_index
+from reasonvqa.tasks.questions.numbers import number_choices
+from reasonvqa.tasks.questions.pools import pool_choices
+from reasonvqa.tasks.questions.references import build_references, columns
+from reasonvqa.tasks.questions.text import capitalize_expr, normalize_expr
 
 STAGE = "questions"
 _PERMUTATIONS = np.array(list(itertools.permutations(range(4))), dtype=np.int64)

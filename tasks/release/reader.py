@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
-from tasks.release.writer import MANIFEST
+from reasonvqa.tasks.release.writer import MANIFEST
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
-from tasks.release.writer import MANIFEST, sha256_file
+from reasonvqa.tasks.release.writer import MANIFEST, sha256_file
 
 
 def verify_release(path: Path) -> list[str]:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
-from tasks.release.card import render_card
+from reasonvqa.tasks.release.card import render_card
 
 MANIFEST = "manifest.json"
 CARD = "README.md"

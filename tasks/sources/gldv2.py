@@ -27,11 +27,11 @@ import pyarrow as pa
 
 from reasonvqa import schemas
 from reasonvqa.stage import Rejects, StageResult, run_stream, stage_stats
-from tasks.sources.columns import ColumnBuffer
-from tasks.sources.gc_pause import gc_paused
-from tasks.sources.gldv2_side import CATEGORIES, CLEAN, SideTables, csv_rows, image_key, read_side_tables
-from tasks.sources.normalize import as_int_id
-from tasks.sources.seen_ids import SeenIds
+from reasonvqa.tasks.sources.columns import ColumnBuffer
+from reasonvqa.tasks.sources.gc_pause import gc_paused
+from reasonvqa.tasks.sources.gldv2_side import CATEGORIES, CLEAN, SideTables, csv_rows, image_key, read_side_tables
+from reasonvqa.tasks.sources.normalize import as_int_id
+from reasonvqa.tasks.sources.seen_ids import SeenIds
 
 STAGE = "sources_gldv2"
 ORIGIN = "annotation:gldv2"

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 import numpy as np
 
-from tasks.sources.normalize import as_int_id, collapse_spaces
+from reasonvqa.tasks.sources.normalize import as_int_id, collapse_spaces
 
 CATEGORIES = "train_label_to_category.csv"
 CLEAN = "train_clean.csv"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from reasonvqa.stage import shard_paths, summarize
-from tasks.sources.gldv2 import ingest_gldv2
-from tasks.sources.vg import ingest_vg
+from reasonvqa.tasks.sources.gldv2 import ingest_gldv2
+from reasonvqa.tasks.sources.vg import ingest_vg
 
 READERS = {"vg": ingest_vg, "gldv2": ingest_gldv2}
 TABLES = ("images", "objects", "relations", "attributes")

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from reasonvqa.stage import StageResult, run_stream, stage_stats
-from tasks.sources.gc_pause import gc_paused
-from tasks.sources.jsonstream import StreamFailure, iter_json_array
-from tasks.sources.vg_merge import AlignedCursor, OutOfOrder, PartitionedCursor, ShardPlan, partition_file
-from tasks.sources.vg_shard import ImageIndex, VgShardBuilder, build_image_index
+from reasonvqa.tasks.sources.gc_pause import gc_paused
+from reasonvqa.tasks.sources.jsonstream import StreamFailure, iter_json_array
+from reasonvqa.tasks.sources.vg_merge import AlignedCursor, OutOfOrder, PartitionedCursor, ShardPlan, partition_file
+from reasonvqa.tasks.sources.vg_shard import ImageIndex, VgShardBuilder, build_image_index
 
 IMAGE_DATA = "image_data.json"
 OBJECTS = "objects.json"

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from tasks.sources.jsonstream import StreamFailure, iter_json_array
-from tasks.sources.vg_records import record_image_id
-from tasks.sources.vg_shard import ImageIndex
+from reasonvqa.tasks.sources.jsonstream import StreamFailure, iter_json_array
+from reasonvqa.tasks.sources.vg_records import record_image_id
+from reasonvqa.tasks.sources.vg_shard import ImageIndex
 
 Item = tuple[int, object] | StreamFailure
 OUTSIDE = -1  # an image of image_data.json beyond the max_images selection

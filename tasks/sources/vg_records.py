@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tasks.sources.normalize import as_int_id, as_number, is_number, normalize_label
+from reasonvqa.tasks.sources.normalize import as_int_id, as_number, is_number, normalize_label
 
 MIN_VISIBLE_FRACTION = 0.5
 

@@ -18,10 +18,10 @@ import pyarrow as pa
 
 from reasonvqa import schemas
 from reasonvqa.stage import Rejects, StageResult
-from tasks.sources.columns import ColumnBuffer
-from tasks.sources.jsonstream import StreamFailure
-from tasks.sources.normalize import normalize_label
-from tasks.sources.vg_records import (
+from reasonvqa.tasks.sources.columns import ColumnBuffer
+from reasonvqa.tasks.sources.jsonstream import StreamFailure
+from reasonvqa.tasks.sources.normalize import normalize_label
+from reasonvqa.tasks.sources.vg_records import (
     ImageEntry,
     object_id_of,
     parse_image_entry,

@@ -5,9 +5,9 @@ from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-from flows.artifacts import publish_artifacts, release_summary_markdown
+from reasonvqa.flows.artifacts import publish_artifacts, release_summary_markdown
 from reasonvqa import schemas
-from tasks.release.writer import write_release
+from reasonvqa.tasks.release.writer import write_release
 from tests.tasks.release.conftest import question
 
 PNG = base64.b64decode(

@@ -6,11 +6,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from flows.build_reasonvqa import build_reasonvqa, stage_report
-from flows.runners import make_task_runner
+from reasonvqa.flows.build_reasonvqa import build_reasonvqa, stage_report
+from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.config import sample_config
 from reasonvqa.stage import stage_stats
-from tasks.release.verify import verify_release
+from reasonvqa.tasks.release.verify import verify_release
 
 pytestmark = pytest.mark.integration
 

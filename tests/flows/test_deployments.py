@@ -10,7 +10,7 @@ import pytest
 from prefect.deployments import run_deployment
 from prefect.settings import PREFECT_API_URL
 
-from tasks.release.verify import verify_release
+from reasonvqa.tasks.release.verify import verify_release
 
 pytestmark = pytest.mark.integration
 

@@ -4,17 +4,17 @@ import pyarrow.compute as pc
 import pytest
 from typer.testing import CliRunner
 
-from flows.resplit import SourceReleaseError, resplit, resplit_flow
+from reasonvqa.flows.resplit import SourceReleaseError, resplit, resplit_flow
 from reasonvqa.cli import app
 from reasonvqa.config import sample_config
-from tasks.balance.config import BalanceConfig, SplitConfig
-from tasks.balance.filters import EmptySelectionError
-from tasks.balance.pipeline import balance_and_split
-from tasks.balance.stats import write_stats
-from tasks.balance.synthetic import synthetic_pool
-from tasks.release.reader import read_release
-from tasks.release.verify import verify_release
-from tasks.release.writer import write_release
+from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.balance.filters import EmptySelectionError
+from reasonvqa.tasks.balance.pipeline import balance_and_split
+from reasonvqa.tasks.balance.stats import write_stats
+from reasonvqa.tasks.balance.synthetic import synthetic_pool
+from reasonvqa.tasks.release.reader import read_release
+from reasonvqa.tasks.release.verify import verify_release
+from reasonvqa.tasks.release.writer import write_release
 
 KEEP = ["Places & Locations", "History & Events"]
 
@@ -118,7 +118,7 @@ def test_cli_empty_selection_exits_2_with_the_reason(source, tmp_path):
 
 def test_route_match_keeps_what_a_domain_build_would_generate(tmp_path):
     """Route mode uses the real template bank: every property on the route must have a selected domain."""
-    from tasks.questions.bank import load_bank
+    from reasonvqa.tasks.questions.bank import load_bank
     from tests.tasks.balance.conftest import pool_of, question
 
     bank = load_bank()

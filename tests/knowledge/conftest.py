@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.config import KnowledgeConfig
-from knowledge.mirror import InProcessClient, build_store
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.mirror import InProcessClient, build_store
 from tests.knowledge.helpers import ScriptedSparqlServer
 
 

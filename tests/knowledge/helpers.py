@@ -137,7 +137,7 @@ def in_process_client(tmp_path: Path, entities: list[dict]):
     """An InProcessClient over an in-memory store holding ``entities`` mapped to RDF."""
     from pyoxigraph import RdfFormat, Store
 
-    from knowledge.mirror import InProcessClient, write_ntriples
+    from reasonvqa.knowledge.mirror import InProcessClient, write_ntriples
 
     source = write_jsonl(tmp_path / "entities.jsonl", entities)
     triples = tmp_path / "entities.nt"

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from knowledge.config import KnowledgeConfig
-from knowledge.facts import fetch_facts
-from knowledge.linking import link_objects
-from knowledge.mirror import mirror_cache_key, serve_mirror
-from knowledge.wikidata import WikidataClient
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.facts import fetch_facts
+from reasonvqa.knowledge.linking import link_objects
+from reasonvqa.knowledge.mirror import mirror_cache_key, serve_mirror
+from reasonvqa.knowledge.wikidata import WikidataClient
 from reasonvqa import schemas
 from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.stage import read_table, run_shard

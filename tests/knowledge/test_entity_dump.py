@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from knowledge.entity_dump import entity_files, read_entities
+from reasonvqa.knowledge.entity_dump import entity_files, read_entities
 from tests.knowledge.helpers import item_entity, statement, write_jsonl
 
 DOG = item_entity("Q144", "dog", {"P8814": [statement("Q144", "P8814", "02086723-n")]})

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from knowledge.config import KnowledgeConfig
-from knowledge.facts import fetch_facts
-from knowledge.ids import MalformedId
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.facts import fetch_facts
+from reasonvqa.knowledge.ids import MalformedId
 from reasonvqa.stage import write_shard
 from tests.knowledge.helpers import in_process_client, item_entity, statement, time_statement
 
@@ -142,7 +142,7 @@ def test_outputs_do_not_depend_on_the_order_of_the_answer(sparql_server, fast_co
     """WDQS gives no row order: two answers with the same rows in reverse order give the same facts and rejects."""
     import json
 
-    from knowledge.wikidata import WikidataClient
+    from reasonvqa.knowledge.wikidata import WikidataClient
     from tests.knowledge.helpers import Reply
 
     def cell(value, datatype=None):

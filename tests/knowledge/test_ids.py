@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pyoxigraph import Store
 
-from knowledge import queries
-from knowledge.ids import (
+from reasonvqa.knowledge import queries
+from reasonvqa.knowledge.ids import (
     MalformedId,
     batched,
     check_qid,

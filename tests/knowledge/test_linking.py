@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from knowledge.config import KnowledgeConfig
-from knowledge.linking import link_objects, link_synset_names
-from knowledge.wordnet import TableWordNet
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.linking import link_objects, link_synset_names
+from reasonvqa.knowledge.wordnet import TableWordNet
 from reasonvqa import schemas
 from reasonvqa.stage import write_shard
 

@@ -8,10 +8,10 @@ import urllib.request
 
 import pytest
 
-from knowledge import queries
-from knowledge.config import KnowledgeConfig
-from knowledge.mirror import MirrorError, build_store, mirror_cache_key, serve_mirror, snapshot_id
-from knowledge.wikidata import WikidataClient
+from reasonvqa.knowledge import queries
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.mirror import MirrorError, build_store, mirror_cache_key, serve_mirror, snapshot_id
+from reasonvqa.knowledge.wikidata import WikidataClient
 from tests.knowledge.helpers import item_entity, statement, write_jsonl
 
 DOG = item_entity("Q144", "dog", {"P8814": [statement("Q144", "P8814", "02086723-n")]})

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from knowledge import queries
-from knowledge.mirror import write_ntriples
+from reasonvqa.knowledge import queries
+from reasonvqa.knowledge.mirror import write_ntriples
 from tests.knowledge.helpers import in_process_client, item_entity, statement, time_statement, write_jsonl
 
 WD = "http://www.wikidata.org/entity/"

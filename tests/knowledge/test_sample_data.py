@@ -7,12 +7,12 @@ import csv
 import pytest
 import yaml
 
-from knowledge.config import KnowledgeConfig
-from knowledge.entity_dump import read_entities
-from knowledge.ids import is_qid
-from knowledge.linking import link_objects
-from knowledge.lookups import normalize_category
-from knowledge.sample_data import ENTITIES_DIR, TRANSCRIBED_YAML, transcribed_entities, write_jsonl
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.entity_dump import read_entities
+from reasonvqa.knowledge.ids import is_qid
+from reasonvqa.knowledge.linking import link_objects
+from reasonvqa.knowledge.lookups import normalize_category
+from reasonvqa.knowledge.sample_data import ENTITIES_DIR, TRANSCRIBED_YAML, transcribed_entities, write_jsonl
 from reasonvqa import schemas
 from reasonvqa.paths import SAMPLE_DIR
 

@@ -7,7 +7,7 @@ from email.utils import formatdate
 
 import pytest
 
-from knowledge.wikidata import EndpointUnavailable, QueryRejected, WikidataClient, user_agent
+from reasonvqa.knowledge.wikidata import EndpointUnavailable, QueryRejected, WikidataClient, user_agent
 from tests.knowledge.helpers import Reply, sparql_json
 
 QUERY = 'SELECT ?item WHERE { VALUES ?wn { "02086723-n" } ?item <http://www.wikidata.org/prop/direct/P8814> ?wn }'

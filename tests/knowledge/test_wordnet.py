@@ -6,8 +6,8 @@ import gzip
 
 import pytest
 
-from knowledge.config import KnowledgeConfig
-from knowledge.wordnet import NltkWordNet, TableWordNet, canonical_name, load_wordnet, nltk_available, parse_name
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.wordnet import NltkWordNet, TableWordNet, canonical_name, load_wordnet, nltk_available, parse_name
 
 # (name, 3.0 offset, 3.1 offset) from FIELD_NOTES section 2 and the issue
 KNOWN = [

@@ -4,7 +4,7 @@ import pyarrow as pa
 from typer.testing import CliRunner
 
 from reasonvqa.cli import app
-from tasks.release.writer import write_release
+from reasonvqa.tasks.release.writer import write_release
 from tests.tasks.release.conftest import question
 from reasonvqa import schemas
 

@@ -29,8 +29,24 @@ def test_code_fingerprint_follows_code_and_templates(tmp_path):
     (tmp_path / "tasks" / "stage.py").write_text("X = 1\n")
     (tmp_path / "templates" / "p.yaml").write_text("a: 1\n")
     (tmp_path / "tasks" / "notes.md").write_text("not code")
-    first = code_fingerprint(tmp_path)
+    roots = {"tasks": tmp_path / "tasks", "templates": tmp_path / "templates"}
+    first = code_fingerprint(roots)
     (tmp_path / "tasks" / "notes.md").write_text("still not code")
-    assert code_fingerprint(tmp_path) == first
+    assert code_fingerprint(roots) == first
     (tmp_path / "templates" / "p.yaml").write_text("a: 2\n")
-    assert code_fingerprint(tmp_path) != first
+    assert code_fingerprint(roots) != first
+
+
+def test_code_fingerprint_hashes_a_nested_package_once(tmp_path):
+    core = tmp_path / "reasonvqa"
+    (core / "tasks").mkdir(parents=True)
+    (core / "cli.py").write_text("A = 1\n")
+    (core / "tasks" / "stage.py").write_text("X = 1\n")
+    flat = tmp_path / "flat"
+    (flat / "core").mkdir(parents=True)
+    (flat / "tasks").mkdir()
+    (flat / "core" / "cli.py").write_text("A = 1\n")
+    (flat / "tasks" / "stage.py").write_text("X = 1\n")
+    # a wheel nests tasks/ inside the package; a checkout keeps it beside it: same fingerprint
+    assert code_fingerprint({"reasonvqa": core, "reasonvqa.tasks": core / "tasks"}) == \
+        code_fingerprint({"reasonvqa": flat / "core", "reasonvqa.tasks": flat / "tasks"})

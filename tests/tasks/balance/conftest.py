@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from reasonvqa import schemas
-from tasks.balance.config import BalanceConfig
+from reasonvqa.tasks.balance.config import BalanceConfig
 
 # The hand-computed expectations of the literal tests use these settings (not the defaults).
 MODERATE = BalanceConfig(head_tail_bound=1.5, max_ratio=3.0, max_round_fraction=0.25)

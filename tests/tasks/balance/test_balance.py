@@ -3,9 +3,9 @@ import io
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.balance.balance import REMOVED, balance_questions
-from tasks.balance.config import BalanceConfig
-from tasks.balance.reference import reference_balance
+from reasonvqa.tasks.balance.balance import REMOVED, balance_questions
+from reasonvqa.tasks.balance.config import BalanceConfig
+from reasonvqa.tasks.balance.reference import reference_balance
 from tests.tasks.balance.conftest import MODERATE, answers_of, pool_of, question
 
 

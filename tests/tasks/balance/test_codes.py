@@ -1,7 +1,7 @@
 import numpy as np
 import pyarrow as pa
 
-from tasks.balance import codes
+from reasonvqa.tasks.balance import codes
 
 
 def test_dense_codes_follow_code_point_order_and_keep_nulls():

@@ -1,6 +1,6 @@
 import pytest
 
-from tasks.balance.filters import EmptySelectionError, filter_pool
+from reasonvqa.tasks.balance.filters import EmptySelectionError, filter_pool
 from tests.tasks.balance.conftest import pool_of, question
 
 

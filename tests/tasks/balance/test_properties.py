@@ -7,12 +7,12 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tasks.balance.balance import balance_questions
-from tasks.balance.config import BalanceConfig, SplitConfig
-from tasks.balance.pipeline import balance_and_split
-from tasks.balance.reference import reference_balance, reference_split
-from tasks.balance.split import split_images
-from tasks.balance.summary import ranked
+from reasonvqa.tasks.balance.balance import balance_questions
+from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.balance.pipeline import balance_and_split
+from reasonvqa.tasks.balance.reference import reference_balance, reference_split
+from reasonvqa.tasks.balance.split import split_images
+from reasonvqa.tasks.balance.summary import ranked
 from tests.tasks.balance.conftest import pool_of, question
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from tasks.balance.config import SplitConfig
-from tasks.balance.reference import reference_split
-from tasks.balance.split import MERGED, NO_POOL_ANSWER, split_images
+from reasonvqa.tasks.balance.config import SplitConfig
+from reasonvqa.tasks.balance.reference import reference_split
+from reasonvqa.tasks.balance.split import MERGED, NO_POOL_ANSWER, split_images
 from tests.tasks.balance.conftest import pool_of, question
 
 IMAGES = {  # image -> answers of its questions (all property P1)

@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from tasks.balance.balance import balance_questions
-from tasks.balance.config import BalanceConfig, SplitConfig
-from tasks.balance.split import split_images
-from tasks.balance.stats import write_stats
+from reasonvqa.tasks.balance.balance import balance_questions
+from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.balance.split import split_images
+from reasonvqa.tasks.balance.stats import write_stats
 from tests.tasks.balance.conftest import MODERATE, pool_of, question
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from reasonvqa import schemas
-from tasks.questions.bank import load_bank
+from reasonvqa.tasks.questions.bank import load_bank
 
 
 def item(subject, label, prop, qid, value_label, hop=1, rank="normal"):

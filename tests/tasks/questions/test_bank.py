@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reasonvqa.paths import TEMPLATES_DIR
-from tasks.questions.bank import BankError, load_bank
+from reasonvqa.tasks.questions.bank import BankError, load_bank
 
 PAPER_PROPERTIES = ["P84", "P50", "P17", "P2048", "P2049", "P37", "P38", "P36", "P25", "P19"]
 

@@ -7,7 +7,7 @@ import datetime
 import numpy as np
 import polars as pl
 
-from tasks.questions.dates import civil_from_days, date_choices, days_from_civil
+from reasonvqa.tasks.questions.dates import civil_from_days, date_choices, days_from_civil
 
 
 def _frame(times, precisions, window=20, max_precision=11):

@@ -8,10 +8,10 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.questions.bank import load_bank
-from tasks.questions.dates import date_choices
-from tasks.questions.numbers import number_choices
-from tasks.questions.text import normalize_text
+from reasonvqa.tasks.questions.bank import load_bank
+from reasonvqa.tasks.questions.dates import date_choices
+from reasonvqa.tasks.questions.numbers import number_choices
+from reasonvqa.tasks.questions.text import normalize_text
 
 
 UNITS = load_bank().units

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tasks.questions.numbers import auto_decimals, format_numbers, nice_floor, number_choices
+from reasonvqa.tasks.questions.numbers import auto_decimals, format_numbers, nice_floor, number_choices
 
 
 def _frame(amounts, units, labels=None, decimals=None, spread=0.1, thousands=True):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 
 from reasonvqa import schemas
-from tasks.questions.config import QuestionConfig
-from tasks.questions.index import build_index
-from tasks.questions.references import build_references
+from reasonvqa.tasks.questions.config import QuestionConfig
+from reasonvqa.tasks.questions.index import build_index
+from reasonvqa.tasks.questions.references import build_references
 
 
 def _refs(bank, facts, objects, relations, links, **config):

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from reasonvqa import schemas
-from tasks.questions.config import QuestionConfig
-from tasks.questions.index import build_index
-from tasks.questions.templated import generate_questions
+from reasonvqa.tasks.questions.config import QuestionConfig
+from reasonvqa.tasks.questions.index import build_index
+from reasonvqa.tasks.questions.templated import generate_questions
 
 TOWER, MOUNTAIN = "gldv2:7e4627eb6f721857", "gldv2:0a1b2c3d4e5f6789"
 
@@ -207,7 +207,7 @@ def test_a_question_that_starts_with_the_object_is_capitalized(inputs, tmp_path)
     import shutil
 
     from reasonvqa.paths import TEMPLATES_DIR
-    from tasks.questions.bank import load_bank
+    from reasonvqa.tasks.questions.bank import load_bank
 
     copy = tmp_path / "templates"
     shutil.copytree(TEMPLATES_DIR, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
@@ -223,7 +223,7 @@ def test_a_multi_hop_question_that_starts_with_a_sub_clause_is_capitalized(input
     import shutil
 
     from reasonvqa.paths import TEMPLATES_DIR
-    from tasks.questions.bank import load_bank
+    from reasonvqa.tasks.questions.bank import load_bank
 
     copy = tmp_path / "templates"
     shutil.copytree(TEMPLATES_DIR, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tasks.questions.text import normalize_text, resolve_articles_expr
+from reasonvqa.tasks.questions.text import normalize_text, resolve_articles_expr
 
 
 def _apply(expr_fn, values):

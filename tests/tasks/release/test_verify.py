@@ -4,8 +4,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
-from tasks.release.verify import verify_release
-from tasks.release.writer import write_release
+from reasonvqa.tasks.release.verify import verify_release
+from reasonvqa.tasks.release.writer import write_release
 from tests.tasks.release.conftest import question
 
 

@@ -4,9 +4,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.release.reader import read_release
-from tasks.release.verify import verify_release
-from tasks.release.writer import EmptySplitError, ReleaseExistsError, require_nonempty_splits, write_release
+from reasonvqa.tasks.release.reader import read_release
+from reasonvqa.tasks.release.verify import verify_release
+from reasonvqa.tasks.release.writer import EmptySplitError, ReleaseExistsError, require_nonempty_splits, write_release
 
 
 def _write(out, splits, version="1.0.0", **kw):

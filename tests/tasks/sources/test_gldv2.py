@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from reasonvqa.stage import read_table
-from tasks.sources.gldv2 import ingest_gldv2, is_http_url
-from tasks.sources.gldv2_side import commons_category_name, image_key
-from tasks.sources.seen_ids import SeenIds
+from reasonvqa.tasks.sources.gldv2 import ingest_gldv2, is_http_url
+from reasonvqa.tasks.sources.gldv2_side import commons_category_name, image_key
+from reasonvqa.tasks.sources.seen_ids import SeenIds
 
 from tests.tasks.sources.conftest import CATEGORIES, CLEAN, TRAIN, assert_accounted, gldv2_folder, rejects_by_reason, rows, stage_bytes
 

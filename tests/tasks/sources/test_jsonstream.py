@@ -1,4 +1,4 @@
-from tasks.sources.jsonstream import StreamFailure, iter_json_array
+from reasonvqa.tasks.sources.jsonstream import StreamFailure, iter_json_array
 
 from tests.tasks.sources.conftest import write_text
 

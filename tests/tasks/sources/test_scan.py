@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tasks.sources.scan import scan_source
+from reasonvqa.tasks.sources.scan import scan_source
 
 from tests.tasks.sources.conftest import gldv2_folder
 

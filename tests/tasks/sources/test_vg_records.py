@@ -1,7 +1,7 @@
 import pytest
 
-from tasks.sources.normalize import as_int_id, normalize_label
-from tasks.sources.vg_records import (
+from reasonvqa.tasks.sources.normalize import as_int_id, normalize_label
+from reasonvqa.tasks.sources.vg_records import (
     ImageEntry,
     clip_box,
     parse_image_entry,

@@ -1,0 +1,1 @@
+"""Bundled sample inputs and knowledge (package data, read through ``reasonvqa.paths``)."""

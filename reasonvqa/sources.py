@@ -1,0 +1,132 @@
+"""The source registry: one class per dataset format, found by its kind name.
+
+A source declares its kind name, its pydantic config model, the visual domain and license of
+its images, how to check a folder before any work, how to plan its work units, and how to
+read one unit into the record model (``reasonvqa.schemas``: images, objects, relations,
+attributes, regions, ...). The build flow, ``sources scan``, the input checks and the CLI's
+help all ask this registry; nothing else lists source kinds.
+
+Built-in sources register through the ``reasonvqa.sources`` entry-point group in
+pyproject.toml, exactly as a third-party package would::
+
+    [project.entry-points."reasonvqa.sources"]
+    mykind = "mypackage.mysource:MySource"
+
+Tests (and notebooks) may call ``register(MySource)`` directly.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, ClassVar, Iterator
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reasonvqa.stage import StageResult
+
+ENTRY_POINT_GROUP = "reasonvqa.sources"
+
+
+class SourceConfig(BaseModel):
+    """What every source takes; a source's own config model subclasses this."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    path: Path
+    max_images: int | None = Field(default=None, ge=1, description="Read at most this many images (for quick runs).")
+
+
+class Source(ABC):
+    """One dataset format. Subclasses set the class attributes and implement the methods.
+
+    Work is cut into *units* (a tar shard, a scene, a whole JSON stream): ``plan`` lists them,
+    one Prefect task reads one unit, and ``read`` yields the unit's records as one
+    ``StageResult`` per shard of at most ``shard_size`` images. Units must be small picklable
+    values (strings, paths, tuples) and ``plan`` must return them in a deterministic order.
+    """
+
+    kind: ClassVar[str]
+    config_model: ClassVar[type[SourceConfig]] = SourceConfig
+    visual_domain: ClassVar[str]  # e.g. "mixed", "landmarks", "indoor/outdoor", "driving", "robotics"
+    license: ClassVar[str]  # license of the images and annotations, e.g. "CC BY 4.0"
+    description: ClassVar[str] = ""  # one line for --help and the dataset card
+
+    @abstractmethod
+    def check(self, config: SourceConfig) -> None:
+        """Raise FileNotFoundError naming the first missing folder or required file."""
+
+    def plan(self, config: SourceConfig, shard_size: int) -> list[Any]:
+        """The work units of this source, in a deterministic order (default: one unit)."""
+        return [str(config.path)]
+
+    @abstractmethod
+    def read(self, config: SourceConfig, unit: Any, shard_size: int) -> Iterator[StageResult]:
+        """Yield one StageResult per shard of at most ``shard_size`` images of ``unit``."""
+
+
+_REGISTRY: dict[str, type[Source]] = {}
+_LOCK = threading.Lock()
+_ENTRY_POINTS_LOADED = False
+
+
+class UnknownSourceError(ValueError):
+    """A source kind that no registered source declares."""
+
+
+def register(source: type[Source]) -> type[Source]:
+    """Register a source class under its ``kind`` (usable as a class decorator)."""
+    kind = getattr(source, "kind", None)
+    if not isinstance(kind, str) or not kind.isidentifier():
+        raise ValueError(f"source {source!r} needs a kind that is a plain identifier, got {kind!r}")
+    with _LOCK:
+        existing = _REGISTRY.get(kind)
+        if existing is not None and existing is not source:
+            raise ValueError(f"source kind {kind!r} is registered twice: {existing!r} and {source!r}")
+        _REGISTRY[kind] = source
+    return source
+
+
+def unregister(kind: str) -> None:
+    """Remove a registered kind (tests that register a toy source clean up with this)."""
+    with _LOCK:
+        _REGISTRY.pop(kind, None)
+
+
+def _load_entry_points() -> None:
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        source = point.load()
+        if point.name != getattr(source, "kind", None):
+            raise ValueError(f"entry point {point.name!r} loads {source!r}, whose kind is {source.kind!r}")
+        register(source)
+    _ENTRY_POINTS_LOADED = True
+
+
+def kinds() -> list[str]:
+    """Every registered source kind, sorted."""
+    _load_entry_points()
+    return sorted(_REGISTRY)
+
+
+def get(kind: str) -> Source:
+    """An instance of the source registered as ``kind``; UnknownSourceError lists the known kinds."""
+    _load_entry_points()
+    source = _REGISTRY.get(kind)
+    if source is None:
+        raise UnknownSourceError(f"unknown source kind {kind!r}; known kinds: {', '.join(sorted(_REGISTRY))}")
+    return source()
+
+
+def parse_config(raw: Any) -> SourceConfig:
+    """Validate one source entry of a build config with its kind's own config model."""
+    if isinstance(raw, SourceConfig):
+        raw = raw.model_dump()
+    if not isinstance(raw, dict) or "kind" not in raw:
+        raise ValueError("a source needs a 'kind'")
+    return get(str(raw["kind"])).config_model.model_validate(raw)
