@@ -20,8 +20,8 @@ class::
 
 ``instance(StageClass, config)`` returns the worker process's one set-up instance for that
 class, config and device: threads of a thread-pool runner share it, each Dask worker process
-sets up its own once. Instances are torn down at process exit (``atexit`` in the main process,
-a multiprocessing finalizer in worker processes) or by ``teardown_stage``/``teardown_all``.
+sets up its own once. Instances are torn down at process exit (``atexit``; for multiprocessing
+pool workers, which skip ``atexit``, a multiprocessing finalizer) or by ``teardown_stage``/``teardown_all``.
 
 The device is settled before ``setup`` loads anything: a stage that needs CUDA on a machine
 without it raises ``DeviceUnavailable`` unless its config sets ``allow_cpu_fallback``.
@@ -233,8 +233,8 @@ def _forget_instances_in_child() -> None:
 
 
 atexit.register(teardown_all)
-# multiprocessing children (Dask worker processes) leave through os._exit, which skips atexit
-# but runs multiprocessing's finalizers.
+# multiprocessing pool workers leave through os._exit, which skips atexit but runs
+# multiprocessing's finalizers (Dask worker processes run atexit).
 multiprocessing.util.Finalize(None, teardown_all, exitpriority=10)
 os.register_at_fork(after_in_child=_forget_instances_in_child)
 

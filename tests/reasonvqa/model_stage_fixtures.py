@@ -80,6 +80,12 @@ class LifecycleStage(ModelStage):
         return StageResult({"numbers": inputs["numbers"]}, Rejects(self.name, ctx.shard), rows_in=len(inputs["numbers"]))
 
 
+def set_up_lifecycle(events: str) -> int:
+    """Set up ``LifecycleStage`` in this process (a pool worker); return the process id."""
+    instance(LifecycleStage, EventsConfig(events=events))
+    return os.getpid()
+
+
 def read_events(path: Path) -> list[tuple[str, int, int]]:
     """(event, pid, thread id) per line of an events file."""
     rows = [line.split() for line in Path(path).read_text().splitlines()]

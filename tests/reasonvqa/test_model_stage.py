@@ -1,3 +1,4 @@
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from reasonvqa.model_stage import (
 from reasonvqa.schemas import RLE
 from reasonvqa.stage import Rejects, StageResult, read_stats
 from reasonvqa.table_check import SchemaMismatch
-from tests.reasonvqa.model_stage_fixtures import EventsConfig, LifecycleStage, read_events
+from tests.reasonvqa.model_stage_fixtures import EventsConfig, LifecycleStage, read_events, set_up_lifecycle
 from tests.reasonvqa.model_stage_fixtures import main as run_hashing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,6 +83,16 @@ def test_instance_sets_up_once_for_concurrent_threads_and_tears_down(tmp_path):
     instance(LifecycleStage, config)  # torn down: the next call sets up again
     teardown_all()
     assert [e[0] for e in read_events(tmp_path / "events")] == ["setup", "teardown", "setup", "teardown"]
+
+
+def test_a_process_pool_worker_tears_its_instance_down_when_it_exits(tmp_path):
+    # pool workers leave through os._exit (no atexit); multiprocessing's finalizers still run
+    events = str(tmp_path / "events")
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        worker = pool.apply(set_up_lifecycle, (events,))
+        pool.close()
+        pool.join()
+    assert [(e[0], e[1]) for e in read_events(tmp_path / "events")] == [("setup", worker), ("teardown", worker)]
 
 
 def test_a_forked_child_does_not_share_its_parents_instances(tmp_path):
