@@ -16,7 +16,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel
 
-from reasonvqa.model_stage import ModelStage, instance, run_model_shard, teardown_stage
+from reasonvqa.model_stage import ModelStage, done_shard_stats, instance, run_model_shard, teardown_stage
 
 
 def read_shard_inputs(paths: dict[str, Path | None], declared: dict[str, pa.Schema]) -> dict[str, pa.Table]:
@@ -41,7 +41,13 @@ def read_shard_inputs(paths: dict[str, Path | None], declared: dict[str, pa.Sche
 @task(name="model-shard", cache_policy=NO_CACHE)
 def model_shard(stage: type[ModelStage], config: BaseModel | None, device: str | None, stage_dir: Path,
                 shard: int, inputs: dict[str, Path | None]) -> dict:
-    """Run one shard of a model stage on this worker's set-up instance; return its stats."""
+    """Run one shard of a model stage on this worker's set-up instance; return its stats.
+
+    A finished shard returns its stats without setting the stage up.
+    """
+    done = done_shard_stats(stage_dir, shard)
+    if done is not None:
+        return done
     worker_stage = instance(stage, config, device)
     return run_model_shard(stage_dir, shard, worker_stage, lambda: read_shard_inputs(inputs, worker_stage.inputs))
 

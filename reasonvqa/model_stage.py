@@ -244,6 +244,15 @@ def call_cache_path(stage_dir: Path, shard: int) -> Path:
     return Path(stage_dir) / "_calls" / f"{part_name(shard)}.jsonl"
 
 
+def done_shard_stats(stage_dir: Path, shard: int) -> dict | None:
+    """The stats of a finished shard, or None when it is not done (no need to set a stage up)."""
+    stage_dir = Path(stage_dir)
+    if not is_done(stage_dir, shard):
+        return None
+    clear_shard_scratch(call_cache_path(stage_dir, shard))  # left behind when a run died between marker and cleanup
+    return read_stats(stage_dir, shard)
+
+
 def run_model_shard(stage_dir: Path, shard: int, stage: ModelStage, read_inputs: Callable[[], dict[str, pa.Table]]) -> dict:
     """Run one shard of a model stage (skipped when done); return its stats.
 
@@ -252,10 +261,10 @@ def run_model_shard(stage_dir: Path, shard: int, stage: ModelStage, read_inputs:
     (``SchemaMismatch`` naming stage, shard, table and column otherwise).
     """
     stage_dir = Path(stage_dir)
+    done = done_shard_stats(stage_dir, shard)
+    if done is not None:
+        return done
     cache_path = call_cache_path(stage_dir, shard)
-    if is_done(stage_dir, shard):
-        clear_shard_scratch(cache_path)  # left behind when a run died between marker and cleanup
-        return read_stats(stage_dir, shard)
     with CallCache(cache_path, fingerprint=stage.fingerprint()) as cache:
 
         def compute() -> StageResult:

@@ -40,6 +40,8 @@ def test_threads_share_one_setup_and_the_flow_tears_it_down(tmp_path):
     assert sorted(k for k in kinds if k.startswith("process")) == sorted(f"process-{s}" for s in range(0, 12, 2))
     assert len({thread for kind, _, thread in events if kind.startswith("process")}) > 1  # shards ran on several threads
     assert read_table(tmp_path / "lifecycle", "numbers")["n"].to_pylist() == [0, 1, 10, 11, 20, 21, 30, 31, 40, 41, 50, 51]
+    assert on_threads(config, tmp_path / "lifecycle", write_shards(tmp_path, 6)) == stats
+    assert read_events(tmp_path / "events") == events  # every shard done: nothing set up again
 
 
 @pytest.mark.integration
