@@ -6,7 +6,6 @@ problem, so a template that cannot render never reaches a build. Format: templat
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from reasonvqa.paths import TEMPLATES_DIR
+from reasonvqa.snapshot import files_digest
 from reasonvqa.tasks.questions.text import normalize_predicate, normalize_text
 
 CATEGORIES = ("fixed", "date", "number", "literal")
@@ -150,11 +150,8 @@ def load_bank(templates_dir: Path = TEMPLATES_DIR) -> TemplateBank:
     _check_compositions(prop_dir, properties)
     fixed_files = ("units.yaml", "predicates.yaml", "naming.yaml")
     hashed = [domains_path, *(templates_dir / name for name in fixed_files), *files]
-    digest = hashlib.sha256()
-    for path in hashed:
-        digest.update(path.relative_to(templates_dir).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return TemplateBank(
-        version=digest.hexdigest()[:16],
+        version=files_digest(templates_dir, hashed)[:16],
         domains=domains,
         properties=properties,
         units=units,
