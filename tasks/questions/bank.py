@@ -1,7 +1,8 @@
 """The template bank: property templates, domains, unit and predicate renderings, loaded from YAML.
 
 Loading validates everything (pydantic models, unknown keys refused) and raises ``BankError``
-naming the file and key of the first problem, so a template that cannot render never reaches a build. Format: templates/README.md.
+naming the file and key of the first problem, so a template that cannot render never reaches a
+build. Format: templates/README.md.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from reasonvqa.paths import TEMPLATES_DIR
@@ -36,6 +38,15 @@ class BankError(ValueError):
     def __init__(self, path: Path, key: str, problem: str):
         super().__init__(f"{path}: {key}: {problem}")
         self.path, self.key, self.problem = path, key, problem
+
+
+def _has_text(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must be a non-empty string")
+    return text
+
+
+Text = Annotated[str, AfterValidator(_has_text)]
 
 
 class _BankModel(BaseModel):
@@ -81,7 +92,7 @@ class PropertyTemplate(_BankModel):
     ``domains`` check needs the bank's domain names as validation context)."""
 
     property_id: str = Field(pattern=r"^P[1-9]\d*$")
-    label: str = Field(min_length=1)
+    label: Text
     category: str
     value: str
     domains: tuple[str, ...] = Field(min_length=1)
@@ -99,13 +110,6 @@ class PropertyTemplate(_BankModel):
     @property
     def sub_id(self) -> str:
         return f"{self.property_id}:sub"
-
-    @field_validator("label")
-    @classmethod
-    def _label_has_text(cls, label: str) -> str:
-        if not label.strip():
-            raise ValueError("must be a non-empty string")
-        return label
 
     @field_validator("category")
     @classmethod
@@ -154,31 +158,19 @@ class PropertyTemplate(_BankModel):
             return ()
         return _parse_choices(raw)
 
-    @field_validator("number")
+    @field_validator("number", "date")
     @classmethod
-    def _number_only_for_numbers(cls, number: NumberFormat, info: ValidationInfo) -> NumberFormat:
-        if info.data.get("category") != "number":
-            raise ValueError("only number-category properties have number formatting")
-        return number
-
-    @field_validator("date")
-    @classmethod
-    def _date_only_for_dates(cls, date: DateFormat, info: ValidationInfo) -> DateFormat:
-        if info.data.get("category") != "date":
-            raise ValueError("only date-category properties have date rendering")
-        return date
+    def _format_fits_category(cls, rendering, info: ValidationInfo):
+        """``number:`` only on number-category properties, ``date:`` only on date-category ones."""
+        if info.data.get("category") != info.field_name:
+            what = "number formatting" if info.field_name == "number" else "date rendering"
+            raise ValueError(f"only {info.field_name}-category properties have {what}")
+        return rendering
 
 
 class UnitFormat(_BankModel):
-    symbol: str
+    symbol: Text
     space: bool = True
-
-    @field_validator("symbol")
-    @classmethod
-    def _symbol_has_text(cls, symbol: str) -> str:
-        if not symbol.strip():
-            raise ValueError("needs a non-empty symbol")
-        return symbol
 
 
 @dataclass

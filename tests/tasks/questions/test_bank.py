@@ -97,6 +97,9 @@ GOOD = """P9999:
         (GOOD.replace("P9999:", "P36:"), "P36", "defined twice"),
         (GOOD.replace("sub: the test of {subject}", "sub: the place where {subject} was born"), "P9999.sub", "doubles the word 'born' inside P19.main"),
         (GOOD.replace("What is the test", "What is {a} {subject}").replace(" of {subject}?", "?"), "P9999.main", "{a} must be followed by a word"),
+        (GOOD.replace("literal\n  value: item", "number\n  value: quantity").replace("  sub: the test of {subject}\n", "")
+         + "  number: {decimals: 2, colour: red}\n", "P9999.number.colour", "unknown key"),
+        (GOOD + "  date: {window_years: 5}\n", "P9999.date", "only date-category properties"),
         ("P9999: [not, a, mapping]\n", "P9999", "expected a mapping"),
         ("P9999:\n  label: [unclosed\n", "<file>", "invalid YAML"),
     ],
