@@ -15,8 +15,8 @@ KNOWLEDGE_DATA_DIR = DATA_DIR / "knowledge"
 class KnowledgeConfig(BaseModel):
     """Where knowledge comes from and how the client behaves.
 
-    The defaults follow the Wikidata Query Service rules (FIELD_NOTES section 3):
-    one query in flight, 429 + Retry-After honoured, bounded retries, a
+    The defaults follow the Wikidata Query Service rules (60 s of processing per
+    client per minute, HTTP 429 with Retry-After beyond it): one query in flight, 429 + Retry-After honoured, bounded retries, a
     policy-conformant User-Agent, POST for long queries.
     """
 

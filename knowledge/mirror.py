@@ -12,7 +12,6 @@ runs ``oxigraph serve-read-only`` on a free 127.0.0.1 port for the length of a
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -33,6 +32,7 @@ from pyoxigraph import Literal, NamedNode, QuerySolutions, RdfFormat, Store
 
 from reasonvqa.knowledge.entity_dump import entity_files, read_entities
 from reasonvqa.knowledge.rdf_mapping import MAPPING_VERSION, MappingStats, entity_triples, property_declarations
+from reasonvqa.snapshot import files_digest
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +48,8 @@ class MirrorError(RuntimeError):
 def snapshot_id(entities_path: Path) -> str:
     """Content hash of the entity file(s): ``sha256:<hex>`` over names and bytes, in name order."""
     entities_path = Path(entities_path)
-    digest = hashlib.sha256()
     base = entities_path if entities_path.is_dir() else entities_path.parent
-    for file in entity_files(entities_path):
-        digest.update(file.relative_to(base).as_posix().encode() + b"\0")
-        with file.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        digest.update(b"\0")
-    return "sha256:" + digest.hexdigest()
+    return "sha256:" + files_digest(base, entity_files(entities_path))
 
 
 def mirror_cache_key(entities_path: Path) -> str:

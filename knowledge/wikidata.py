@@ -1,6 +1,7 @@
 """A polite SPARQL client for the Wikidata Query Service (and anything that speaks SPARQL 1.1 HTTP).
 
-Behaviour (FIELD_NOTES section 3):
+Behaviour (the Wikidata Query Service's limits: 60 s per query, 60 s of processing per client
+per minute, HTTP 429 with ``Retry-After`` beyond it, 403 for generic User-Agents):
 - User-Agent ``<tool>/<version> (<contact>) SPARQLWrapper/<version>`` (Wikimedia policy);
 - POST for long queries; one query in flight per client (configurable);
 - HTTP 429: wait ``Retry-After`` seconds (number or HTTP date), then retry;

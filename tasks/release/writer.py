@@ -42,13 +42,10 @@ def require_nonempty_splits(name: str, version: str, splits: dict[str, pa.Table]
                               f"({pool_rows} questions in the pool){hint}")
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+def sha256_file(path: Path) -> str:
     """Hex sha256 of a file, streamed."""
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _with_schema_metadata(table: pa.Table) -> pa.Table:

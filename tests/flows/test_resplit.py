@@ -11,7 +11,7 @@ from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import EmptySelectionError
 from reasonvqa.tasks.balance.pipeline import balance_and_split
 from reasonvqa.tasks.balance.stats import write_stats
-from reasonvqa.tasks.balance.synthetic import synthetic_pool
+from tests.tasks.balance.synthetic import synthetic_pool
 from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release
 from reasonvqa.tasks.release.writer import write_release
