@@ -74,9 +74,10 @@ def _image(image_id: str, *synsets: str) -> str:
 @pytest.fixture(scope="module")
 def toy_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("toy")
-    (folder / "a.jsonl").write_text("\n".join([_image("a1", "clock.n.01", "building.n.01"), "{not json",
-                                               _image("a2", "bicycle.n.01")]) + "\n")
-    (folder / "b.jsonl").write_text(_image("b1", "car.n.01", "tree.n.01") + "\n")
+    # telephones and teddy bears: items with facts in the bundled knowledge sample
+    (folder / "a.jsonl").write_text("\n".join([_image("a1", "telephone.n.01", "clock.n.01"), "{not json",
+                                               _image("a2", "teddy.n.01")]) + "\n")
+    (folder / "b.jsonl").write_text(_image("b1", "telephone.n.01", "tree.n.01") + "\n")
     (folder / "notes.txt").write_text("not read")
     return folder
 
@@ -128,7 +129,7 @@ def test_the_config_validates_and_serializes_the_toy_source_with_its_own_model(t
 def mixed_build(toy_folder, tmp_path_factory):
     root = tmp_path_factory.mktemp("mixed")
     (root / "build.yaml").write_text(
-        f"sources:\n  - {{kind: vg, path: {SAMPLE_DIR / 'vg'}, max_images: 2}}\n  - {{kind: toy, path: {toy_folder}}}\n"
+        f"sources:\n  - {{kind: vg, path: {SAMPLE_DIR / 'vg'}}}\n  - {{kind: toy, path: {toy_folder}}}\n"
         "release: {name: mixed, version: 1.0.0}\nshard_size: 2\n"
     )
     release = Path(build_reasonvqa(load_config(root / "build.yaml"), str(root / "out")))
@@ -140,10 +141,10 @@ def test_a_build_reads_every_unit_of_the_toy_source(mixed_build):
     assert verify_release(release) == []
     manifest = json.loads((release / "manifest.json").read_text())
     assert set(manifest["inputs"]) == {"source:vg", "source:toy", "knowledge"}
-    # VG: 2 images in shards of 2 -> one shard; toy: a.jsonl -> 2 shards (3 lines), b.jsonl -> 1 shard
+    # VG: 5 images in shards of 2 -> 3 shards; toy: a.jsonl -> 2 shards (3 lines), b.jsonl -> 1 shard
     shards = json.loads((work / "shards.json").read_text())
     assert [(s["number"], s["source"], s["unit"], s["shard"]) for s in shards] == [
-        (0, "vg", 0, 0), (1, "toy", 0, 0), (2, "toy", 0, 1), (3, "toy", 1, 0)]
+        (0, "vg", 0, 0), (1, "vg", 0, 1), (2, "vg", 0, 2), (3, "toy", 0, 0), (4, "toy", 0, 1), (5, "toy", 1, 0)]
     report = stage_report(work)
     assert report["sources_toy"]["rows_in"] == 4 and report["sources_toy"]["rejected"] == {"toy_line_malformed": 1}
     for unit in sorted((work / "sources_toy").iterdir()):
@@ -153,10 +154,15 @@ def test_a_build_reads_every_unit_of_the_toy_source(mixed_build):
     assert sorted(images["image_id"]) == ["toy:a1", "toy:a2", "toy:b1"]
     assert set(images["visual_domain"]) == {"indoor"} and set(images["license"]) == {"CC0 1.0"}
     links = pl.read_parquet(work / "link" / "entity_links" / "*.parquet")
-    assert {"toy:a1", "toy:b1"} <= set(links["image_id"])
+    assert {"toy:a1", "toy:a2", "toy:b1"} <= set(links["image_id"])
+    # links and questions of a source shard are written under its number
+    toy_b1 = pl.read_parquet(work / "link" / "entity_links" / "part-00005.parquet")
+    assert set(toy_b1["image_id"]) == {"toy:b1"}
 
 
 def test_the_release_holds_questions_about_toy_images(mixed_build):
-    release, _ = mixed_build
+    release, work = mixed_build
     questions = pl.concat([pl.read_parquet(release / s / "*.parquet") for s in ("train", "test")])
-    assert {"vg", "toy"} <= set(questions["image_source"])
+    assert {"vg", "toy"} == set(questions["image_source"])
+    assert {"toy:a1", "toy:a2", "toy:b1"} <= set(questions["image_id"])
+    assert set(pl.read_parquet(work / "questions" / "questions" / "part-00005.parquet")["image_id"]) == {"toy:b1"}
