@@ -23,7 +23,7 @@ from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.flows.artifacts import publish_artifacts
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig
-from reasonvqa.snapshot import code_fingerprint, folder_snapshot_id
+from reasonvqa.snapshot import code_fingerprint
 from reasonvqa.stage import read_table, run_shard, stage_stats, summarize, write_json
 from reasonvqa.tasks.questions.config import QuestionConfig
 from reasonvqa.tasks.sources.ingest import (
@@ -120,14 +120,15 @@ def knowledge_snapshot(config: KnowledgeConfig) -> str:
 
 def input_snapshots(config: BuildConfig) -> dict[str, str]:
     """Content ids of every input: each source's annotation files and the knowledge base."""
-    inputs = {f"source:{s.kind}": folder_snapshot_id(s.path, recursive=False) for s in config.sources}
+    inputs = {f"source:{s.kind}": sources.get(s.kind).snapshot(s) for s in config.sources}
     inputs["knowledge"] = knowledge_snapshot(config.knowledge)
     return inputs
 
 
 def work_key(config: BuildConfig, inputs: dict[str, str]) -> str:
-    """Work-folder name: changes with the config, the inputs or the pipeline's code."""
-    key = json.dumps([config.config_hash(), inputs, code_fingerprint()], sort_keys=True)
+    """Work-folder name: changes with the config, the inputs or the pipeline's code (sources' included)."""
+    readers = {s.kind: sources.source_class(s.kind).code_id() for s in config.sources}
+    key = json.dumps([config.config_hash(), inputs, code_fingerprint(), readers], sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 

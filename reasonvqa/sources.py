@@ -18,6 +18,7 @@ this process only (a Dask worker process sees entry points, not ``register`` cal
 
 from __future__ import annotations
 
+import inspect
 import threading
 from abc import ABC, abstractmethod
 from importlib.metadata import entry_points
@@ -28,6 +29,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, ValidationError
 from pydantic_core import PydanticCustomError
 
+from reasonvqa.snapshot import folder_snapshot_id
 from reasonvqa.stage import StageResult
 
 ENTRY_POINT_GROUP = "reasonvqa.sources"
@@ -91,6 +93,17 @@ class Source(ABC):
     @abstractmethod
     def read(self, config: SourceConfig, unit: Any, shard_size: int) -> Iterator[StageResult]:
         """Yield one StageResult per shard of at most ``shard_size`` images of ``unit``."""
+
+    def snapshot(self, config: SourceConfig) -> str:
+        """Content id of the inputs (manifest ``inputs``); default: the files directly in ``path``
+        (annotation files sit at the top, images in sub-folders). Override when annotations nest."""
+        return folder_snapshot_id(config.path, recursive=False)
+
+    @classmethod
+    def code_id(cls) -> str:
+        """Content id of the file defining the class: part of a build's work-folder key, so a changed
+        reader outside this package (a plugin, a test's toy source) never reuses stale shards."""
+        return folder_snapshot_id(Path(inspect.getfile(cls)))
 
 
 def require_folder(config: SourceConfig) -> Path:
