@@ -77,10 +77,9 @@ class Source(ABC):
     visual_domain: ClassVar[str]  # e.g. "mixed", "landmarks", "indoor", "outdoor", "driving", "robotics"
     license: ClassVar[str]  # license of the images and annotations, e.g. "CC BY 4.0"
     description: ClassVar[str] = ""  # one line for --help and the dataset card
-
-    def __init__(self, scratch_dir: Path | None = None) -> None:
-        # large temporary files (spill files, extracted archives) go here; None: the system temp folder
-        self.scratch_dir = scratch_dir
+    # where large temporary files (spill files, extracted archives) go; None: the system temp folder.
+    # ``get`` sets it per instance (the runner passes a folder beside the work folder).
+    scratch_dir: Path | None = None
 
     @abstractmethod
     def check(self, config: SourceConfig) -> None:
@@ -181,7 +180,9 @@ def source_class(kind: str) -> type[Source]:
 
 def get(kind: str, scratch_dir: Path | None = None) -> Source:
     """An instance of the source registered as ``kind``; UnknownSourceError lists the known kinds."""
-    return source_class(kind)(scratch_dir=scratch_dir)
+    source = source_class(kind)()
+    source.scratch_dir = scratch_dir
+    return source
 
 
 def parse_config(raw: Any) -> SourceConfig:

@@ -169,7 +169,9 @@ def ingest_vg(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: i
     """
     stage_dir = Path(stage_dir)
     config = VgSource.config_model(kind=VgSource.kind, path=Path(path), max_images=max_images)
-    return ingest_unit(VgSource(scratch_dir=stage_dir.parent), config, str(config.path), stage_dir, shard_size)
+    source = VgSource()
+    source.scratch_dir = stage_dir.parent
+    return ingest_unit(source, config, str(config.path), stage_dir, shard_size)
 
 
 def _shards(

@@ -17,8 +17,7 @@ class Counting(sources.Source):
     visual_domain = "robotics"
     license = "MIT"
 
-    def __init__(self, scratch_dir=None) -> None:
-        super().__init__(scratch_dir)
+    def __init__(self) -> None:
         self.reads: list[Any] = []
 
     def check(self, config: sources.SourceConfig) -> None:
