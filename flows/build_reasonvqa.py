@@ -7,12 +7,11 @@ make a rerun skip finished work; Prefect's own cache is not used.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 from prefect import flow, get_run_logger, task
@@ -20,6 +19,7 @@ from prefect.cache_policies import NO_CACHE
 
 from reasonvqa import sources
 from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.endpoint import knowledge_endpoint, knowledge_snapshot, mirror_cache_key
 from reasonvqa.flows.artifacts import publish_artifacts
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig
@@ -77,27 +77,6 @@ def questions_shard(shard: SourceShard, link_dir: Path, stage_dir: Path, facts_p
         shard, link_dir, facts_path, config, seed, knowledge_snapshot))
 
 
-@contextlib.contextmanager
-def knowledge_endpoint(config: KnowledgeConfig, work: Path) -> Iterator[str]:
-    """The configured SPARQL endpoint, or the embedded Oxigraph mirror served on 127.0.0.1."""
-    if config.endpoint:
-        yield config.endpoint
-        return
-    from reasonvqa.knowledge.mirror import serve_mirror
-
-    with serve_mirror(config.mirror_entities, work / "mirror") as endpoint:
-        yield endpoint
-
-
-def mirror_cache_key(config: KnowledgeConfig) -> str | None:
-    """Cache key of the embedded mirror (its port changes per build, its content does not)."""
-    if config.endpoint:
-        return None
-    from reasonvqa.knowledge.mirror import mirror_cache_key as key
-
-    return key(config.mirror_entities)
-
-
 def run_tasks(task_fn, calls: list[tuple], one_at_a_time: bool) -> list[dict]:
     """Submit one task per argument tuple; with ``one_at_a_time`` wait for each before the next.
 
@@ -108,14 +87,6 @@ def run_tasks(task_fn, calls: list[tuple], one_at_a_time: bool) -> list[dict]:
         return [task_fn.submit(*args).result() for args in calls]
     futures = [task_fn.submit(*args) for args in calls]
     return [f.result() for f in futures]
-
-
-def knowledge_snapshot(config: KnowledgeConfig) -> str:
-    if config.endpoint:
-        return f"endpoint:{config.endpoint}"
-    from reasonvqa.knowledge.mirror import snapshot_id
-
-    return snapshot_id(config.mirror_entities)
 
 
 def input_snapshots(config: BuildConfig) -> dict[str, str]:
