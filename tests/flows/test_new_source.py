@@ -155,6 +155,10 @@ def test_a_build_reads_every_unit_of_the_toy_source(mixed_build):
     assert set(images["visual_domain"]) == {"indoor"} and set(images["license"]) == {"CC0 1.0"}
     links = pl.read_parquet(work / "link" / "entity_links" / "*.parquet")
     assert {"toy:a1", "toy:a2", "toy:b1"} <= set(links["image_id"])
+    # link rejects name the source shard's objects file
+    link_rejects = pl.read_parquet(work / "link" / "_rejects" / "*.parquet")
+    assert link_rejects.height and link_rejects["source"].str.contains(
+        r"^sources_(vg|toy)/unit-0000[01]/objects/part-0000[0-2]\.parquet#").all()
     # links and questions of a source shard are written under its number
     toy_b1 = pl.read_parquet(work / "link" / "entity_links" / "part-00005.parquet")
     assert set(toy_b1["image_id"]) == {"toy:b1"}
