@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperCommand
 
 app = typer.Typer(help="Build knowledge-based VQA datasets (ReasonVQA style) as Prefect flows.",
                   no_args_is_help=True, add_completion=False)
@@ -174,9 +175,21 @@ def serve(
     serve_build(name, cfg, str(out.resolve()), cron)
 
 
-@sources_app.command("scan")
+class _NamesSourceKinds(TyperCommand):
+    """A command whose ``--source`` help lists the source kinds registered when the help is shown."""
+
+    def format_help(self, ctx, formatter) -> None:
+        from reasonvqa.sources import kinds
+
+        for param in self.params:
+            if param.name == "source":
+                param.help = f"Source kind, one of: {', '.join(kinds())}."
+        super().format_help(ctx, formatter)
+
+
+@sources_app.command("scan", cls=_NamesSourceKinds)
 def sources_scan(
-    source: Annotated[str, typer.Option("--source", help="vg or gldv2")],
+    source: Annotated[str, typer.Option("--source", help="Source kind.")],
     path: Annotated[Path, typer.Option("--path", help="Folder holding the source files.")],
 ) -> None:
     """Read a source dataset and print a JSON summary (images, objects, relations, rejects)."""

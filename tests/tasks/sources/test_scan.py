@@ -10,7 +10,7 @@ from tests.tasks.sources.conftest import gldv2_folder
 def test_scan_vg_sample(vg_sample):
     summary = scan_source("vg", vg_sample, shard_size=2)
     assert summary == {"source": "vg", "path": str(vg_sample), "images": 5, "objects": 177, "relations": 143,
-                       "attributes": 167, "rejected": {"duplicate_relation": 15}, "shards": 3}
+                       "attributes": 167, "regions": 0, "rejected": {"duplicate_relation": 15}, "shards": 3}
     json.dumps(summary)  # JSON-able for the CLI
 
 
