@@ -289,7 +289,7 @@ class _SceneReader:
             region_id=f"{camera.image_id}/g{annotation.token}", image_id=camera.image_id, label=annotation.label,
             box=(x0, y0, x1 - x0, y1 - y0), area=(x1 - x0) * (y1 - y0), origin=ORIGIN,
             attributes=annotation.attributes, visibility=annotation.visibility,
-            center_3d=[float(v) for v in center], extra=json.dumps(extra, sort_keys=True, separators=(",", ":")),
+            center_3d=[float(v) for v in center], extra=extra,
         )
         shard.objects.append({
             "object_id": f"{camera.image_id}/o{annotation.token}", "image_id": camera.image_id,

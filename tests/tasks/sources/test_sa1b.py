@@ -251,11 +251,15 @@ def test_check_names_what_is_missing(tmp_path):
         Sa1bSource().check(config(tmp_path, links_file="links.tsv"))
 
 
-def test_nan_scores_become_null(tmp_path):
+def test_scores_that_are_not_finite_numbers_become_null(tmp_path):
     doc = real_annotation_doc()
-    doc["annotations"] = doc["annotations"][:1]
+    doc["annotations"] = doc["annotations"][:4]
     doc["annotations"][0]["predicted_iou"] = math.nan
+    doc["annotations"][1]["predicted_iou"] = "0.9"
+    doc["annotations"][2]["stability_score"] = None
     write_tar(tmp_path / "sa_000008.tar", image_pair(1, doc))
     stage = tmp_path / "stage"
     run_source(Sa1bSource(), config(tmp_path), stage)
-    assert rows(stage, "regions")[0]["predicted_iou"] is None
+    regions = rows(stage, "regions")
+    assert [r["predicted_iou"] is None for r in regions] == [True, True, False, False]
+    assert [r["stability_score"] is None for r in regions] == [False, False, True, False]
