@@ -9,6 +9,7 @@ be given as dicts: they are encoded to sorted-key JSON once per shard (see ``jso
 from __future__ import annotations
 
 import json
+from itertools import chain
 
 import polars as pl
 import pyarrow as pa
@@ -27,6 +28,7 @@ class RegionColumns:
         self.mask_heights: list[int | None] = []
         self.mask_widths: list[int | None] = []
         self.mask_counts: list[str | None] = []
+        self.extra_parts: list[tuple[int, dict[str, list]]] = []  # (first row, per-row field values)
 
     def __len__(self) -> int:
         return len(self.columns["region_id"])
@@ -50,11 +52,15 @@ class RegionColumns:
         self.mask_counts.append(counts)
 
     def extend(self, count: int, *, masks: tuple[list[int], list[int], list[str]] | None = None,
-               **columns: object) -> None:
+               extra_fields: dict[str, list] | None = None, **columns: object) -> None:
         """``count`` regions at once: each column a list of ``count`` values or one value for all.
 
-        ``masks`` is ``(heights, widths, counts)``; columns not given are null.
+        ``masks`` is ``(heights, widths, counts)``; ``extra_fields`` (instead of ``extra``) gives the
+        ``extra`` JSON object's fields as one list of ``count`` values per key, encoded per shard
+        without building a dict per row. Columns not given are null.
         """
+        if extra_fields is not None:
+            self.extra_parts.append((len(self), extra_fields))
         for name, values in self.columns.items():
             given = columns.pop(name, None)
             values.extend(given if isinstance(given, list) else [given] * count)
@@ -72,10 +78,26 @@ class RegionColumns:
             if field.name == "mask":
                 arrays.append(self._masks())
             elif field.name == "extra":
-                arrays.append(pa.array(_encode_dicts(self.columns["extra"]), type=field.type))
+                arrays.append(pa.array(self._extra_texts(), type=field.type))
             else:  # from_pandas: a float NaN becomes null
                 arrays.append(pa.array(self.columns[field.name], type=field.type, from_pandas=True))
         return pa.Table.from_arrays(arrays, schema=schemas.REGIONS)
+
+    def _extra_texts(self) -> list:
+        """The ``extra`` column as text: dicts and field parts encoded, one encode per key set."""
+        texts = _encode_dicts(self.columns["extra"])
+        groups: dict[tuple[str, ...], list[tuple[int, dict[str, list]]]] = {}
+        for start, fields in self.extra_parts:
+            groups.setdefault(tuple(sorted(fields)), []).append((start, fields))
+        for keys, parts in groups.items():
+            merged = {k: list(chain.from_iterable(fields[k] for _, fields in parts)) for k in keys}
+            encoded = json_columns(merged)
+            offset = 0
+            for start, fields in parts:
+                n = len(fields[keys[0]])
+                texts[start:start + n] = encoded[offset:offset + n]
+                offset += n
+        return texts
 
     def _masks(self) -> pa.Array:
         has_mask = [c is not None for c in self.mask_counts]
@@ -99,6 +121,19 @@ def _encode_dicts(values: list) -> list:
     for i, text in zip(at, json_objects([values[i] for i in at])):
         out[i] = text
     return out
+
+
+def json_columns(fields: dict[str, list]) -> list[str]:
+    """Compact sorted-key JSON of the objects whose i-th has ``{key: fields[key][i]}`` (see json_objects)."""
+    names = sorted(fields)
+    n = len(fields[names[0]])
+    try:
+        values = pa.StructArray.from_arrays([pa.array(fields[k]) for k in names], names=names)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        values = None
+    if values is None or not _plain(values, n):
+        return [_ENCODER.encode({k: fields[k][i] for k in names}) for i in range(n)]
+    return pl.from_arrow(values).struct.json_encode().to_list()
 
 
 def json_objects(objects: list[dict]) -> list[str]:

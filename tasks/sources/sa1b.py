@@ -41,6 +41,7 @@ ORIGIN = "annotation:sa1b"
 LICENSE = "SA-1B Dataset Research License (research use)"
 MEMBER_NAME = re.compile(r"sa_(\d+)\.(jpg|json)")
 _KNOWN_KEYS = {"id", "bbox", "area", "segmentation", "predicted_iou", "stability_score"}
+_SAM_KEYS = _KNOWN_KEYS | {"point_coords", "crop_box"}  # every annotation of the released files has these
 
 
 class Sa1bConfig(SourceConfig):
@@ -240,6 +241,7 @@ class _TarReader:
     def _regions(self, image_id: str, width: int, height: int, annotations: list, where: str, shard: _Shard) -> None:
         """Annotations -> region columns. Clean images take a columnar path; others are checked one by one."""
         kept = _clean_annotations(annotations, width, height)
+        clean = kept is not None
         if kept is None:
             kept = self._checked_one_by_one(annotations, width, height, where, shard)
         if not kept:
@@ -262,13 +264,18 @@ class _TarReader:
             return
         n = len(anns)
         boxes = np.array([ann["bbox"] for ann in anns], dtype=np.float64)
+        if all([ann.keys() == _SAM_KEYS for ann in anns]):  # the released layout: no dict per row for extra
+            extra = {"extra_fields": {"crop_box": [a["crop_box"] for a in anns],
+                                      "point_coords": [a["point_coords"] for a in anns]}}
+        else:
+            extra = {"extra": [_extra(ann) for ann in anns]}
         shard.regions.extend(
             n, region_id=[f"{image_id}/g{ann['id']}" for ann in anns], image_id=image_id,
             x=boxes[:, 0].tolist(), y=boxes[:, 1].tolist(), w=boxes[:, 2].tolist(), h=boxes[:, 3].tolist(),
             masks=([height] * n, [width] * n, counts), area=areas.tolist(), origin=ORIGIN,
-            predicted_iou=_finite_column([ann.get("predicted_iou") for ann in anns]),
-            stability_score=_finite_column([ann.get("stability_score") for ann in anns]),
-            extra=[_extra(ann) for ann in anns],
+            predicted_iou=_finite_column([ann.get("predicted_iou") for ann in anns], clean),
+            stability_score=_finite_column([ann.get("stability_score") for ann in anns], clean),
+            **extra,
         )
 
     @staticmethod
@@ -346,9 +353,14 @@ def _clean_annotations(annotations: list, width: int, height: int) -> list[tuple
     return list(enumerate(annotations))
 
 
-def _finite_column(values: list) -> list:
-    """Numbers as floats; anything else (None, text, NaN, infinities) as NaN, which Arrow stores as null."""
-    column = np.array([v if _is_number(v) else math.nan for v in values], dtype=np.float64)
+def _finite_column(values: list, numbers_or_none: bool) -> list:
+    """Numbers as floats; anything else (None, text, NaN, infinities) as NaN, which Arrow stores as null.
+
+    ``numbers_or_none``: the values are known to be numbers or None (no per-value check needed).
+    """
+    if not numbers_or_none:
+        values = [v if _is_number(v) else None for v in values]
+    column = np.array(values, dtype=np.float64)  # None -> NaN
     column[~np.isfinite(column)] = math.nan
     return column.tolist()
 
