@@ -22,7 +22,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Literal
+from typing import Any, ClassVar, Iterator, Literal, Sequence
 
 import numpy as np
 from pycocotools import mask as mask_utils
@@ -264,7 +264,7 @@ class _TarReader:
             return
         n = len(anns)
         boxes = np.array([ann["bbox"] for ann in anns], dtype=np.float64)
-        if all([ann.keys() == _SAM_KEYS for ann in anns]):  # the released layout: no dict per row for extra
+        if _has_sam_keys_only(anns):  # the released layout: no dict per row for extra
             extra = {"extra_fields": {"crop_box": [a["crop_box"] for a in anns],
                                       "point_coords": [a["point_coords"] for a in anns]}}
         else:
@@ -324,33 +324,46 @@ def _image_fields(doc: Any, stem: str) -> tuple[dict, list]:
 def _clean_annotations(annotations: list, width: int, height: int) -> list[tuple[int, dict]] | None:
     """``(index, annotation)`` for all annotations when every one is valid (checked column-wise), else None.
 
-    Gives the same verdict as ``_annotation_problem`` on each, without a Python call per annotation.
+    Gives the same verdict as ``_annotation_problem`` on each, without a Python call per annotation
+    (type checks are ``set(map(type, column))``, value checks numpy).
     """
     try:
         ids = [ann["id"] for ann in annotations]
         boxes = np.array([ann["bbox"] for ann in annotations])
         areas = [ann["area"] for ann in annotations]
         segmentations = [ann["segmentation"] for ann in annotations]
-        size = [height, width]
-        if not all([seg["size"] == size for seg in segmentations]):
-            return None
-        if not all([type(seg["counts"]) is str and seg["counts"] for seg in segmentations]):
-            return None
-        scores = [ann.get(key) for key in ("predicted_iou", "stability_score") for ann in annotations]
+        sizes = [seg["size"] for seg in segmentations]
+        counts = [seg["counts"] for seg in segmentations]
+        scores = [ann.get("predicted_iou") for ann in annotations] + [ann.get("stability_score") for ann in annotations]
     except (KeyError, TypeError, ValueError):
         return None
     n = len(annotations)
-    if not all([type(i) is int for i in ids]) or len(set(ids)) != n:
+    if sizes.count([height, width]) != n or not set(map(type, counts)) <= {str} or not all(counts):
         return None
-    if boxes.shape != (n, 4) or boxes.dtype.kind not in "if" or not all([type(a) in (int, float) for a in areas]):
+    if not set(map(type, ids)) <= {int} or len(set(ids)) != n:
         return None
-    if not all([type(v) in (int, float) or v is None for v in scores]):
+    if boxes.shape != (n, 4) or boxes.dtype.kind not in "if" or not set(map(type, areas)) <= _NUMBER_TYPES:
         return None
-    boxes = boxes.astype(np.float64)
+    if not set(map(type, scores)) <= _SCORE_TYPES:
+        return None
     area = np.array(areas, dtype=np.float64)
     if not (np.isfinite(boxes).all() and (boxes[:, 2:] > 0).all() and np.isfinite(area).all() and (area > 0).all()):
         return None
     return list(enumerate(annotations))
+
+
+_NUMBER_TYPES = {int, float}
+_SCORE_TYPES = {int, float, type(None)}
+
+
+def _has_sam_keys_only(annotations: Sequence[dict]) -> bool:
+    """True when every annotation has exactly the released keys (id, bbox, ... point_coords, crop_box).
+
+    Called on annotations that passed the checks, so id, bbox, area and segmentation are present.
+    """
+    return set(map(len, annotations)) == {len(_SAM_KEYS)} and all(
+        ["point_coords" in a and "crop_box" in a and "predicted_iou" in a and "stability_score" in a
+         for a in annotations])
 
 
 def _finite_column(values: list, numbers_or_none: bool) -> list:
