@@ -202,3 +202,12 @@ def test_camera_selection_and_version_detection(tmp_path):
         NuScenesSource().check(config(SAMPLE, version="v9"))
     with pytest.raises(FileNotFoundError, match="expected one nuScenes version folder"):
         NuScenesSource().check(config(tmp_path))
+
+
+def test_scene_description_is_the_image_context(tmp_path):
+    root = copy_tables(tmp_path)
+    description = "Parked truck, construction, intersection, turn left, following a van"  # scene-0061's
+    edit_table(root, "scene", lambda rows_: [{**rows_[0], "description": description}])
+    stage = tmp_path / "stage"
+    run_source(NuScenesSource(), config(root), stage)
+    assert {r["context"] for r in rows(stage, "images")} == {description}
