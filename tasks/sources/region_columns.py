@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 from itertools import chain
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from reasonvqa import schemas
-
-_SIZE_TYPE = pa.list_(pa.int32())
 
 
 class RegionColumns:
@@ -100,13 +99,19 @@ class RegionColumns:
         return texts
 
     def _masks(self) -> pa.Array:
-        has_mask = [c is not None for c in self.mask_counts]
-        sizes = pa.array([[h, w] if c is not None else None
-                          for h, w, c in zip(self.mask_heights, self.mask_widths, self.mask_counts)], type=_SIZE_TYPE)
+        """The mask column: struct of size ``[h, w]`` and counts, null where a region has no mask."""
+        no_mask = np.array([c is None for c in self.mask_counts], dtype=bool)
+        n = len(no_mask)
+        sizes = np.zeros((n, 2), dtype=np.int32)
+        if n and not no_mask.all():
+            sizes[~no_mask, 0] = [h for h, c in zip(self.mask_heights, self.mask_counts) if c is not None]
+            sizes[~no_mask, 1] = [w for w, c in zip(self.mask_widths, self.mask_counts) if c is not None]
+        size_array = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
+                                              pa.array(sizes.reshape(-1)), mask=pa.array(no_mask))
         counts = pa.array(self.mask_counts, type=pa.string())
         mask_type = schemas.REGIONS.field("mask").type
-        return pa.StructArray.from_arrays([sizes, counts], fields=list(mask_type),
-                                          mask=pa.array([not m for m in has_mask], type=pa.bool_()))
+        return pa.StructArray.from_arrays([size_array.cast(mask_type.field("size").type), counts],
+                                          fields=list(mask_type), mask=pa.array(no_mask))
 
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
@@ -128,7 +133,7 @@ def json_columns(fields: dict[str, list]) -> list[str]:
     names = sorted(fields)
     n = len(fields[names[0]])
     try:
-        values = pa.StructArray.from_arrays([pa.array(fields[k]) for k in names], names=names)
+        values = pa.StructArray.from_arrays([_to_arrow(fields[k]) for k in names], names=names)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
         values = None
     if values is None or not _plain(values, n):
@@ -145,7 +150,7 @@ def json_objects(objects: list[dict]) -> list[str]:
     vectorized pass an integer in a list that also holds floats is written as a float (1.0).
     """
     try:
-        values = pa.array(objects)
+        values = pa.array(objects)  # full inference: a sampled struct type would drop keys it did not see
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
         values = None
     if values is None or not pa.types.is_struct(values.type) or not _plain(values, len(objects)):
@@ -153,6 +158,17 @@ def json_objects(objects: list[dict]) -> list[str]:
     names = sorted(field.name for field in values.type)
     ordered = pa.StructArray.from_arrays([values.field(n) for n in names], names=names)
     return pl.from_arrow(ordered).struct.json_encode().to_list()
+
+
+def _to_arrow(values: list) -> pa.Array:
+    """``pa.array(values)`` with the type inferred from a sample of rows: inferring over every row of
+    nested float lists is ~20x slower than converting them to a known type. A type the sample got
+    wrong fails the conversion (Arrow refuses to truncate) and then the whole list is inferred."""
+    sample = values[:: max(1, len(values) // 64)]
+    try:
+        return pa.array(values, type=pa.array(sample).type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        return pa.array(values)
 
 
 def _plain(values: pa.StructArray, count: int) -> bool:

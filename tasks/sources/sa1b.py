@@ -31,6 +31,7 @@ from pydantic import Field
 from reasonvqa import schemas
 from reasonvqa.sources import Source, SourceConfig
 from reasonvqa.stage import Rejects, StageResult
+from reasonvqa.tasks.sources.gc_pause import gc_paused
 from reasonvqa.tasks.sources.jpeg_header import JpegHeaderError, jpeg_size
 from reasonvqa.tasks.sources.region_columns import RegionColumns
 from reasonvqa.tasks.sources.sa1b_links import read_links
@@ -96,7 +97,8 @@ class Sa1bSource(Source):
         domains = read_domain_table(_resolve(config, config.domain_table)) if config.domain_table else {}
         links = read_links(config.path / config.links_file) if config.links_file else {}
         reader = _TarReader(Path(unit), config, domains, links.get(Path(unit).name), shard_size)
-        yield from reader.shards()
+        with gc_paused():  # ~100 annotations per image: the cyclic GC would keep rescanning the shard's rows
+            yield from reader.shards()
 
 
 def missing_tars(config: Sa1bConfig) -> list[str]:
