@@ -45,3 +45,13 @@ def test_columns_extend_and_add_give_one_regions_table():
     assert rows[2]["attributes"] == ["parked"] and rows[2]["label"] == "car"
     with pytest.raises(TypeError, match="unknown region columns"):
         columns.extend(1, colour=["red"])
+
+
+def test_field_columns_whose_sampled_type_is_wrong_still_encode_every_row():
+    # 200 rows of integer lists, then one float list and one list of lists: the sample sees only integers
+    fields = {"crop_box": [[1, 2, 3, 4]] * 200 + [[1.5, 2.0, 3.0, 4.0], [[1.0]]], "tag": ["a"] * 202}
+    columns = RegionColumns()
+    columns.extend(202, region_id=[f"i/g{k}" for k in range(202)], image_id="i", x=0.0, y=0.0, w=1.0, h=1.0,
+                   area=1.0, origin="annotation:t", extra_fields=fields)
+    texts = columns.table().column("extra").to_pylist()
+    assert [json.loads(t) for t in texts] == [{"crop_box": c, "tag": "a"} for c in fields["crop_box"]]
