@@ -72,7 +72,7 @@ class Sa1bSource(Source):
         if not config.path.exists():
             raise FileNotFoundError(f"SA-1B folder not found: {config.path}")
         if config.links_file is not None:
-            links = config.path / config.links_file
+            links = _resolve(config, Path(config.links_file))
             if not links.is_file():
                 raise FileNotFoundError(f"SA-1B links file not found: {links}")
             read_links(links)
@@ -84,18 +84,16 @@ class Sa1bSource(Source):
     def plan(self, config: SourceConfig, shard_size: int) -> list[str]:
         """The tar shards to read, sorted by name (one unit each)."""
         config = Sa1bConfig.model_validate(config.model_dump())
-        if config.path.is_file():
-            return [str(config.path)]
-        tars = sorted(p for p in config.path.glob("sa_*.tar") if p.is_file())
+        tars = [config.path] if config.path.is_file() else sorted(p for p in config.path.glob("sa_*.tar") if p.is_file())
         if config.links_file is not None:
-            listed = read_links(config.path / config.links_file)
+            listed = read_links(_resolve(config, Path(config.links_file)))
             tars = [p for p in tars if p.name in listed]
         return [str(p) for p in tars]
 
     def read(self, config: SourceConfig, unit: str, shard_size: int) -> Iterator[StageResult]:
         config = Sa1bConfig.model_validate(config.model_dump())
         domains = read_domain_table(_resolve(config, config.domain_table)) if config.domain_table else {}
-        links = read_links(config.path / config.links_file) if config.links_file else {}
+        links = read_links(_resolve(config, Path(config.links_file))) if config.links_file else {}
         reader = _TarReader(Path(unit), config, domains, links.get(Path(unit).name), shard_size)
         with gc_paused():  # ~100 annotations per image: the cyclic GC would keep rescanning the shard's rows
             yield from reader.shards()
@@ -105,7 +103,8 @@ def missing_tars(config: Sa1bConfig) -> list[str]:
     """Tars the links file lists that are not in the folder (not downloaded yet)."""
     if config.links_file is None:
         return []
-    return sorted(name for name in read_links(config.path / config.links_file) if not (config.path / name).is_file())
+    folder = _resolve(config, Path("."))
+    return sorted(name for name in read_links(_resolve(config, Path(config.links_file))) if not (folder / name).is_file())
 
 
 def read_domain_table(path: Path) -> dict[int, str]:
@@ -123,7 +122,9 @@ def read_domain_table(path: Path) -> dict[int, str]:
 
 
 def _resolve(config: Sa1bConfig, path: Path) -> Path:
-    return path if path.is_absolute() else config.path / path
+    """``path`` relative to the shard folder (the folder of ``config.path`` when that is one tar)."""
+    folder = config.path.parent if config.path.is_file() else config.path
+    return path if path.is_absolute() else folder / path
 
 
 @dataclass

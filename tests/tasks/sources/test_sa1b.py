@@ -263,3 +263,14 @@ def test_scores_that_are_not_finite_numbers_become_null(tmp_path):
     regions = rows(stage, "regions")
     assert [r["predicted_iou"] is None for r in regions] == [True, True, False, False]
     assert [r["stability_score"] is None for r in regions] == [False, False, True, False]
+
+
+def test_path_may_name_one_tar(tmp_path):
+    shutil.copy(SAMPLE_TAR, tmp_path / SAMPLE_TAR.name)
+    (tmp_path / "links.tsv").write_text("file_name\tcdn_link\nsa_000020.tar\thttps://x.example.net/sa_000020.tar\n")
+    cfg = config(tmp_path / SAMPLE_TAR.name, links_file="links.tsv")
+    Sa1bSource().check(cfg)
+    assert Sa1bSource().plan(cfg, 10) == [str(tmp_path / SAMPLE_TAR.name)]
+    assert missing_tars(cfg) == []
+    run_source(Sa1bSource(), cfg, tmp_path / "stage")
+    assert table_counts(tmp_path / "stage")["regions"] == 12
