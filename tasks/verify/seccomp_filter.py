@@ -1,0 +1,53 @@
+"""The seccomp layer of the sandbox: deny networking, exec, new processes and writes.
+
+Built with pyseccomp over the system libseccomp (Debian ``libseccomp2``). Denied calls fail
+with EPERM (the program sees an ``OSError``), everything else is allowed: Python itself keeps
+working (mmap, read, brk, futex), only what a verification program never needs is cut off.
+When pyseccomp or libseccomp is missing, ``build_filter`` returns ``(None, reason)`` and the
+sandbox reports ``seccomp: off (<reason>)``; whether that is acceptable is the caller's choice
+(``SandboxConfig.seccomp``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any
+
+DENIED_SYSCALLS = (
+    # network
+    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "sendto", "sendmsg", "sendmmsg",
+    # new programs and processes
+    "execve", "execveat", "fork", "vfork", "clone", "clone3", "ptrace", "kill", "tkill",
+    # the file system: no new, renamed, removed or re-permissioned files
+    "creat", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat",
+    "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "truncate",
+    "ftruncate", "mknod", "mknodat",
+    # escaping the other layers
+    "setrlimit", "prlimit64", "mount", "umount2", "unshare", "setns", "chroot", "pivot_root", "personality",
+    "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "userfaultfd", "process_vm_writev",
+    "openat2", "io_uring_setup", "name_to_handle_at", "open_by_handle_at",
+)
+WRITE_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
+
+
+def build_filter() -> tuple[Any | None, str]:
+    """A loadable filter (load it in the forked child) and a one-line status."""
+    try:
+        import pyseccomp as seccomp
+    except Exception as exc:  # ImportError, or OSError when libseccomp.so.2 is missing
+        return None, f"off (pyseccomp unavailable: {type(exc).__name__}: {exc})"
+    try:
+        filt = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+        deny = seccomp.ERRNO(errno.EPERM)
+        for name in DENIED_SYSCALLS:
+            try:
+                filt.add_rule(deny, name)
+            except (RuntimeError, ValueError, OSError):
+                continue  # a syscall this architecture does not have (e.g. fork on arm64)
+        for flag in WRITE_FLAGS:  # open(path, flags) and openat(dirfd, path, flags)
+            filt.add_rule(deny, "open", seccomp.Arg(1, seccomp.MASKED_EQ, flag, flag))
+            filt.add_rule(deny, "openat", seccomp.Arg(2, seccomp.MASKED_EQ, flag, flag))
+    except Exception as exc:
+        return None, f"off (filter could not be built: {type(exc).__name__}: {exc})"
+    return filt, "on"
