@@ -80,6 +80,11 @@ class CallCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def has(self, namespace: str, key: Any) -> bool:
+        """True when the call (namespace, key) has a recorded result."""
+        with self._lock:
+            return canonical_key(namespace, key) in self._entries
+
     def call(self, namespace: str, key: Any, compute: Callable[[], Any]) -> Any:
         """The cached result of ``compute`` for (namespace, key), computing and recording it once."""
         digest = canonical_key(namespace, key)
