@@ -147,6 +147,13 @@ QUESTIONS = pa.schema(
         ("template_ids", pa.list_(pa.string())),
         ("template_version", pa.string()),
         ("knowledge_snapshot", pa.string()),
+        # verified free-form questions (PROVE); null for templated questions
+        ("kind", pa.string()),  # "verified"; null means templated
+        ("generator_model", pa.string()),
+        ("program", pa.string()),  # the verification program, def execute_command(scene_graph) / def verify(sg)
+        ("program_output", pa.string()),  # its output on the scene graph, as JSON text
+        ("similarity", pa.float32()),  # cosine(program output, answer)
+        ("evidence_object_ids", pa.list_(pa.string())),
     ]
 )
 
