@@ -108,11 +108,12 @@ class Embedder:
         self.model_path = Path(model_path) if model_path else default_model_path()
         self.model = SentenceTransformer(str(self.model_path), device=device)
         self.batch_size = batch_size
+        self.dimension = int(self.model.encode(["probe"], convert_to_numpy=True).shape[1])
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """L2-normalized float32 embeddings, one row per text."""
         if not texts:
-            return np.zeros((0, self.model.get_sentence_embedding_dimension()), dtype=np.float32)
+            return np.zeros((0, self.dimension), dtype=np.float32)
         return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                                  convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
 
