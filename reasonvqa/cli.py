@@ -220,7 +220,14 @@ def build_verified_qa_command(
     if not cfg.graphs.path.is_absolute():
         cfg.graphs.path = (config.parent / cfg.graphs.path).resolve()
     _quiet_prefect()
-    typer.echo(build_verified_qa(cfg, str(out), str(work) if work else None))
+    from reasonvqa.tasks.verify.llm import LLMEndpointError
+    from reasonvqa.tasks.verify.sandbox import SandboxUnavailable
+
+    try:
+        typer.echo(build_verified_qa(cfg, str(out), str(work) if work else None))
+    except (LLMEndpointError, SandboxUnavailable) as exc:  # finished calls stay cached for the rerun
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1)
 
 
 # --- verified free-form QA (PROVE): the program sandbox ---------------------------------------
