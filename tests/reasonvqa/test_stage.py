@@ -55,3 +55,18 @@ def test_stream_numbers_shards_and_summarizes(tmp_path):
 
 def test_read_table_of_missing_output_gives_empty_schema_table(tmp_path):
     assert read_table(tmp_path, "objects", schemas.OBJECTS).num_rows == 0
+
+
+def test_conform_fills_only_the_optional_question_columns():
+    import pyarrow as pa
+
+    from reasonvqa import schemas
+
+    columns = {f.name: pa.nulls(1, f.type) for f in schemas.QUESTIONS if f.name not in schemas.OPTIONAL_COLUMNS}
+    table = schemas.conform(pa.table(columns), schemas.QUESTIONS)
+    assert table.schema.equals(schemas.QUESTIONS) and table["kind"].null_count == 1
+    del columns["answer"]
+    import pytest
+
+    with pytest.raises(ValueError, match="answer"):
+        schemas.conform(pa.table(columns), schemas.QUESTIONS)
