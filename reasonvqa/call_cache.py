@@ -149,6 +149,11 @@ class CallCache:
         self._file.seek(self._size)
         return decode(json.loads(line)["v"])
 
+    def has(self, namespace: str, key: Any) -> bool:
+        """True when the call (namespace, key) has a recorded result."""
+        with self._lock:
+            return canonical_key(namespace, key) in self._offsets
+
     def call(self, namespace: str, key: Any, compute: Callable[[], Any]) -> Any:
         """The recorded result of ``compute`` for (namespace, key), computing and recording it once.
 

@@ -213,5 +213,67 @@ def link_synsets(names: Annotated[list[str], typer.Argument(help="WordNet 3.0 sy
         sys.stdout.write(json.dumps(row, sort_keys=True) + "\n")
 
 
+@app.command("build-verified-qa")
+def build_verified_qa_command(
+    config: Annotated[Path, typer.Option("--config", exists=True, dir_okay=False, help="YAML: graphs, verified (llm, sandbox, filters), shard_size.")],
+    out: Annotated[Path, typer.Option(help="Output folder: questions.parquet, rejects.parquet, stats.json.")] = Path("out/verified"),
+    work: Annotated[Optional[Path], typer.Option(help="Work folder (default OUT/.work).")] = None,
+) -> None:
+    """Generate verified free-form questions (PROVE) from scene graphs with an OpenAI-compatible LLM."""
+    import yaml
+    from pydantic import ValidationError
+
+    from reasonvqa.flows.build_verified_qa import VerifiedBuildConfig, build_verified_qa
+
+    try:
+        cfg = VerifiedBuildConfig.model_validate(yaml.safe_load(config.read_text(encoding="utf-8")) or {})
+    except (yaml.YAMLError, ValidationError) as exc:
+        typer.echo(f"error: {config}: {exc}", err=True)
+        raise typer.Exit(2)
+    if not cfg.graphs.path.is_absolute():
+        cfg.graphs.path = (config.parent / cfg.graphs.path).resolve()
+    _quiet_prefect()
+    from reasonvqa.tasks.verify.llm import LLMEndpointError
+    from reasonvqa.tasks.verify.sandbox import SandboxUnavailable
+
+    try:
+        typer.echo(build_verified_qa(cfg, str(out), str(work) if work else None))
+    except (LLMEndpointError, SandboxUnavailable) as exc:  # finished calls stay cached for the rerun
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1)
+
+
+# --- verified free-form QA (PROVE): the program sandbox ---------------------------------------
+sandbox_app = typer.Typer(help="Run LLM-written verification programs in the sandbox.", no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox")
+
+
+@sandbox_app.command("run")
+def sandbox_run(
+    program: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="A program with def verify(sg) or def execute_command(scene_graph).")],
+    graph: Annotated[Path, typer.Option("--graph", exists=True, dir_okay=False, help="Scene graph JSON (caption tuple form).")],
+) -> None:
+    """Print one JSON object {status, output, reason}; exit 0 for every status (the status is the result)."""
+    from reasonvqa.tasks.verify.sandbox import run_one
+    from reasonvqa.tasks.verify.scene_graph import SceneGraph
+
+    try:
+        graph_json = SceneGraph.from_json(json.loads(graph.read_text(encoding="utf-8"))).to_json()
+    except ValueError as exc:
+        typer.echo(f"error: {graph}: {exc}", err=True)
+        raise typer.Exit(2)
+    result = run_one(program.read_text(encoding="utf-8", errors="replace"), graph_json)
+    typer.echo(json.dumps(result, sort_keys=True))
+
+
+@sandbox_app.command("status")
+def sandbox_status() -> None:
+    """Print which sandbox layers are on here (seccomp, bwrap, rlimits, AST allow-list)."""
+    from reasonvqa.tasks.verify.sandbox import Sandbox, SandboxConfig
+
+    with Sandbox(SandboxConfig(workers=1)) as sandbox:
+        typer.echo(json.dumps(sandbox.protections(), sort_keys=True))
+
+
 if __name__ == "__main__":
     app()

@@ -70,3 +70,18 @@ def test_a_record_model_table_is_checked_against_its_schema_including_nested_col
                                          r"column mask.size\[\]: expected int32, got int64$"):
         run_shard(tmp_path / "sources_vg", 1, lambda: StageResult({"objects": bad}, Rejects("vg", 1), rows_in=1))
     assert not (tmp_path / "sources_vg" / "_done" / "part-00001").exists()
+
+
+def test_conform_fills_only_the_optional_question_columns():
+    import pyarrow as pa
+
+    from reasonvqa import schemas
+
+    columns = {f.name: pa.nulls(1, f.type) for f in schemas.QUESTIONS if f.name not in schemas.OPTIONAL_COLUMNS}
+    table = schemas.conform(pa.table(columns), schemas.QUESTIONS)
+    assert table.schema.equals(schemas.QUESTIONS) and table["kind"].null_count == 1
+    del columns["answer"]
+    import pytest
+
+    with pytest.raises(ValueError, match="answer"):
+        schemas.conform(pa.table(columns), schemas.QUESTIONS)
