@@ -49,9 +49,18 @@ def main(debug: Annotated[bool, typer.Option("--debug", help="Show full tracebac
 
 def _quiet_prefect() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    # a failing task logs its traceback at ERROR: without --debug the command's one-line error says it all
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING" if _debug() else "CRITICAL")
     # the temporary API server a flow starts when none is configured needs >20 s on a busy 2-core machine
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+
+
+def _debug() -> bool:
+    """True when the command line began with ``reasonvqa --debug``."""
+    from typer.main import get_current_context
+
+    ctx = get_current_context(silent=True)
+    return bool(ctx and ctx.find_root().params.get("debug"))
 
 
 def _split_list(value: Optional[str]) -> Optional[list[str]]:
@@ -97,11 +106,14 @@ def build(
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
+    from reasonvqa.prefect_api import local_prefect_api
     from reasonvqa.tasks.release.writer import EmptySplitError, ReleaseExistsError
 
     runner = make_task_runner(dask_workers, dask_address)
     try:
-        release = build_reasonvqa.with_options(task_runner=runner)(cfg, str(out), str(work) if work else None, overwrite)
+        with local_prefect_api():  # unless an API is configured: a server that dies with this command
+            release = build_reasonvqa.with_options(task_runner=runner)(cfg, str(out), str(work) if work else None,
+                                                                      overwrite)
     except (FileNotFoundError, ReleaseExistsError, EmptySplitError) as exc:  # missing input, version taken, no questions
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)

@@ -1,6 +1,5 @@
 """Bad paths and bad requests end in one line and exit 2, and nothing is written outside --out."""
 
-import json
 import os
 
 import pytest
@@ -9,8 +8,8 @@ from typer.testing import CliRunner
 import typer
 
 from reasonvqa.cli import OneLineErrors, app, main
-from reasonvqa.tasks.release.writer import MANIFEST, MANIFEST_DIGEST, digest_line, manifest_bytes
 from tests.reasonvqa.test_cli import _release
+from tests.tasks.release.test_verify import _resign
 
 runner = CliRunner()
 
@@ -75,14 +74,6 @@ def test_endpoint_and_contact_are_checked_by_the_config(tmp_path, knowledge, fie
     config.write_text(f"sources: [{{kind: vg, path: vg}}]\nknowledge: {knowledge}\n")
     result = runner.invoke(app, ["build", "--config", str(config), "--out", str(tmp_path / "out")])
     assert f"invalid config: {field}: String should match pattern" in one_error_line(result, 2)
-
-
-def _resign(release, edit):
-    manifest = json.loads((release / MANIFEST).read_text())
-    edit(manifest)
-    raw = manifest_bytes(manifest)
-    (release / MANIFEST).write_bytes(raw)
-    (release / MANIFEST_DIGEST).write_text(digest_line(raw))
 
 
 @pytest.mark.parametrize("field, value", [("name", "../../evil"), ("version", "../../evil"), ("version", "."),
