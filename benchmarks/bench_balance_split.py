@@ -92,8 +92,8 @@ def run_pipeline(engine: str, pool_path: Path, out: Path) -> dict:
     report = {k: balanced.report[k] for k in ("questions_in", "questions_kept", "rounds_run", "converged", "balanced_away_share")}
     report.update({k: split.report[k] for k in ("train_share_images", "train_share_questions", "categories_final")})
     del balanced
-    release = write_release(out / "release", "bench", engine, {"train": split.train, "test": split.test}, pool=pool,
-                            stats_dir=out / "stats", config={}, config_hash="0" * 64, inputs={})
+    release = write_release(out / "release", "bench", f"0.0.0-{engine}", {"train": split.train, "test": split.test}, pool=pool,
+                            stats_dir=out / "stats", config={}, inputs={})
     step("write release")
     return {
         "engine": engine,

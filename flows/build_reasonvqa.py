@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from prefect.cache_policies import NO_CACHE
 from reasonvqa import sources
 from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.knowledge.endpoint import knowledge_endpoint, knowledge_snapshot, mirror_cache_key
-from reasonvqa.flows.artifacts import publish_artifacts
+from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
+from reasonvqa.locks import exclusive_lock
+from reasonvqa.tasks.release.paths import release_dir
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig
 from reasonvqa.snapshot import code_fingerprint
@@ -121,9 +124,23 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     logger = get_run_logger()
     check_build_inputs(config)
     out_dir = Path(out)
+    release_dir(out_dir, config.release.name, config.release.version)  # refuse a release path outside out first
     inputs = input_snapshots(config)
     work_dir = Path(work) if work else out_dir / ".work" / work_key(config, inputs)
     work_dir.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(work_dir / ".lock", "build work folder", on_wait=lambda m: _tell(logger, m)):
+        return _build_in(config, out_dir, work_dir, inputs, overwrite)
+
+
+def _tell(logger, message: str) -> None:
+    """A warning for the Prefect run's log and the terminal (the CLI hides Prefect's log unless --debug)."""
+    logger.warning(message)
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str], overwrite: bool) -> str:
+    """The build's stages, run while this process holds the work folder's lock."""
+    logger = get_run_logger()
     report: dict[str, dict] = {}
 
     # 1. sources: one task per work unit of each source (Source.plan), each streaming into shards
@@ -183,12 +200,14 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
     if stats_dir.exists():
         shutil.rmtree(stats_dir)
     stats_files = write_stats(done.pool, done.balance, done.split, stats_dir)
-    write_json(report, stats_dir / "stages.json")
+    write_json(release_stage_counts(report), stats_dir / "stages.json")
     stats_files["stages.json"] = stats_dir / "stages.json"
+    write_json(report, work_dir / RUN_REPORT)  # with the run-dependent figures, outside the release
+    publish_run_report(report)
     # an empty split cannot be loaded by `datasets`: fail, pointing at the stage counts and rejects
     require_nonempty_splits(config.release.name, config.release.version,
                             {"train": done.split.train, "test": done.split.test}, done.pool.num_rows,
-                            f"; stage counts in {stats_dir / 'stages.json'}, dropped records in {work_dir}/*/_rejects/")
+                            f"; stage counts in {work_dir / RUN_REPORT}, dropped records in {work_dir}/*/_rejects/")
     release = write_release(
         out_dir, config.release.name, config.release.version,
         {"train": done.split.train, "test": done.split.test},
@@ -199,6 +218,15 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
     )
     publish_artifacts(release)
     return release
+
+
+RUN_REPORT = "run_report.json"
+RUN_DEPENDENT = ("requests", "cache_hits", "retries", "seconds")  # vary with cache state and machine
+
+
+def release_stage_counts(report: dict[str, dict]) -> dict[str, dict]:
+    """Per-stage totals without the run-dependent figures: what a release may hold (same inputs, same bytes)."""
+    return {stage: {k: v for k, v in totals.items() if k not in RUN_DEPENDENT} for stage, totals in report.items()}
 
 
 def stage_report(work_dir: Path) -> dict[str, dict]:

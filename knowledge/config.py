@@ -24,7 +24,8 @@ class KnowledgeConfig(BaseModel):
 
     endpoint: str | None = Field(
         default=None,
-        description="SPARQL endpoint URL; null = start the embedded Oxigraph mirror on 127.0.0.1.",
+        pattern=r"^https?://[^\s/]+\S*$",
+        description="SPARQL endpoint http(s) URL; null = start the embedded Oxigraph mirror on 127.0.0.1.",
     )
     mirror_entities: Path = Field(
         default=KNOWLEDGE_DATA_DIR / "entities",
@@ -40,6 +41,7 @@ class KnowledgeConfig(BaseModel):
     contact: str = Field(
         default="https://github.com/reasonvqa/reasonvqa-pipeline",
         min_length=3,
+        pattern=r"^[^\x00-\x1f\x7f]+$",  # no CR/LF or other control characters: it goes into an HTTP header
         description="Contact URL or email sent in the User-Agent (Wikimedia policy).",
     )
     tool_name: str = Field(default="reasonvqa-pipeline", pattern=r"^[A-Za-z0-9._-]+$", description="Tool name in the User-Agent.")

@@ -30,6 +30,7 @@ from typing import Iterator
 import pyoxigraph
 from pyoxigraph import Literal, NamedNode, QuerySolutions, RdfFormat, Store
 
+from reasonvqa.children import free_port, popen_bound, stop
 from reasonvqa.knowledge.entity_dump import entity_files, read_entities
 from reasonvqa.knowledge.rdf_mapping import MAPPING_VERSION, MappingStats, entity_triples, property_declarations
 from reasonvqa.snapshot import files_digest
@@ -135,12 +136,6 @@ def build_store(entities_path: Path, store_dir: Path) -> Path:
     return store_dir / STORE_SUBDIR
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _wait_ready(url: str, process: subprocess.Popen, log_file: Path, timeout_s: float) -> None:
     ask = url + "?" + urllib.parse.urlencode({"query": "ASK {}"})
     deadline = time.monotonic() + timeout_s
@@ -169,9 +164,9 @@ def serve_mirror(entities_path: Path, work_dir: Path, *, ready_timeout_s: float 
     log_file = Path(work_dir) / "knowledge_mirror.log"
     last_error: Exception | None = None
     for _ in range(3):  # a port taken between probe and bind: try another
-        port = _free_port()
+        port = free_port()
         with log_file.open("ab") as log_handle:
-            process = subprocess.Popen(
+            process = popen_bound(  # killed by the kernel if this process dies without stopping it
                 [oxigraph_binary(), "serve-read-only", "--location", str(location), "--bind", f"127.0.0.1:{port}"],
                 stdout=log_handle,
                 stderr=subprocess.STDOUT,
@@ -187,18 +182,8 @@ def serve_mirror(entities_path: Path, work_dir: Path, *, ready_timeout_s: float 
             yield url
             return
         finally:
-            _stop(process)
+            stop(process)
     raise MirrorError(f"could not start the oxigraph server: {last_error}")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 class InProcessClient:

@@ -14,15 +14,26 @@ from reasonvqa.paths import RESOURCE_ROOTS, SAMPLE_DIR
 from reasonvqa.sources import SourceConfig, SourceEntry, parse_config
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.questions.config import QuestionConfig
+from reasonvqa.tasks.release.paths import check_release_name, check_release_version
 
 
 class ReleaseConfig(BaseModel):
     """Name and version of the release folder ``<out>/<name>/<version>/``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    name: str = Field(default="reasonvqa-sample", pattern=r"^[A-Za-z0-9._-]+$")
-    version: str = Field(default="0.1.0", pattern=r"^[A-Za-z0-9._-]+$")
+    name: str = "reasonvqa-sample"
+    version: str = "0.1.0"
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, name: str) -> str:
+        return check_release_name(name)  # becomes a path component under --out
+
+    @field_validator("version")
+    @classmethod
+    def _semantic_version(cls, version: str) -> str:
+        return check_release_version(version)
 
 
 class BuildConfig(BaseModel):

@@ -30,7 +30,9 @@ from reasonvqa.sources import Source, SourceConfig, require_folder
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.columns import ColumnBuffer
 from reasonvqa.tasks.sources.gc_pause import gc_paused_while
-from reasonvqa.tasks.sources.gldv2_side import CATEGORIES, CLEAN, SideTables, csv_rows, image_key, read_side_tables
+from reasonvqa.tasks.sources.gldv2_side import (
+    CATEGORIES, CLEAN, SideTables, csv_rows, has_invalid_utf8, image_key, read_side_tables,
+)
 from reasonvqa.tasks.sources.ingest import ingest_unit
 from reasonvqa.tasks.sources.normalize import as_int_id
 from reasonvqa.tasks.sources.seen_ids import SeenIds
@@ -171,7 +173,9 @@ class _ShardBuilder:
         source = f"{self.split.name}:{line}"
         reason = None
         key = url = landmark = None
-        if len(row) != len(self.header):
+        if has_invalid_utf8(row):
+            reason = "csv_invalid_utf8"
+        elif len(row) != len(self.header):
             reason = "csv_row_malformed"
         elif (key := image_key(row[self.columns["id"]])) is None:
             reason = "image_id_malformed"

@@ -54,6 +54,9 @@ class VgFiles:
 def locate_files(folder: Path) -> VgFiles:
     """Find the Visual Genome files in ``folder``; FileNotFoundError names a missing required one."""
     folder = Path(folder)
+    for name in (IMAGE_DATA, OBJECTS, SCENE_GRAPHS, ATTRIBUTES, RELATIONSHIPS):
+        if (folder / name).exists() and not (folder / name).is_file():  # a folder would be taken for "absent"
+            raise FileNotFoundError(f"Visual Genome {name} is not a file: {folder / name}")
     image_data = folder / IMAGE_DATA
     if not image_data.is_file():
         raise FileNotFoundError(f"Visual Genome image metadata not found: {image_data}")

@@ -156,3 +156,21 @@ def test_custom_build_accounts_for_every_bad_record(custom_build):
     assert relations.sort("relation_id")["subject_id"].to_list() == ["vg:10/o100", "vg:10/o100"]
     objects = pl.read_parquet(work / "sources_gldv2" / "unit-00000" / "objects" / "*.parquet")
     assert sorted(objects["commons_category"].to_list()) == ["Chichén Itzá", "Lisbon", "Mount Everest"]
+
+
+def test_a_build_resumed_with_a_warm_query_cache_gives_the_same_release(two_builds):
+    """Like a build killed after its SPARQL answers were cached: fewer requests, the same bytes."""
+    import shutil
+
+    first, second = two_builds
+    out = first.parents[1]
+    work = next((out / ".work").iterdir())
+    for stage in ("link", "facts", "questions"):
+        shutil.rmtree(work / stage)
+    shutil.rmtree(first)
+    again = Path(build_reasonvqa(sample_config(), str(out)))
+    assert again == first
+    assert json.loads((work / "run_report.json").read_text())["link"]["requests"] == 0  # all from the cache
+    files = sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    assert sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file()) == files
+    assert [str(f) for f in files if (again / f).read_bytes() != (second / f).read_bytes()] == []
