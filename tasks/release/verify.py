@@ -214,7 +214,9 @@ def _check_splits(splits: object, counts: object, found: ReleaseFiles) -> list[s
         problems.append(f"{MANIFEST}: counts name {sorted(counts)}, the release has {sorted(expected)}")
     for split in expected:
         rows = found.rows.get(split)
-        if split in counts and (type(counts[split]) is not int or counts[split] != rows):
+        if split in found.rows and rows is None:
+            problems.append(f"{split}: a Parquet part cannot be read")
+        elif split in counts and (type(counts[split]) is not int or counts[split] != rows):
             problems.append(f"{split}: {rows} rows, manifest says {counts[split]!r}")
     return problems
 
