@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class QuestionConfig(BaseModel):
@@ -10,7 +10,10 @@ class QuestionConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    domains: list[str] | None = Field(default=None, description="Restrict to these domains (names from templates/domains.yaml); null = all.")
+    domains: list[str] | None = Field(
+        default=None,
+        description="Restrict to these domains (names or slugs from templates/domains.yaml, any case; stored as names); null = all.",
+    )
     max_hops: int = Field(default=3, ge=1, le=3)
     scene_graph_clauses: bool = Field(default=True, description="Use Visual Genome relations as sub-clauses.")
     max_scene_graph_refs: int = Field(
@@ -31,3 +34,10 @@ class QuestionConfig(BaseModel):
         ge=1,
         description="Keep at most this many questions per image (lowest question ids); the rest are rejected as over_image_cap. null = all.",
     )
+
+    @field_validator("domains")
+    @classmethod
+    def _canonical_domains(cls, value: list[str] | None) -> list[str] | None:
+        from reasonvqa.tasks.questions.bank import resolve_domain_names
+
+        return None if value is None else resolve_domain_names(value)

@@ -72,7 +72,7 @@ def test_release_columns_and_provenance(inputs, bank):
     row = q.filter(pl.col("question") == "What is the capital of the country where this lattice tower is located?").row(0, named=True)
     assert row["route"] == ["P17", "P36"] and row["property_id"] == "P36" and row["n_hop"] == 2
     assert row["template_ids"] == ["P17:sub", "P36:main"]
-    assert row["domains"] == ["Places & Locations", "Politics & Government"]
+    assert row["domains"] == ["Places & Locations", "Physical Geography", "Politics & Ideologies"]
     assert row["answer_qid"] == "Q90" and row["image_id"] == TOWER and row["image_source"] == "gldv2"
     assert row["object_ids"] == [f"{TOWER}/o0"]
     assert row["template_version"] == bank.version and row["knowledge_snapshot"] == "sample-2026-02"
@@ -169,13 +169,13 @@ def test_sharding_does_not_change_questions(inputs, bank):
 
 
 def test_domain_filter_only_asks_the_domains_properties(inputs, bank):
-    config = QuestionConfig(domains=["Measurements & Quantities"])
+    config = QuestionConfig(domains=["characteristics"])
     q = _questions(_run(inputs, bank, config))
     assert sorted(q["question"].to_list()) == ["How tall is this lattice tower?", "What is the elevation above sea level of this mountain?"]
-    allowed = set(bank.question_property_ids(["Measurements & Quantities"]))
+    allowed = set(bank.question_property_ids(["Characteristics & Properties"]))
     assert all(set(route) <= allowed for route in q["route"].to_list())
-    # P2048 is also Architecture & Buildings: a restricted build tags only the selected domains
-    assert q["domains"].to_list() == [["Measurements & Quantities"]] * 2
+    # P2044 is also Physical Geography: a restricted build tags only the selected domains
+    assert q["domains"].to_list() == [["Characteristics & Properties"]] * 2
 
 
 def test_hop_limit_and_per_image_cap(inputs, bank):
