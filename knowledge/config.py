@@ -26,6 +26,12 @@ class KnowledgeConfig(BaseModel):
         default=None,
         description="SPARQL endpoint URL; null = start the embedded Oxigraph mirror on 127.0.0.1.",
     )
+    snapshot_date: str | None = Field(
+        default=None,
+        pattern=r"^\d{4}-\d\d-\d\d$",
+        description="Date the knowledge is as of (YYYY-MM-DD), recorded in the manifest; null = the newest "
+        "`modified` date of the mirror's entities (an endpoint without it is recorded as undated).",
+    )
     mirror_entities: Path = Field(
         default=KNOWLEDGE_DATA_DIR / "entities",
         description=(

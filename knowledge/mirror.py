@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -31,7 +32,7 @@ from typing import Iterator
 import pyoxigraph
 from pyoxigraph import Literal, NamedNode, QuerySolutions, RdfFormat, Store
 
-from reasonvqa.knowledge.entity_dump import entity_files, read_entities
+from reasonvqa.knowledge.entity_dump import _open_text, entity_files, read_entities
 from reasonvqa.knowledge.rdf_mapping import MAPPING_VERSION, MappingStats, entity_triples, property_declarations
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,23 @@ def snapshot_id(entities_path: Path) -> str:
                 digest.update(block)
         digest.update(b"\0")
     return "sha256:" + digest.hexdigest()
+
+
+_MODIFIED = re.compile(r'"modified"\s*:\s*"(\d{4}-\d\d-\d\d)')
+
+
+def snapshot_date(entities_path: Path) -> str | None:
+    """The newest ``modified`` date (YYYY-MM-DD) of the mirror's entities: the knowledge's "as of" date.
+
+    None when no entity carries one (hand-transcribed entities have none).
+    """
+    newest = None
+    for file in entity_files(Path(entities_path)):
+        with _open_text(file) as handle:
+            for line in handle:
+                for date in _MODIFIED.findall(line):
+                    newest = date if newest is None or date > newest else newest
+    return newest
 
 
 def mirror_cache_key(entities_path: Path) -> str:

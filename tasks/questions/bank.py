@@ -24,7 +24,7 @@ NAMING_PROPERTIES = ("P31", "P279")
 SUBJECT = "{subject}"
 ARTICLE = "{a}"
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
-PROPERTY_KEYS = {"label", "category", "value", "domains", "main", "sub", "choices", "number", "date"}
+PROPERTY_KEYS = {"label", "category", "value", "domains", "main", "sub", "choices", "number", "date", "time_varying"}
 NUMBER_KEYS = {"decimals", "spread", "thousands"}
 DATE_KEYS = {"window_years", "max_precision"}
 
@@ -72,6 +72,9 @@ class PropertyTemplate:
     choices: tuple[Choice, ...] = ()
     number: NumberFormat = field(default_factory=NumberFormat)
     date: DateFormat = field(default_factory=DateFormat)
+    # the value changes over time (population, head of government): asked only with its P585
+    # point in time ("... as of 2020?"), never as an inner hop
+    time_varying: bool = False
     source: str = ""
 
     @property
@@ -332,8 +335,12 @@ def _parse_property(path: Path, pid: str, spec, known_domains: set[str]) -> Prop
         if category != "date":
             raise BankError(path, f"{pid}.date", "only date-category properties have date rendering")
         date = _parse_date(path, pid, spec["date"])
+    time_varying = spec.get("time_varying", False)
+    if not isinstance(time_varying, bool):
+        raise BankError(path, f"{pid}.time_varying", "must be true or false")
     return PropertyTemplate(
         property_id=pid,
+        time_varying=time_varying,
         label=label,
         category=category,
         value=value,

@@ -30,7 +30,7 @@ from reasonvqa.tasks.questions.config import QuestionConfig
 from reasonvqa.tasks.questions.hashing import stable_rank
 from reasonvqa.tasks.questions.text import capitalize_expr, clean_phrase_expr, normalize_expr, normalize_text, resolve_articles_expr
 
-VALUE_COLUMNS = ["value_kind", "value_qid", "value_label", "amount", "unit_qid", "unit_label", "time", "precision"]
+VALUE_COLUMNS = ["value_kind", "value_qid", "value_label", "amount", "unit_qid", "unit_label", "time", "precision", "point_in_time"]
 _KIND = {"item": "item", "quantity": "quantity", "time": "time", "string": "string", "monolingualtext": "string"}
 
 
@@ -90,6 +90,8 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
 def truthy_facts(facts: pa.Table | pl.DataFrame, properties: set[str]) -> pl.DataFrame:
     """Facts of ``properties`` with best-rank semantics, a value kind and a value key, deduplicated."""
     df = facts if isinstance(facts, pl.DataFrame) else pl.from_arrow(schemas.conform(facts, schemas.FACTS))
+    if "point_in_time" not in df.columns:
+        df = df.with_columns(point_in_time=pl.lit(None, dtype=pl.String))
     df = df.filter(pl.col("property_id").is_in(sorted(properties)), pl.col("rank").fill_null("normal") != "deprecated")
     preferred = (pl.col("rank") == "preferred").any().over("subject_qid", "property_id")
     df = df.filter(~preferred | (pl.col("rank") == "preferred"))
@@ -138,7 +140,8 @@ def _routes(facts: pl.DataFrame, templates: dict, max_hops: int) -> tuple[pl.Dat
         .unique(subset=["subject_qid", "property_id"], keep="first", maintain_order=True)
         .select("subject_qid", "property_id", "n_values", *VALUE_COLUMNS)
     )
-    sub_props = [pid for pid, t in templates.items() if t.sub is not None]
+    # a time-varying value ("the head of government of ...") is never an inner hop: its sub-clause has no date
+    sub_props = [pid for pid, t in templates.items() if t.sub is not None and not t.time_varying]
     item_edges = facts.filter(
         pl.col("property_id").is_in(sub_props), pl.col("value_kind") == "item", pl.col("value_qid").is_not_null()
     )
@@ -226,12 +229,13 @@ def _template_params(templates: dict) -> pl.DataFrame:
             "thousands": t.number.thousands,
             "window_years": t.date.window_years,
             "max_precision": t.date.max_precision,
+            "time_varying": t.time_varying,
         }
         for pid, t in templates.items()
     ]
     schema = {
         "property_id": pl.String, "decimals": pl.Int64, "spread": pl.Float64, "thousands": pl.Boolean,
-        "window_years": pl.Int64, "max_precision": pl.Int64,
+        "window_years": pl.Int64, "max_precision": pl.Int64, "time_varying": pl.Boolean,
     }
     return pl.DataFrame(rows, schema=schema)
 

@@ -30,15 +30,15 @@ EXPECTED = [
     ("What is the capital of the country where this lattice tower is located?", "Paris", "literal", 2, False),
     ("Where was the discoverer or inventor of the motor vehicle parked next to the sidewalk born?", "Mühlburg", "literal", 2, True),
     ("On which continent is the country where this lattice tower is located?", "Europe", "fixed", 2, False),
-    ("What is the population of the country where this lattice tower is located?", "68,373,433", "number", 2, False),
+    ("What is the population of the country where this lattice tower is located as of 2023?", "68,373,433", "number", 2, False),
     ("When was the architect of this lattice tower born?", "26 December 1847", "date", 2, False),
     ("When was the discoverer or inventor of the motor vehicle parked next to the sidewalk born?", "25 November 1844", "date", 2, True),
     ("What is the capital of the country of citizenship of the architect of this lattice tower?", "Paris", "literal", 3, False),
     ("In which country is the birthplace of the discoverer or inventor of the motor vehicle parked next to the sidewalk?", "Germany",
      "literal", 3, True),
     ("On which continent is the country of citizenship of the architect of this lattice tower?", "Europe", "fixed", 3, False),
-    ("What is the population of the capital of the country where this lattice tower is located?", "2,102,650", "number", 3,
-     False),
+    ("What is the population of the capital of the country where this lattice tower is located as of 2021?", "2,102,650",
+     "number", 3, False),
     ("When was the country of citizenship of the architect of this lattice tower established?", "843", "date", 3, False),
 ]
 
@@ -129,6 +129,29 @@ def test_every_candidate_is_a_question_or_a_reject_with_a_reason(inputs, bank):
     assert "P84" in {r["route_key"] for r in reasons["too_few_distractors"]}
     q = _questions(result)
     assert not q.filter(pl.col("property_id").is_in(["P127", "P1435", "P84"]) & (pl.col("n_hop") == 1)).height
+
+
+def test_unlabeled_values_count_in_the_single_answer_check(inputs, bank, facts):
+    """A second value without an English label still makes the fact multi-valued (it is never offered)."""
+    from tests.tasks.questions.conftest import fact_rows, item
+
+    rows = fact_rows() + [item("Q243", "Eiffel Tower", "P186", "Q5", None)]
+    result = _run({**inputs, "facts": schemas.from_rows(rows, schemas.FACTS)}, bank)
+    material = [json.loads(r["record"]) for r in result.rejects.rows if r["reason"] == "multiple_answers"]
+    assert "P186" in {r["route_key"] for r in material if r["image_id"] == TOWER}
+    assert not _questions(result).filter((pl.col("route").list.join(">") == "P186") & (pl.col("image_id") == TOWER)).height
+
+
+def test_time_varying_values_need_their_point_in_time(inputs, bank):
+    from tests.tasks.questions.conftest import fact_rows
+
+    rows = [dict(r, point_in_time=None) if r["property_id"] == "P1082" else r for r in fact_rows()]
+    result = _run({**inputs, "facts": schemas.from_rows(rows, schemas.FACTS)}, bank)
+    assert not _questions(result).filter(pl.col("property_id") == "P1082").height
+    undated = [json.loads(r["record"])["route_key"] for r in result.rejects.rows if r["reason"] == "no_point_in_time"]
+    assert "P17>P1082" in undated
+    # never an inner hop: no sub-clause "the head of government of ..." without a date
+    assert not [k for k in undated + _questions(result)["route"].list.join(">").to_list() if "P6>" in k or "P35>" in k]
 
 
 def test_routes_through_the_naming_property_are_no_candidates(inputs, bank):
