@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
@@ -24,6 +26,12 @@ class QuestionConfig(BaseModel):
         default="landmark",
         min_length=1,
         description="Name of a linked landmark whose item has no English instance-of/subclass-of label.",
+    )
+    distractors: Literal["exchangeable", "paper"] = Field(
+        default="exchangeable",
+        description="exchangeable: number/date distractors with the answer's rounding and a uniform rank, item/literal "
+        "distractors drawn in proportion to how often each value is an answer (a choice-only model is at chance); "
+        "paper: ReasonVQA 3.2.2 (a window around the answer, uniform pool draws), for reproduction.",
     )
     latest_year: int = Field(
         default=2026,

@@ -46,7 +46,7 @@ class KnowledgeIndex:
     # route_key, route, property_id, category, prefix, suffix (articles resolved), norm_prefix, norm_suffix,
     # template_ids, domains, rendering parameters of the asked property; row i belongs to routes with text_idx i
     route_texts: pl.DataFrame
-    pool: pl.DataFrame  # pool_idx, property_id, norm, display (ordered by property, then a stable hash)
+    pool: pl.DataFrame  # pool_idx, property_id, norm, display, weight (ordered by property, then a stable hash)
     pool_lookup: pl.DataFrame  # property_id, norm, pool_idx (fixed aliases included)
     pool_spans: pl.DataFrame  # property_id, pool_offset, pool_size
     stats: dict = field(default_factory=dict)
@@ -70,6 +70,10 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
     route_texts = _route_texts(routes["route_key"].unique().sort().to_list(), templates, bank.domains)
     text_idx = route_texts.select("route_key", text_idx=pl.int_range(pl.len(), dtype=pl.UInt32))
     routes = routes.join(text_idx, on="route_key").sort("start_qid", "route_key")
+    # distractors are drawn per (subject, route), not per image: the same question gets the same
+    # choices on every image, so no choice recurs across the release more often than its answer
+    choice_key = stable_rank((routes["start_qid"] + "\x1f" + routes["route_key"]).to_list())
+    routes = routes.with_columns(choice_key=pl.Series(choice_key, dtype=pl.UInt64))
     spans = _spans(routes["start_qid"])
     pool, lookup, pool_spans = _pools(question_facts, templates)
     return KnowledgeIndex(
@@ -242,13 +246,16 @@ def _template_params(templates: dict) -> pl.DataFrame:
 
 def _pools(facts: pl.DataFrame, templates: dict) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     literal = [pid for pid, t in templates.items() if t.category == "literal"]
-    values = (
-        facts.filter(pl.col("property_id").is_in(literal), pl.col("value_kind").is_in(["item", "string"]))
+    pooled = [pid for pid, t in templates.items() if t.category in ("literal", "fixed")]
+    # weight: how many subjects have the value, so distractors are drawn as often as answers occur
+    counted = (
+        facts.filter(pl.col("property_id").is_in(pooled), pl.col("value_kind").is_in(["item", "string"]))
         .with_columns(norm=normalize_expr(pl.col("value_label")), display=clean_phrase_expr(pl.col("value_label")))
         .filter(pl.col("norm").str.len_chars() > 0)
         .group_by("property_id", "norm")
-        .agg(display=pl.col("display").min())
+        .agg(display=pl.col("display").min(), weight=pl.col("subject_qid").n_unique().cast(pl.Int64))
     )
+    values = counted.filter(pl.col("property_id").is_in(literal))
     fixed_rows, alias_rows = [], []
     for pid, t in templates.items():
         for choice in t.choices:
@@ -256,12 +263,14 @@ def _pools(facts: pl.DataFrame, templates: dict) -> tuple[pl.DataFrame, pl.DataF
             fixed_rows.append({"property_id": pid, "norm": norm, "display": choice.label})
             alias_rows += [{"property_id": pid, "alias": normalize_text(a), "norm": norm} for a in choice.aliases]
     fixed = pl.DataFrame(fixed_rows, schema={"property_id": pl.String, "norm": pl.String, "display": pl.String})
+    fixed = fixed.join(counted.select("property_id", "norm", "weight"), on=["property_id", "norm"], how="left")
+    fixed = fixed.with_columns(weight=pl.col("weight").fill_null(0) + 1)  # every closed-set member can be drawn
     pool = pl.concat([values, fixed])
     pool = pool.with_columns(
         pnum=pl.col("property_id").str.slice(1).cast(pl.Int64),
         rank=pl.Series(stable_rank((pool["property_id"] + "\x1f" + pool["norm"]).to_list()), dtype=pl.UInt64),
     ).sort("pnum", "rank", "norm")
-    pool = pool.with_row_index("pool_idx").select(pl.col("pool_idx").cast(pl.Int64), "property_id", "norm", "display")
+    pool = pool.with_row_index("pool_idx").select(pl.col("pool_idx").cast(pl.Int64), "property_id", "norm", "display", "weight")
     aliases = pl.DataFrame(alias_rows, schema={"property_id": pl.String, "alias": pl.String, "norm": pl.String})
     alias_lookup = aliases.join(pool, on=["property_id", "norm"]).select("property_id", norm="alias", pool_idx="pool_idx")
     lookup = pl.concat([pool.select("property_id", "norm", "pool_idx"), alias_lookup])

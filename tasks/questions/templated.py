@@ -21,8 +21,9 @@ question or one reject with a reason:
 - duplicate_question: a second candidate with the same question id
 - over_image_cap: beyond ``config.max_questions_per_image``
 
-Ids: question_id = blake2b(image_id, object ids, route, template version) (hashing.py); all draws
-of a question (distractors, choice order) come from that digest mixed with the build seed.
+Ids: question_id = blake2b(image_id, object ids, route, template version) (hashing.py); the choice
+order comes from that digest mixed with the build seed; the distractors from a hash of (linked
+item, route) mixed with the build seed, so a question has the same choices on every image.
 Output rows are sorted by question_id. Nothing here depends on other images of the shard.
 """
 
@@ -104,7 +105,8 @@ def generate_questions(
         question.str.strip_suffix("?") + " as of " + as_of_text + "?"
     ).otherwise(question)
     cand = cand.with_columns(question=question)
-    cand = _with_choices(cand, cand["seed"].to_numpy(), bank, config, index)
+    choice_seeds = mix_seed(cand["choice_key"].to_numpy(), seed)
+    cand = _with_choices(cand, choice_seeds, bank, config, index)
     cand = _with_reasons(cand, config)
 
     good = cand.filter(pl.col("reason").is_null())
@@ -149,10 +151,10 @@ def _with_choices(
 ) -> pl.DataFrame:
     """answer, reason, d1..d3 per row, each category by its own rules."""
     makers = {
-        "date": lambda df, s: date_choices(df, s, config.latest_year),
-        "number": lambda df, s: number_choices(df, s, bank.units),
-        "literal": lambda df, s: pool_choices(df, s, index),
-        "fixed": lambda df, s: pool_choices(df, s, index),
+        "date": lambda df, s: date_choices(df, s, config.latest_year, config.distractors),
+        "number": lambda df, s: number_choices(df, s, bank.units, config.distractors),
+        "literal": lambda df, s: pool_choices(df, s, index, config.distractors),
+        "fixed": lambda df, s: pool_choices(df, s, index, config.distractors),
     }
     needed = cand.select(
         "property_id", "category", "value_kind", "value_label", "amount", "unit_qid", "unit_label", "time", "precision",
