@@ -255,3 +255,25 @@ def test_a_multi_hop_question_that_starts_with_a_sub_clause_is_capitalized(input
     q = _questions(_run(inputs, load_bank(copy)))
     assert "The country where this lattice tower is located has which capital?" in q["question"].to_list()
     assert all(text[0].isupper() for text in q["question"].to_list())
+
+
+def test_a_question_has_the_same_choices_on_every_image(inputs, bank):
+    """Choices are drawn per (linked item, route): a second photo of the tower gets the same choice set."""
+    import pyarrow as pa
+
+    other = "gldv2:ffffffffffffffff"
+
+    def copy(table, id_cols):
+        rows = [r for r in table.to_pylist() if r["image_id"] == TOWER]
+        for r in rows:
+            for c in id_cols:
+                r[c] = r[c].replace(TOWER, other)
+        return pa.concat_tables([table, schemas.from_rows(rows, table.schema)])
+
+    doubled = dict(inputs, images=copy(inputs["images"], ["image_id"]), objects=copy(inputs["objects"], ["image_id", "object_id"]),
+                   links=copy(inputs["links"], ["image_id", "object_id"]))
+    q = _questions(_run(doubled, bank))
+    a = q.filter(pl.col("image_id") == TOWER).select("question", choices=pl.col("choices").list.sort())
+    b = q.filter(pl.col("image_id") == other).select("question", choices=pl.col("choices").list.sort())
+    assert a.height > 5 and a.sort("question").equals(b.sort("question"))
+    assert set(q.filter(pl.col("image_id") == TOWER)["question_id"]).isdisjoint(q.filter(pl.col("image_id") == other)["question_id"])
