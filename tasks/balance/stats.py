@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from reasonvqa.stage import write_json, write_parquet
 from reasonvqa.tasks.balance import plots
 from reasonvqa.tasks.balance.balance import BalanceResult
+from reasonvqa.tasks.balance.bias import bias_report
 from reasonvqa.tasks.balance.split import SplitResult
 from reasonvqa.tasks.balance.summary import entropy_bits, js_divergence_bits, ranked
 
@@ -55,12 +56,14 @@ def write_stats(pool: pa.Table, balance: BalanceResult, split: SplitResult, out_
         },
     }
     files = {
+        "bias.json": out_dir / "bias.json",
         "stats.json": out_dir / "stats.json",
         "balance_report.json": out_dir / "balance_report.json",
         "split_report.json": out_dir / "split_report.json",
         "balance_removed.parquet": out_dir / "balance_removed.parquet",
     }
     write_json(stats, files["stats.json"])
+    write_json(bias_report(split.train, split.test), files["bias.json"])
     write_json(balance.report, files["balance_report.json"])
     write_json(split.report, files["split_report.json"])
     write_parquet(balance.removed, files["balance_removed.parquet"])
