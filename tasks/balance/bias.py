@@ -36,7 +36,7 @@ def choice_values(choices: pl.Expr, category: pl.Expr) -> pl.Expr:
     month = pl.element().str.extract(r"(" + "|".join(_MONTHS) + r")").replace_strict(
         {m: float(i) for i, m in enumerate(_MONTHS)}, default=0.0, return_dtype=pl.Float64
     )
-    day = pl.element().str.extract(r"^(\d+) [A-Z]").cast(pl.Float64, strict=False).fill_null(1.0)
+    day = pl.element().str.extract(r"^(\d+) (?:" + "|".join(_MONTHS) + ")").cast(pl.Float64, strict=False).fill_null(1.0)
     date = pl.when(bc).then(1 - year).otherwise(year) + month / 12 + (day - 1) / 372
     return pl.when(category == "date").then(choices.list.eval(date)).otherwise(choices.list.eval(number))
 

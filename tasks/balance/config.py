@@ -73,3 +73,9 @@ class SplitConfig(BaseModel):
     pool_min_share: float = Field(
         default=0.01, gt=0, lt=1, description="An answer enters the pool with at least this share of all answers."
     )
+    drop_test_pairs_seen_in_train: bool = Field(
+        default=True,
+        description="Remove from test the questions whose (question text, answer) pair also occurs in train "
+        "(answerable from the question alone; reason seen_in_train). Keeps the question-only prior of the "
+        "bias report low; false keeps the paper's split as it is.",
+    )

@@ -98,8 +98,9 @@ def date_choices(df: pl.DataFrame, seeds: np.ndarray, latest_year: int, method: 
     )
     span = window * per_year
     if method == "exchangeable":
+        # all four choices within one window: every rank fits unless the latest year bounds it
         room_above = np.where(value > latest, span, np.minimum(span, latest - value))
-        q, fits = exchangeable_distractors(value, 2 * span, span, room_above, seeds, stream=11)
+        q, fits = exchangeable_distractors(value, span, span, room_above, seeds, stream=11)
         reason[ok & ~fits] = "too_few_distractors"
         rendered = render(np.concatenate([value, q[:, 0], q[:, 1], q[:, 2]]), np.tile(prec, 4))
         return choice_frame(rendered, reason)

@@ -3,6 +3,8 @@
 import io
 import json
 
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 (pa.compute)
 import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -141,6 +143,7 @@ def test_image_split_ratio_within_two_points(pool, config, seed):
 @SETTINGS
 @given(pools(), balance_configs, split_configs, st.integers(0, 2**32))
 def test_pipeline_equals_separate_steps(pool, balance_config, split_config, seed):
+    split_config = split_config.model_copy(update={"drop_test_pairs_seen_in_train": False})
     done = balance_and_split(pool, balance_config, split_config, seed)
     alone = balance_questions(pool, balance_config, seed)
     separate = split_images(alone.kept, split_config, seed)
@@ -152,3 +155,16 @@ def test_pipeline_equals_separate_steps(pool, balance_config, split_config, seed
     assert done.balance.kept.equals(done.pool.slice(0, n_kept))
     assert sorted(done.pool["question_id"].to_pylist(), key=str) == sorted(pool["question_id"].to_pylist(), key=str)
     assert done.pool.slice(n_kept)["question_id"].to_pylist() == alone.removed["question_id"].to_pylist()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pool=pools(), seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_test_pairs_seen_in_train_are_removed_and_accounted(pool, seed):
+    done = balance_and_split(pool, BalanceConfig(), SplitConfig(), seed)
+    pairs = lambda t: set(zip(t["question"].to_pylist(), t["answer"].to_pylist()))  # noqa: E731
+    assert not pairs(done.split.train) & pairs(done.split.test)
+    n = done.split.train.num_rows + done.split.test.num_rows + done.balance.removed.num_rows
+    assert n == pool.num_rows == done.pool.num_rows
+    dropped = done.balance.removed.filter(pa.compute.equal(done.balance.removed["reason"], "seen_in_train"))
+    assert dropped.num_rows == done.split.report["test_pairs_seen_in_train_removed"]
+    assert done.split.report["test"]["questions"] == done.split.test.num_rows
