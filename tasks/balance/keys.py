@@ -14,11 +14,11 @@ GOLDEN = 0x9E3779B97F4A7C15
 _C1 = 0xBF58476D1CE4E5B9
 _C2 = 0x94D049BB133111EB
 
-PURPOSES = {"balance": 0x42414C414E4345, "split": 0x53504C4954}
+PURPOSES = {"balance": 0x42414C414E4345, "split": 0x53504C4954, "hop_mix": 0x484F50}
 
 
 def salt(seed: int, purpose: str) -> int:
-    """The 64-bit starting state for one purpose ("balance" or "split") and seed."""
+    """The 64-bit starting state for one purpose ("balance", "split", "hop_mix") and seed."""
     return mix64(((seed & MASK) * GOLDEN + PURPOSES[purpose]) & MASK)
 
 

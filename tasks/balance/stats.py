@@ -50,6 +50,7 @@ def write_stats(pool: pa.Table, balance: BalanceResult, split: SplitResult, out_
             k: balance.report[k]
             for k in ("questions_in", "questions_kept", "removed_by_reason", "balanced_away_share", "rounds", "converged", "warnings")
         },
+        "hop_mix": hop_mix(balance.report.get("hop_mix"), split),
         "split": {
             k: split.report[k]
             for k in ("train", "test", "train_share_images", "train_share_questions", "categories_final", "warnings")
@@ -71,6 +72,20 @@ def write_stats(pool: pa.Table, balance: BalanceResult, split: SplitResult, out_
     files["SUMMARY.md"] = out_dir / "SUMMARY.md"
     files["SUMMARY.md"].write_text(summary_markdown(stats, files), encoding="utf-8")
     return dict(sorted(files.items()))
+
+
+def hop_mix(report: dict | None, split: SplitResult) -> dict:
+    """Target vs achieved share per hop count in the released questions (train + test)."""
+    released: dict[str, int] = {}
+    for table in (split.train, split.test):
+        for h, n in table_counts(table).get("by_hop", {}).items():
+            released[h] = released.get(h, 0) + n
+    total = sum(released.values())
+    return {
+        "target": (report or {}).get("target", {}),
+        "achieved": {h: round(n / total, 4) for h, n in sorted(released.items())} if total else {},
+        "questions": dict(sorted(released.items())),
+    }
 
 
 def answer_counts(table: pa.Table) -> dict[str, dict[str, int]]:
