@@ -123,8 +123,9 @@ def bias_section(bias: dict) -> list[str]:
     lines = [
         "## Bias report",
         "",
-        f"Accuracy on test of baselines that never look at the image (chance: {_pct(chance)}). Targets: every "
-        f"choice-only baseline within {_pct(targets.get('choice_only_margin'))} of chance, the question-only "
+        f"Accuracy on the {bias.get('test_questions', 0)} test questions ({baselines.get('numeric_questions', 0)} "
+        f"number and date) of baselines that never look at the image (chance: {_pct(chance)}). Targets: every "
+        f"choice-only baseline within {100 * targets.get('choice_only_margin', 0):.0f} points of chance, the question-only "
         f"prior at most {_pct(targets.get('question_prior_max'))}. Details in `stats/bias.json`.",
         "",
         "| baseline | accuracy | target met |",
