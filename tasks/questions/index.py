@@ -70,10 +70,11 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
     route_texts = _route_texts(routes["route_key"].unique().sort().to_list(), templates, bank.domains)
     text_idx = route_texts.select("route_key", text_idx=pl.int_range(pl.len(), dtype=pl.UInt32))
     routes = routes.join(text_idx, on="route_key").sort("start_qid", "route_key")
-    # distractors are drawn per (subject, route), not per image: the same question gets the same
-    # choices on every image, so no choice recurs across the release more often than its answer
-    choice_key = stable_rank((routes["start_qid"] + "\x1f" + routes["route_key"]).to_list())
-    routes = routes.with_columns(choice_key=pl.Series(choice_key, dtype=pl.UInt64))
+    # distractors are drawn per asked fact (final subject, property), not per image or route: a question
+    # gets the same choices on every image and every route to the same fact, so no choice recurs
+    # across the release more often than its answer
+    choice_key = stable_rank(routes["fact_key"].to_list())
+    routes = routes.with_columns(choice_key=pl.Series(choice_key, dtype=pl.UInt64)).drop("fact_key")
     spans = _spans(routes["start_qid"])
     pool, lookup, pool_spans = _pools(question_facts, templates)
     return KnowledgeIndex(
@@ -161,7 +162,8 @@ def _routes(facts: pl.DataFrame, templates: dict, max_hops: int) -> tuple[pl.Dat
             out = out.filter(pl.col("value_qid").is_null() | (pl.col("value_qid") != pl.col(q)))
         key = pl.concat_str([*props, "property_id"], separator=">") if props else pl.col("property_id")
         return out.select(
-            "start_qid", route_key=key, n_hop=pl.lit(len(props) + 1, pl.Int8), n_values="n_values", **{c: c for c in VALUE_COLUMNS}
+            "start_qid", route_key=key, n_hop=pl.lit(len(props) + 1, pl.Int8), n_values="n_values",
+            fact_key=pl.concat_str([pl.col(last), pl.col("property_id")], separator="\x1f"), **{c: c for c in VALUE_COLUMNS}
         )
 
     parts = [finish(starts, "start_qid", [], [])]

@@ -22,8 +22,9 @@ question or one reject with a reason:
 - over_image_cap: beyond ``config.max_questions_per_image``
 
 Ids: question_id = blake2b(image_id, object ids, route, template version) (hashing.py); the choice
-order comes from that digest mixed with the build seed; the distractors from a hash of (linked
-item, route) mixed with the build seed, so a question has the same choices on every image.
+order comes from that digest mixed with the build seed; the distractors from a hash of the asked
+fact (final subject, property) mixed with the build seed, so a question has the same choices on
+every image and every route that reaches the same fact.
 Output rows are sorted by question_id. Nothing here depends on other images of the shard.
 """
 
