@@ -27,7 +27,11 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Iterable
+
+import polars as pl
+import pyarrow.parquet as pq
 
 from reasonvqa.knowledge import queries
 from reasonvqa.knowledge.config import KnowledgeConfig
@@ -35,7 +39,7 @@ from reasonvqa.knowledge.ids import batched, check_pid, id_sort_key, is_qid, qid
 from reasonvqa.knowledge.lookups import labels_for
 from reasonvqa.knowledge.wikidata import Binding, SparqlClient
 from reasonvqa import schemas
-from reasonvqa.stage import Rejects, StageResult
+from reasonvqa.stage import Rejects, StageResult, read_table
 
 STAGE = "facts"
 WD = "http://www.wikidata.org/entity/"
@@ -220,3 +224,20 @@ def _sort_key(fact: dict) -> tuple:
         fact.get("rank") or "",
     )
 
+
+
+def linked_item_batches(link_dir: Path, batch_size: int) -> list[list[str]]:
+    """The distinct items of every ``entity_links`` shard under ``link_dir``, sorted, in batches."""
+    links = read_table(link_dir, "entity_links", schemas.ENTITY_LINKS)
+    return list(batched(sorted(set(links["qid"].to_pylist())), batch_size))
+
+
+def merge_fact_shards(stage_dir: Path, out: Path) -> Path:
+    """All fact shards of ``stage_dir`` as one file ``out``, deduplicated, each fact at its smallest hop."""
+    facts = pl.from_arrow(read_table(stage_dir, "facts", schemas.FACTS))
+    keys = [c for c in schemas.FACTS.names if c != "hop"]
+    merged = facts.group_by(keys).agg(pl.col("hop").min()).select(schemas.FACTS.names).sort(
+        ["subject_qid", "property_id", "value_qid", "value_label", "amount", "time"], nulls_last=True
+    )
+    pq.write_table(schemas.conform(merged.to_arrow(), schemas.FACTS), out, compression="zstd")
+    return out

@@ -24,6 +24,12 @@ _COLUMNS = {
     "template_ids": "templates used to render the question",
     "template_version": "content hash of the template bank",
     "knowledge_snapshot": "content hash of the knowledge base the facts came from",
+    "kind": "`verified` for verified free-form questions (PROVE); null for templated questions",
+    "generator_model": "the LLM that wrote a verified question",
+    "program": "its verification program (runs on the scene graph)",
+    "program_output": "the program's output on the scene graph, as JSON",
+    "similarity": "cosine of program output and answer (all-MiniLM-L6-v2)",
+    "evidence_object_ids": "objects the question, answer or program name",
 }
 
 

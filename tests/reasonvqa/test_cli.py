@@ -14,8 +14,8 @@ runner = CliRunner()
 def _release(tmp_path):
     train = schemas.from_rows([question("q1", "vg:1", "Paris", ["Paris", "Lyon", "Nice", "Lille"])], schemas.QUESTIONS)
     test = schemas.from_rows([question("q2", "vg:2", "Rome", ["Rome", "Bern", "Oslo", "Kyiv"])], schemas.QUESTIONS)
-    return write_release(tmp_path, "demo", "1", {"train": train, "test": test}, pool=pa.concat_tables([train, test]),
-                         stats_dir=None, config={}, config_hash="h", inputs={})
+    return write_release(tmp_path, "demo", "1.0.0", {"train": train, "test": test}, pool=pa.concat_tables([train, test]),
+                         stats_dir=None, config={}, inputs={})
 
 
 def test_verify_ok_then_fails_after_one_byte_changes(tmp_path):
@@ -108,8 +108,8 @@ def test_resplit_with_a_non_numeric_hop_is_a_usage_error(tmp_path):
 
 def test_resplit_that_leaves_a_split_empty_warns(tmp_path):
     one = schemas.from_rows([question("q1", "vg:1", "Paris", ["Paris", "Lyon", "Nice", "Lille"])], schemas.QUESTIONS)
-    source = write_release(tmp_path, "demo", "1", {"train": one}, pool=one, stats_dir=None, config={},
-                           config_hash="h", inputs={})
-    result = runner.invoke(app, ["resplit", str(source), "--version", "2", "--out", str(tmp_path / "o")])
+    source = write_release(tmp_path, "demo", "1.0.0", {"train": one}, pool=one, stats_dir=None, config={},
+                           inputs={})
+    result = runner.invoke(app, ["resplit", str(source), "--version", "2.0.0", "--out", str(tmp_path / "o")])
     assert result.exit_code == 0
-    assert f"warning: {tmp_path / 'o' / 'demo' / '2'}: split 'test' is empty" in result.output
+    assert f"warning: {tmp_path / 'o' / 'demo' / '2.0.0'}: split 'test' is empty" in result.output

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from reasonvqa.tasks.balance.balance import balance_questions
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.pipeline import balance_and_split
-from reasonvqa.tasks.balance.reference import reference_balance, reference_split
+from tests.tasks.balance.reference import reference_balance, reference_split
 from reasonvqa.tasks.balance.split import split_images
 from reasonvqa.tasks.balance.summary import ranked
 from tests.tasks.balance.conftest import pool_of, question
