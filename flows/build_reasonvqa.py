@@ -96,7 +96,19 @@ def input_snapshots(config: BuildConfig) -> dict[str, str]:
     """Content ids of every input: each source's annotation files and the knowledge base."""
     inputs = {f"source:{s.kind}": sources.get(s.kind).snapshot(s) for s in config.sources}
     inputs["knowledge"] = knowledge_snapshot(config.knowledge)
+    inputs["knowledge_date"] = knowledge_date(config.knowledge)
     return inputs
+
+
+def knowledge_date(config: KnowledgeConfig) -> str:
+    """The date the knowledge is as of: configured, else the mirror entities' newest ``modified`` date."""
+    if config.snapshot_date:
+        return config.snapshot_date
+    if config.endpoint:
+        return "undated (live endpoint; set knowledge.snapshot_date)"
+    from reasonvqa.knowledge.mirror import snapshot_date
+
+    return snapshot_date(config.mirror_entities) or "undated (no entity carries a modified date)"
 
 
 def work_key(config: BuildConfig, inputs: dict[str, str]) -> str:

@@ -27,6 +27,12 @@ class KnowledgeConfig(BaseModel):
         pattern=r"^https?://[^\s/]+\S*$",
         description="SPARQL endpoint http(s) URL; null = start the embedded Oxigraph mirror on 127.0.0.1.",
     )
+    snapshot_date: str | None = Field(
+        default=None,
+        pattern=r"^\d{4}-\d\d-\d\d$",
+        description="Date the knowledge is as of (YYYY-MM-DD), recorded in the manifest; null = the newest "
+        "`modified` date of the mirror's entities (an endpoint without it is recorded as undated).",
+    )
     mirror_entities: Path = Field(
         default=KNOWLEDGE_DATA_DIR / "entities",
         description=(

@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -51,6 +52,23 @@ def snapshot_id(entities_path: Path) -> str:
     entities_path = Path(entities_path)
     base = entities_path if entities_path.is_dir() else entities_path.parent
     return "sha256:" + files_digest(base, entity_files(entities_path))
+
+
+_MODIFIED = re.compile(r'"modified"\s*:\s*"(\d{4}-\d\d-\d\d)')
+
+
+def snapshot_date(entities_path: Path) -> str | None:
+    """The newest ``modified`` date (YYYY-MM-DD) of the mirror's entities: the knowledge's "as of" date.
+
+    None when no entity carries one (hand-transcribed entities have none).
+    """
+    newest = None
+    for file in entity_files(Path(entities_path)):
+        with _open_text(file) as handle:
+            for line in handle:
+                for date in _MODIFIED.findall(line):
+                    newest = date if newest is None or date > newest else newest
+    return newest
 
 
 def mirror_cache_key(entities_path: Path) -> str:

@@ -73,13 +73,40 @@ def _split_list(value: Optional[str]) -> Optional[list[str]]:
     return items
 
 
+def _domain_list(value: Optional[str], strict: bool) -> Optional[list[str]]:
+    """Comma-separated domain names or slugs (any case) as the bank's domain names.
+
+    ``strict``: an empty or unknown name exits 2 with the valid ones listed (a build). Otherwise
+    an unknown name is kept as given (a re-split may filter by the domains of an older bank).
+    """
+    from reasonvqa.tasks.questions.bank import resolve_domain_names
+
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",")]
+    if strict:
+        try:
+            return resolve_domain_names(names)
+        except ValueError as exc:
+            typer.echo(f"error: --domains: {exc}", err=True)
+            raise typer.Exit(2)
+    out = []
+    for name in filter(None, names):
+        try:
+            out += resolve_domain_names([name])
+        except ValueError:
+            out.append(name)
+    return out or None
+
+
 @app.command()
 def build(
     sample: Annotated[bool, typer.Option("--sample", help="Build from the bundled sample data.")] = False,
     config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False,
                                                    help="BuildConfig YAML file.")] = None,
     out: Annotated[Path, typer.Option(help="Output folder; the release goes to OUT/<name>/<version>/.")] = Path("out"),
-    domains: Annotated[Optional[str], typer.Option(help='Comma-separated domains, e.g. "Places & Locations".')] = None,
+    domains: Annotated[Optional[str], typer.Option(
+        help='Comma-separated domains (names or slugs, any case), e.g. "Places & Locations,food".')] = None,
     work: Annotated[Optional[Path], typer.Option(help="Work folder (default OUT/.work/<hash of config, inputs and code>).")] = None,
     version: Annotated[Optional[str], typer.Option(help="Release version (overrides the config).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing release version.")] = False,
@@ -94,7 +121,7 @@ def build(
     _check_out_folder(out)
     cfg = sample_config() if sample else _load_config_or_exit(config)
     if domains is not None:
-        cfg.questions.domains = _split_list(domains)
+        cfg.questions.domains = _domain_list(domains, strict=True)
     if version is not None:
         cfg.release.version = _checked_version(version)
     _quiet_prefect()
@@ -199,7 +226,7 @@ def resplit(
     if version is not None:
         _checked_version(version)
     try:
-        path = run_resplit(source, out, domains=_split_list(domains), sources=_split_list(sources),
+        path = run_resplit(source, out, domains=_domain_list(domains, strict=False), sources=_split_list(sources),
                            hops=hop_list, version=version, seed=seed, domain_match=domain_match)
     except (EmptySelectionError, SourceReleaseError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -125,6 +125,7 @@ FACTS = pa.schema(
         ("time", pa.string()),  # xsd:dateTime as Wikidata gives it, e.g. "+1889-03-31T00:00:00Z"
         ("precision", pa.int8()),  # 9 year, 10 month, 11 day
         ("rank", pa.string()),  # "preferred" or "normal"
+        ("point_in_time", pa.string()),  # P585 qualifier of the statement (xsd:dateTime, Wikidata JSON years), if any
     ]
 )
 

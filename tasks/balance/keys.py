@@ -13,11 +13,11 @@ from reasonvqa.splitmix import GOLDEN, mix64
 
 MASK = (1 << 64) - 1
 
-PURPOSES = {"balance": 0x42414C414E4345, "split": 0x53504C4954}
+PURPOSES = {"balance": 0x42414C414E4345, "split": 0x53504C4954, "hop_mix": 0x484F50}
 
 
 def salt(seed: int, purpose: str) -> int:
-    """The 64-bit starting state for one purpose ("balance" or "split") and seed."""
+    """The 64-bit starting state for one purpose ("balance", "split", "hop_mix") and seed."""
     return int(mix64(np.array([((seed & MASK) * GOLDEN + PURPOSES[purpose]) & MASK], dtype=np.uint64))[0])
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import AfterValidator, StrictBool, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from reasonvqa.paths import TEMPLATES_DIR
@@ -101,6 +101,9 @@ class PropertyTemplate(_BankModel):
     choices: tuple[Choice, ...] = Field(default=(), validate_default=True)
     number: NumberFormat = NumberFormat()
     date: DateFormat = DateFormat()
+    # the value changes over time (population, head of government): asked only with its P585
+    # point in time ("... as of 2020?"), never as an inner hop
+    time_varying: StrictBool = False
     source: str = ""
 
     @property
@@ -185,14 +188,18 @@ class TemplateBank:
     naming_avoid: list[str]  # normalized labels of classes too vague to name an object
     root: Path
 
+    domain_slugs: dict[str, str] = field(default_factory=dict)  # slug -> domain name
+
+    def resolve_domains(self, names: list[str]) -> list[str]:
+        """Canonical domain names of ``names`` (names or slugs, any case); ValueError listing the
+        valid ones on an empty or unknown name."""
+        return match_domains(names, self.domains, self.domain_slugs)
+
     def select(self, domains: list[str] | None = None) -> dict[str, PropertyTemplate]:
-        """The property templates tagged with any of ``domains`` (all when None)."""
+        """The property templates tagged with any of ``domains`` (names or slugs; all when None)."""
         if domains is None:
             return dict(self.properties)
-        unknown = [d for d in domains if d not in self.domains]
-        if unknown:
-            raise ValueError(f"unknown domains {unknown}; known: {self.domains}")
-        wanted = set(domains)
+        wanted = set(self.resolve_domains(domains))
         return {pid: t for pid, t in self.properties.items() if wanted.intersection(t.domains)}
 
     def question_property_ids(self, domains: list[str] | None = None) -> list[str]:
@@ -204,6 +211,30 @@ class TemplateBank:
         return sorted(set(self.question_property_ids(domains)) | set(NAMING_PROPERTIES), key=property_number)
 
 
+def match_domains(names: list[str], domains: list[str], slugs: dict[str, str]) -> list[str]:
+    """``names`` (domain names or slugs, case-insensitive) as canonical domain names, in the given order."""
+    by_key = {d.casefold(): d for d in domains} | {s.casefold(): d for s, d in slugs.items()}
+    valid = "; ".join(f"{d} ({s})" for s, d in slugs.items()) if slugs else "; ".join(domains)
+    if not names:
+        raise ValueError(f"no domain given; valid domains: {valid}")
+    out: list[str] = []
+    for name in names:
+        key = " ".join(str(name).split()).casefold()
+        if not key:
+            raise ValueError(f"empty domain name; valid domains: {valid}")
+        if key not in by_key:
+            raise ValueError(f"unknown domain {name!r}; valid domains: {valid}")
+        if by_key[key] not in out:
+            out.append(by_key[key])
+    return out
+
+
+def resolve_domain_names(names: list[str], templates_dir: Path = TEMPLATES_DIR) -> list[str]:
+    """``match_domains`` against the bank's domains.yaml only (no property files read)."""
+    domains, slugs = _load_domains(Path(templates_dir) / "domains.yaml")
+    return match_domains(names, domains, slugs)
+
+
 def property_number(pid: str) -> int:
     return int(pid[1:])
 
@@ -213,7 +244,7 @@ def load_bank(templates_dir: Path = TEMPLATES_DIR) -> TemplateBank:
     predicates.yaml, properties/*.yaml); raise ``BankError`` naming file and key on any problem."""
     templates_dir = Path(templates_dir)
     domains_path = templates_dir / "domains.yaml"
-    domains = _load_domains(domains_path)
+    domains, slugs = _load_domains(domains_path)
     units = _load_units(templates_dir / "units.yaml")
     predicates = _load_predicates(templates_dir / "predicates.yaml")
     naming_avoid = _load_naming(templates_dir / "naming.yaml")
@@ -237,6 +268,7 @@ def load_bank(templates_dir: Path = TEMPLATES_DIR) -> TemplateBank:
     return TemplateBank(
         version=files_digest(templates_dir, hashed)[:16],
         domains=domains,
+        domain_slugs=slugs,
         properties=properties,
         units=units,
         predicates=predicates,
@@ -263,17 +295,27 @@ def _section(path: Path, key: str, kind: type, problem: str):
     return entries
 
 
-def _load_domains(path: Path) -> list[str]:
+def _load_domains(path: Path) -> tuple[list[str], dict[str, str]]:
+    """Domain names in file order and {slug: name}; names and slugs are unique case-insensitively."""
     entries = _section(path, "domains", list, "expected a non-empty list")
     names: list[str] = []
+    slugs: dict[str, str] = {}
+    seen: set[str] = set()
     for i, entry in enumerate(entries):
         name = entry.get("name") if isinstance(entry, dict) else entry
+        slug = entry.get("slug") if isinstance(entry, dict) else None
         if not isinstance(name, str) or not name.strip():
             raise BankError(path, f"domains[{i}]", "needs a non-empty name")
-        if name in names:
-            raise BankError(path, f"domains[{i}]", f"duplicate domain {name!r}")
+        if slug is not None and not (isinstance(slug, str) and re.fullmatch(r"[a-z][a-z0-9-]*", slug)):
+            raise BankError(path, f"domains[{i}].slug", "must be lowercase letters, digits and dashes")
+        for key in filter(None, (name, slug)):
+            if key.casefold() in seen:
+                raise BankError(path, f"domains[{i}]", f"duplicate domain name or slug {key!r}")
+            seen.add(key.casefold())
         names.append(name)
-    return names
+        if slug:
+            slugs[slug] = name
+    return names, slugs
 
 
 def _load_units(path: Path) -> dict[str, UnitFormat]:

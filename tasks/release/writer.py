@@ -150,10 +150,12 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table]
         counts["pool"] = pool.num_rows
         if stats_dir is not None and stats_dir.exists():
             shutil.copytree(stats_dir, tmp / "stats")
+        bias_file = tmp / "stats" / "bias.json"
+        bias = json.loads(bias_file.read_text(encoding="utf-8")) if bias_file.exists() else None
         (tmp / CARD).write_text(
             render_card(name=name, version=version, splits=list(_ordered(splits)), counts=counts,
                         config_hash=config_hash, inputs=inputs, stats_files=stats_files or {},
-                        notes=card_notes),
+                        notes=card_notes, bias=bias),
             encoding="utf-8",
         )
         manifest = {

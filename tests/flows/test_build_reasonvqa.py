@@ -61,7 +61,8 @@ def test_every_shard_of_every_stage_adds_up(two_builds):
             assert shard["rows_in"] == shard["rows_out"] + sum(shard["rejected"].values()), (stage, shard)
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["counts"]["train"] + manifest["counts"]["test"] <= manifest["counts"]["pool"]
-    assert set(manifest["inputs"]) == {"source:vg", "source:gldv2", "knowledge"}
+    assert set(manifest["inputs"]) == {"source:vg", "source:gldv2", "knowledge", "knowledge_date"}
+    assert manifest["inputs"]["knowledge_date"] == "2021-05-26"  # the bundled entities' newest `modified`
 
 
 # A hand-made build: VG v1.4 shapes (`id`, `merged_object_ids`, subject_id/object_id relations)

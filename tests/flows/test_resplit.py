@@ -126,7 +126,7 @@ def test_route_match_keeps_what_a_domain_build_would_generate(tmp_path):
     rows = []
     for i in range(40):
         rows.append(question(f"a{i:02d}", f"vg:{i}", "P36", ["Lisbon", "Paris", "Rome"][i % 3], n_hop=2,
-                             route=["P17", "P36"], domains=["Places & Locations", "Politics & Government"],
+                             route=["P17", "P36"], domains=["Places & Locations", "Physical Geography", "Politics & Ideologies"],
                              template_version=bank.version))
         rows.append(question(f"b{i:02d}", f"vg:{i}", "P571", str(1800 + i % 4), route=["P571"],
                              domains=["History & Events"], template_version=bank.version))
@@ -134,9 +134,9 @@ def test_route_match_keeps_what_a_domain_build_would_generate(tmp_path):
     source = write_release(tmp_path / "src", "reasonvqa-sample", "0.1.0", {"train": pool.slice(0, 0), "test": pool.slice(0, 0)},
                            pool=pool, stats_dir=None, config=json.loads(sample_config().canonical_json()),
                            inputs={})
-    path = resplit(source, tmp_path / "out", domains=["Places & Locations"])
+    path = resplit(source, tmp_path / "out", domains=["Politics & Ideologies"])
     assert verify_release(path) == []
     release = read_release(path)
     assert set(release.pool["property_id"].to_pylist()) == {"P36"}
-    assert domains_in(release.pool) == {"Places & Locations"}  # narrowed: Politics was P17/P36's other domain
+    assert domains_in(release.pool) == {"Politics & Ideologies"}  # narrowed: P17/P36's other domains are dropped
     assert release.manifest["config"]["resplit"]["filters"]["domain_match"] == "route"

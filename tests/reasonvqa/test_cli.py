@@ -72,10 +72,14 @@ def test_build_with_an_unknown_domain_names_it(tmp_path):
     (tmp_path / "vg").mkdir()
     for name in ("image_data.json", "objects.json"):
         (tmp_path / "vg" / name).write_text("[]")
-    result = _build(tmp_path, "sources:\n  - {kind: vg, path: vg}\n", "--domains", "Places and Locations")
-    assert result.exit_code == 2
-    assert result.output.startswith("error: unknown domains ['Places and Locations']; known: ['Places & Locations'")
-    assert "Traceback" not in result.output
+    for given, problem in (("Places and Locations", "unknown domain 'Places and Locations'"), ("", "empty domain name"),
+                           ("food,", "empty domain name")):
+        result = _build(tmp_path, "sources:\n  - {kind: vg, path: vg}\n", "--domains", given)
+        assert result.exit_code == 2
+        assert result.output.startswith(f"error: --domains: {problem}; valid domains: Places & Locations (places);")
+        assert "Food & Nutrition (food)" in result.output and "Traceback" not in result.output
+    from_yaml = _build(tmp_path, "sources:\n  - {kind: vg, path: vg}\nquestions: {domains: [Cooking]}\n")
+    assert from_yaml.exit_code == 2 and "unknown domain 'Cooking'; valid domains:" in from_yaml.output
 
 
 def test_build_with_an_invalid_config_names_the_file_and_field(tmp_path):

@@ -37,6 +37,41 @@ def test_shipped_bank_covers_the_paper_and_the_shared_list(bank):
     assert "tourist attraction" in bank.naming_avoid
 
 
+PAPER_DOMAINS = [  # ReasonVQA supplementary 2.2, in its order
+    "Places & Locations", "Person & Institutions", "Temporal Concepts", "Characteristics & Properties",
+    "Language & Cultural", "History & Events", "Physical Geography", "Politics & Ideologies", "Economics & Labor",
+    "Nature & Human Interaction", "Technology & Innovation", "Science & Quantitative Analysis", "Health & Medicine",
+    "Education & Knowledge Systems", "Art & Creative Expressions", "Philosophy & Spiritual Beliefs",
+    "Media & Communication Systems", "Environment & Sustainability", "Law & Justice Systems", "Food & Nutrition",
+]
+
+
+def test_domains_are_exactly_the_papers_twenty(bank):
+    assert bank.domains == PAPER_DOMAINS
+    assert len(bank.domain_slugs) == 20 and set(bank.domain_slugs.values()) == set(PAPER_DOMAINS)
+
+
+def test_domain_names_resolve_case_insensitively_and_by_slug(bank):
+    assert bank.resolve_domains(["places & locations", "FOOD", " Law  &  Justice Systems "]) == [
+        "Places & Locations", "Food & Nutrition", "Law & Justice Systems"]
+    assert bank.resolve_domains(["food", "Food & Nutrition"]) == ["Food & Nutrition"]
+    for bad, message in (([], "no domain given"), ([""], "empty domain name"), (["Sports"], "unknown domain 'Sports'")):
+        with pytest.raises(ValueError, match=message) as info:
+            bank.resolve_domains(bad)
+        assert "Places & Locations (places)" in str(info.value) and "Food & Nutrition (food)" in str(info.value)
+
+
+@pytest.mark.parametrize("domain", PAPER_DOMAINS)
+def test_each_domain_filters_to_its_properties(bank, domain):
+    from reasonvqa.tasks.questions.config import QuestionConfig
+
+    slug = {v: k for k, v in bank.domain_slugs.items()}[domain]
+    assert QuestionConfig(domains=[slug.upper()]).domains == [domain]
+    selected = bank.select([domain.lower()])
+    assert selected and all(domain in t.domains for t in selected.values())
+    assert set(selected) == {pid for pid, t in bank.properties.items() if domain in t.domains}
+
+
 def test_every_domain_has_properties_and_every_property_known_domains(bank):
     used = {d for t in bank.properties.values() for d in t.domains}
     assert used == set(bank.domains)
