@@ -32,7 +32,7 @@ import pyoxigraph
 from pyoxigraph import Literal, NamedNode, QuerySolutions, RdfFormat, Store
 
 from reasonvqa.children import free_port, popen_bound, stop
-from reasonvqa.knowledge.entity_dump import entity_files, read_entities
+from reasonvqa.knowledge.entity_dump import _open_text, entity_files, read_entities
 from reasonvqa.knowledge.rdf_mapping import MAPPING_VERSION, MappingStats, entity_triples, property_declarations
 from reasonvqa.snapshot import files_digest
 
