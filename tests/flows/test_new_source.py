@@ -131,6 +131,8 @@ def mixed_build(toy_folder, tmp_path_factory):
     (root / "build.yaml").write_text(
         f"sources:\n  - {{kind: vg, path: {SAMPLE_DIR / 'vg'}}}\n  - {{kind: toy, path: {toy_folder}}}\n"
         "release: {name: mixed, version: 1.0.0}\nshard_size: 2\n"
+        # a pool of a dozen questions: keep every hop and every pair so both splits hold some
+        "balance: {hop_shares: null}\nsplit: {drop_test_pairs_seen_in_train: false}\n"
     )
     release = Path(build_reasonvqa(load_config(root / "build.yaml"), str(root / "out")))
     return release, next((root / "out" / ".work").iterdir())
