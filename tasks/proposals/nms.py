@@ -39,23 +39,27 @@ def greedy_suppress(boxes: np.ndarray, order: np.ndarray, iou_threshold: float) 
     remaining box it suppresses, so the loop runs once per kept box, not once per box.
     """
     boxes = _as_boxes(boxes)
-    x1, y1, x2, y2 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
-    areas = (x2 - x1) * (y2 - y1)
+    order = np.asarray(order, dtype=np.int64)
     suppressed_by = np.full(len(boxes), -1, dtype=np.int64)
     keep: list[int] = []
-    remaining = np.asarray(order, dtype=np.int64)
+    # rows x1, y1, x2, y2, area, index of the boxes still to visit, in visiting order: one
+    # compress per step keeps them contiguous
+    rest = np.empty((6, len(order)))
+    rest[:4] = boxes[order].T
+    rest[4] = (rest[2] - rest[0]) * (rest[3] - rest[1])
+    rest[5] = order
     with np.errstate(invalid="ignore", divide="ignore"):
-        while remaining.size:
-            i = int(remaining[0])
-            keep.append(i)
-            rest = remaining[1:]
-            width = np.clip(np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]), 0.0, None)
-            height = np.clip(np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]), 0.0, None)
-            inter = width * height
-            iou = inter / (areas[i] + areas[rest] - inter)
-            drop = iou > iou_threshold  # NaN (zero union) compares False: never suppresses
-            suppressed_by[rest[drop]] = i
-            remaining = rest[~drop]
+        while rest.shape[1]:
+            x1, y1, x2, y2, area, index = rest[:, 0]
+            keep.append(int(index))
+            rest = rest[:, 1:]
+            width = np.minimum(rest[2], x2) - np.maximum(rest[0], x1)
+            height = np.minimum(rest[3], y2) - np.maximum(rest[1], y1)
+            inter = np.maximum(width, 0.0) * np.maximum(height, 0.0)
+            drop = inter / (area + rest[4] - inter) > iou_threshold  # NaN (zero union) compares False
+            if drop.any():
+                suppressed_by[rest[5, drop].astype(np.int64)] = int(index)
+                rest = rest[:, ~drop]
     return Suppression(np.asarray(keep, dtype=np.int64), suppressed_by)
 
 
