@@ -20,7 +20,7 @@ from pathlib import Path
 WORDS = ["person", "man", "car", "dog", "cat", "tree", "bus", "sky", "red", "mini", "traffic", "light", "window",
          "building", "sign", "shirt", "table", "chair", "street", "clock", "tower", "wheel", "horse"]
 VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?", ",", "-"] + WORDS + list(string.ascii_lowercase)
-         + ["##" + c for c in string.ascii_lowercase] + ["##van", "##s"])
+         + ["##" + c for c in string.ascii_lowercase] + ["##van"])
 TINY_SAM = "tiny_random"
 
 GDINO_CONFIG = '''
@@ -36,9 +36,9 @@ enc_layers = 1
 dec_layers = 1
 pre_norm = False
 dim_feedforward = 64
-hidden_dim = 64
+hidden_dim = 256
 dropout = 0.0
-nheads = 4
+nheads = 8
 num_queries = 30
 query_dim = 4
 num_patterns = 0
@@ -107,8 +107,9 @@ def write_grounding_dino(folder: Path) -> dict[str, Path]:
 
 def register_tiny_sam() -> None:
     """Add ``TINY_SAM`` to segment-anything's model registry (its own ``_build_sam``, smaller encoder)."""
-    from segment_anything import build_sam
+    import importlib
 
+    build_sam = importlib.import_module("segment_anything.build_sam")  # the package exports a function of that name
     build_sam.sam_model_registry[TINY_SAM] = functools.partial(
         build_sam._build_sam, encoder_embed_dim=32, encoder_depth=1, encoder_num_heads=2, encoder_global_attn_indexes=[0])
 
