@@ -222,6 +222,13 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
         report[f"sources_{source.kind}"] = future.result()
     shards = [(kind, i) for kind, d in source_dirs.items() for i, _ in enumerate(shard_paths(d, "objects"))]
 
+    # 1b. region proposals (tasks/proposals): one task per image shard of sources with an image root
+    extra_tables: dict[str, pa.Table] = {}
+    if config.proposals is not None and config.proposals.enabled:
+        from reasonvqa.tasks.proposals.task import run_proposals
+
+        report["proposals"], extra_tables["regions"] = run_proposals(config.proposals, source_dirs, work_dir / "proposals")
+
     from reasonvqa.tasks.questions.bank import load_bank
 
     bank = load_bank()
@@ -262,14 +269,14 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     pool = read_table(question_dir, "questions", schemas.QUESTIONS)
 
     # 5-7. balance, split, stats, release
-    release = finish_release(pool, config, out_dir, work_dir, inputs, report, overwrite)
+    release = finish_release(pool, config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
     logger.info("release written to %s", release)
     return str(release)
 
 
 def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str],
-                   report: dict[str, dict], overwrite: bool) -> Path:
-    """Balance the pool, split it, write stats and the release folder."""
+                   report: dict[str, dict], overwrite: bool, tables: dict[str, pa.Table] | None = None) -> Path:
+    """Balance the pool, split it, write stats and the release folder (with ``tables``, e.g. regions)."""
     from reasonvqa.tasks.balance.pipeline import balance_and_split
     from reasonvqa.tasks.balance.stats import write_stats
     from reasonvqa.tasks.release.writer import require_nonempty_splits, write_release
@@ -292,7 +299,7 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
         pool=done.pool, stats_dir=stats_dir, config=json.loads(config.canonical_json()),
         config_hash=config.config_hash(), inputs=inputs,
         stats_files={k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in stats_files.items()},
-        overwrite=overwrite,
+        overwrite=overwrite, tables=tables,
     )
     publish_artifacts(release)
     return release

@@ -92,11 +92,13 @@ def write_release(
     card_notes: str = "",
     stats_files: dict[str, str] | None = None,
     overwrite: bool = False,
+    tables: dict[str, pa.Table] | None = None,
 ) -> Path:
     """Write ``<out_root>/<name>/<version>/`` and return its path.
 
     ``splits`` maps split names (train, test, ...) to QUESTIONS tables; ``pool`` is the
     pre-balancing question pool kept for re-splits. Rows are sorted by question_id.
+    ``tables`` are further record tables (e.g. ``regions``) written as they are, one folder each.
     If the version exists with identical content it is left as is; with different
     content a ReleaseExistsError is raised unless ``overwrite``.
     """
@@ -113,6 +115,9 @@ def write_release(
             counts[split] = table.num_rows
         write_table_files(_sort_by_question_id(pool), tmp / "pool")
         counts["pool"] = pool.num_rows
+        for table_name, table in sorted((tables or {}).items()):
+            write_table_files(table, tmp / table_name)
+            counts[table_name] = table.num_rows
         if stats_dir is not None and stats_dir.exists():
             shutil.copytree(stats_dir, tmp / "stats")
         (tmp / CARD).write_text(

@@ -1,0 +1,49 @@
+"""Prefect wiring of the proposals stage: one task per source shard of images, models loaded
+once per worker process (``reasonvqa.model_stage.instance``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from reasonvqa import schemas
+from reasonvqa.model_stage import instance, run_model_shard
+from reasonvqa.stage import read_table, summarize
+from reasonvqa.tasks.proposals.config import ProposalsConfig
+from reasonvqa.tasks.proposals.stage import ProposalsStage
+
+
+@task(name="proposals-shard", cache_policy=NO_CACHE)
+def proposals_shard(images_path: Path, objects_path: Path | None, image_root: Path, shard: int,
+                    stage_dir: Path, config: ProposalsConfig) -> dict:
+    """Regions with masks for one source shard of images."""
+
+    def read_inputs() -> dict[str, pa.Table]:
+        objects = pq.read_table(objects_path) if objects_path is not None and objects_path.exists() else None
+        return {"images": pq.read_table(images_path), "objects": objects,
+                "root": pa.table({"root": [str(image_root)]})}
+
+    return run_model_shard(stage_dir, shard, instance(ProposalsStage, config), read_inputs)
+
+
+def run_proposals(config: ProposalsConfig, source_dirs: dict[str, Path], stage_dir: Path) -> tuple[dict, pa.Table]:
+    """Submit one proposals task per image shard of every source with an image root; wait;
+    return the stage totals and every region (sorted by region_id)."""
+    from reasonvqa.stage import shard_paths
+
+    calls = []
+    for kind in sorted(source_dirs):
+        root = config.image_roots.get(kind)
+        if root is None:
+            continue
+        for path in shard_paths(source_dirs[kind], "images"):
+            objects = source_dirs[kind] / "objects" / path.name
+            calls.append((path, objects, root))
+    futures = [proposals_shard.submit(p, o, r, n, stage_dir, config) for n, (p, o, r) in enumerate(calls)]
+    report = summarize([f.result() for f in futures])
+    regions = read_table(stage_dir, "regions", schemas.REGIONS)
+    return report, regions.sort_by([("region_id", "ascending")])
