@@ -51,15 +51,15 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def _with_schema_metadata(table: pa.Table) -> pa.Table:
-    table = schemas.conform(table, schemas.QUESTIONS)
+def _with_schema_metadata(table: pa.Table, schema: pa.Schema = schemas.QUESTIONS) -> pa.Table:
+    table = schemas.conform(table, schema)
     return table.replace_schema_metadata({"reasonvqa.schema_version": schemas.SCHEMA_VERSION})
 
 
-def write_table_files(table: pa.Table, folder: Path) -> list[Path]:
-    """Write ``table`` as ``part-NNNNN.parquet`` files of at most ROWS_PER_FILE rows."""
+def write_table_files(table: pa.Table, folder: Path, schema: pa.Schema = schemas.QUESTIONS) -> list[Path]:
+    """Write ``table`` (conformed to ``schema``) as ``part-NNNNN.parquet`` files of at most ROWS_PER_FILE rows."""
     folder.mkdir(parents=True, exist_ok=True)
-    table = _with_schema_metadata(table)
+    table = _with_schema_metadata(table, schema)
     paths = []
     n_files = max(1, -(-table.num_rows // ROWS_PER_FILE))
     for i in range(n_files):
@@ -98,7 +98,7 @@ def write_release(
 
     ``splits`` maps split names (train, test, ...) to QUESTIONS tables; ``pool`` is the
     pre-balancing question pool kept for re-splits. Rows are sorted by question_id.
-    ``tables`` are further record tables (e.g. ``regions``) written as they are, one folder each.
+    ``tables`` are further record tables named as in ``schemas.TABLES`` (e.g. ``regions``), one folder each.
     If the version exists with identical content it is left as is; with different
     content a ReleaseExistsError is raised unless ``overwrite``.
     """
@@ -116,7 +116,7 @@ def write_release(
         write_table_files(_sort_by_question_id(pool), tmp / "pool")
         counts["pool"] = pool.num_rows
         for table_name, table in sorted((tables or {}).items()):
-            write_table_files(table, tmp / table_name)
+            write_table_files(table, tmp / table_name, schemas.TABLES[table_name])
             counts[table_name] = table.num_rows
         if stats_dir is not None and stats_dir.exists():
             shutil.copytree(stats_dir, tmp / "stats")
