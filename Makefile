@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_sparql_batching --sizes 100,1000,5000
 	$(BIN)/python -m benchmarks.bench_question_generation
 	$(BIN)/python -m benchmarks.bench_balance_split
+	$(BIN)/python -m benchmarks.bench_verified_sandbox
 
 clean:
 	rm -rf out work

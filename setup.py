@@ -1,4 +1,4 @@
-"""Install the design card's root folders under the one ``reasonvqa`` namespace.
+"""Install the repository's root folders under the one ``reasonvqa`` namespace.
 
 ``tasks/`` installs as ``reasonvqa.tasks``, ``data/`` as ``reasonvqa.data`` and so on, so nothing
 generic lands at the top of site-packages. Sub-packages are discovered, so a new stage folder

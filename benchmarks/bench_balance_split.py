@@ -4,7 +4,7 @@
                                              [--reference-questions 420000] [--check-questions 20000]
 
 1. Equality check: on a small synthetic pool the vectorized engine (tasks/balance/balance.py,
-   split.py) and the pure-Python reference (tasks/balance/reference.py) must give identical
+   split.py) and the pure-Python reference (tests/tasks/balance/reference.py) must give identical
    kept/removed/train/test tables and reports (asserted).
 2. Each measured run is a fresh interpreter (so peak RSS, VmHWM, is its own) doing the whole
    path: read the pool Parquet -> balance -> split -> stats + plots -> write_release.
@@ -14,7 +14,7 @@
 3. Runs: vectorized at full size; vectorized and reference at the reference size (the speed
    ratio); reference at full size only with --reference-questions equal to --questions; then
    `resplit` of the full-size release to two of its six domains (fresh interpreter).
-Pools are synthetic (tasks/balance/synthetic.py: Zipf-like groups and answers, hashed ids) and
+Pools are synthetic (tests/tasks/balance/synthetic.py: Zipf-like groups and answers, hashed ids) and
 cached under benchmarks/_tmp/.
 """
 
@@ -42,7 +42,7 @@ def pool_file(questions: int, images: int, groups: int, seed: int = 0) -> Path:
     """Write (once) a synthetic pool of this size as Parquet; return its path."""
     import pyarrow.parquet as pq
 
-    from reasonvqa.tasks.balance.synthetic import synthetic_pool
+    from tests.tasks.balance.synthetic import synthetic_pool
 
     path = TMP / f"pool-{questions}-{images}-{groups}-{seed}.parquet"
     if not path.exists():
@@ -79,7 +79,7 @@ def run_pipeline(engine: str, pool_path: Path, out: Path) -> dict:
         del done
         step("balance + split")
     else:
-        from reasonvqa.tasks.balance.reference import reference_balance, reference_split
+        from tests.tasks.balance.reference import reference_balance, reference_split
 
         balanced = reference_balance(pool, BalanceConfig(), 0)
         step("balance")
@@ -92,8 +92,8 @@ def run_pipeline(engine: str, pool_path: Path, out: Path) -> dict:
     report = {k: balanced.report[k] for k in ("questions_in", "questions_kept", "rounds_run", "converged", "balanced_away_share")}
     report.update({k: split.report[k] for k in ("train_share_images", "train_share_questions", "categories_final")})
     del balanced
-    release = write_release(out / "release", "bench", engine, {"train": split.train, "test": split.test}, pool=pool,
-                            stats_dir=out / "stats", config={}, config_hash="0" * 64, inputs={})
+    release = write_release(out / "release", "bench", f"0.0.0-{engine}", {"train": split.train, "test": split.test}, pool=pool,
+                            stats_dir=out / "stats", config={}, inputs={})
     step("write release")
     return {
         "engine": engine,
@@ -112,7 +112,7 @@ def run_pipeline(engine: str, pool_path: Path, out: Path) -> dict:
 def run_resplit(release: Path, out: Path) -> dict:
     """Time ``flows.resplit.resplit`` of a written release to two of its six domains."""
     from reasonvqa.flows.resplit import resplit
-    from reasonvqa.tasks.balance.synthetic import DOMAINS
+    from tests.tasks.balance.synthetic import DOMAINS
 
     start = time.perf_counter()
     path = resplit(release, out, domains=list(DOMAINS[:2]))
@@ -135,9 +135,9 @@ def check_equal(questions: int) -> dict:
     """Vectorized and reference give the same tables and reports on a small pool (asserted)."""
     from reasonvqa.tasks.balance.balance import balance_questions
     from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
-    from reasonvqa.tasks.balance.reference import reference_balance, reference_split
+    from tests.tasks.balance.reference import reference_balance, reference_split
     from reasonvqa.tasks.balance.split import split_images
-    from reasonvqa.tasks.balance.synthetic import synthetic_pool
+    from tests.tasks.balance.synthetic import synthetic_pool
 
     pool = synthetic_pool(questions, max(questions // 7, 1), 30, seed=1)
     fast_b, slow_b = balance_questions(pool, BalanceConfig(), 0), reference_balance(pool, BalanceConfig(), 0)

@@ -84,9 +84,10 @@ def make_synthetic(folder: Path, scale: float = 1.0, seed: int = 0) -> None:
     facts.item(country, "P36", np.arange(n_country), city, _labels("City", n_city), 2)
     facts.item(country, "P30", rng.integers(0, 7, n_country), [f"Q{8_000_000 + i}" for i in range(7)], CONTINENTS, 2)
     facts.item_share(country, 0.5, "P38", 60, [f"Q{8_100_000 + i}" for i in range(60)], _labels("Currency", 60), 2)
-    facts.quantity_share(country, 1.0, "P1082", 100_000, 300_000_000, None, None, 2)
+    # populations carry their P585 point in time, as Wikidata's do (a time-varying property needs it)
+    facts.quantity_share(country, 1.0, "P1082", 100_000, 300_000_000, None, None, 2, "+2020-01-01T00:00:00Z")
     facts.item(city, "P17", np.arange(n_city) % n_country, country, _labels("Country", n_country), 3)
-    facts.quantity_share(city, 1.0, "P1082", 1_000, 10_000_000, None, None, 3)
+    facts.quantity_share(city, 1.0, "P1082", 1_000, 10_000_000, None, None, 3, "+2020-01-01T00:00:00Z")
     facts.time_share(person, 1.0, "P569", 1700, 1990, 11, 2)
     facts.item(person, "P27", rng.integers(0, n_country, n_person), country, _labels("Country", n_country), 2)
     facts.item_share(person, 0.5, "P19", n_city, city, _labels("City", n_city), 2)
@@ -171,12 +172,13 @@ class _Facts:
             times = [f"+{y:04d}-{m:02d}-{d:02d}T00:00:00Z" for y, m, d in zip(years, months, days)]
         self._add(chosen, pid, hop, value_type=["time"] * len(chosen), time=times, precision=[precision] * len(chosen))
 
-    def quantity_share(self, subjects, share, pid, lo, hi, unit, unit_label, hop):
+    def quantity_share(self, subjects, share, pid, lo, hi, unit, unit_label, hop, point_in_time=None):
         subjects = np.array(subjects)
         chosen = subjects[self.rng.random(len(subjects)) < share]
         amounts = np.round(self.rng.uniform(lo, hi, len(chosen)), 1 if hi < 10_000 else 0)
         self._add(chosen, pid, hop, value_type=["quantity"] * len(chosen), amount=amounts.tolist(),
-                  unit_qid=[unit] * len(chosen), unit_label=[unit_label] * len(chosen))
+                  unit_qid=[unit] * len(chosen), unit_label=[unit_label] * len(chosen),
+                  point_in_time=[point_in_time] * len(chosen))
 
     def table(self) -> pa.Table:
         from reasonvqa import schemas

@@ -32,7 +32,7 @@ from reasonvqa.knowledge.mirror import serve_mirror
 from reasonvqa.knowledge.wikidata import WikidataClient
 from reasonvqa.paths import SAMPLE_DIR
 
-# The shared property list (.team/PROPERTIES.md), i.e. what the template bank asks for.
+# The 58 properties the sample knowledge and the template bank were built around.
 PROPERTIES = (
     "P17 P131 P30 P36 P37 P38 P84 P2048 P2049 P2043 P2044 P571 P1082 P2046 P6 P35 P47 P421 P149 P186 P127 P138 "
     "P361 P1435 P4552 P610 P706 P2660 P88 P1619 P122 P463 P85 P25 P22 P26 P19 P20 P569 P570 P27 P106 P50 P170 "

@@ -41,3 +41,10 @@ def publish_artifacts(release: Path) -> None:
     )
     create_markdown_artifact(release_summary_markdown(release), key=f"{key}-stats",
                              description=f"Statistics of {manifest['name']} {manifest['version']}")
+
+
+def publish_run_report(report: dict[str, dict]) -> None:
+    """A table artifact of this run's per-stage figures, requests included (they stay out of the release)."""
+    rows = [{"stage": stage, **{k: json.dumps(v) if isinstance(v, dict) else v for k, v in totals.items()}}
+            for stage, totals in sorted(report.items())]
+    create_table_artifact(rows, key="build-run-report", description="Per-stage rows, rejects and requests of this run")

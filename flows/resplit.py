@@ -49,7 +49,7 @@ def resplit(
     source pool is missing or does not match its manifest.
     """
     source = Path(source)
-    manifest = _read_manifest(source)
+    manifest = _verified_manifest(source)  # its name and version become a path: trust them only after verify
     pool_id = pool_fingerprint(source, manifest)
     config = manifest.get("config", {})
     balance_config = BalanceConfig.model_validate(config.get("balance", {}))
@@ -138,14 +138,18 @@ def pool_fingerprint(source: Path, manifest: dict) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def _read_manifest(source: Path) -> dict:
+def _verified_manifest(source: Path) -> dict:
+    """The manifest of ``source`` once ``verify_release`` finds no problem; else SourceReleaseError."""
+    from reasonvqa.tasks.release.verify import verify_release
+
     path = source / MANIFEST
     if not path.is_file():
         raise SourceReleaseError(f"{path}: not a release folder (no manifest)")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SourceReleaseError(f"{path}: unreadable manifest ({exc})") from exc
+    problems = verify_release(source)
+    if problems:
+        raise SourceReleaseError(f"{source}: fails verification ({len(problems)} problem(s), first: {problems[0]}); "
+                                 "see reasonvqa verify")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _write_json(obj: dict, path: Path) -> None:

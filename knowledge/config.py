@@ -15,8 +15,8 @@ KNOWLEDGE_DATA_DIR = DATA_DIR / "knowledge"
 class KnowledgeConfig(BaseModel):
     """Where knowledge comes from and how the client behaves.
 
-    The defaults follow the Wikidata Query Service rules (FIELD_NOTES section 3):
-    one query in flight, 429 + Retry-After honoured, bounded retries, a
+    The defaults follow the Wikidata Query Service rules (60 s of processing per
+    client per minute, HTTP 429 with Retry-After beyond it): one query in flight, 429 + Retry-After honoured, bounded retries, a
     policy-conformant User-Agent, POST for long queries.
     """
 
@@ -24,7 +24,14 @@ class KnowledgeConfig(BaseModel):
 
     endpoint: str | None = Field(
         default=None,
-        description="SPARQL endpoint URL; null = start the embedded Oxigraph mirror on 127.0.0.1.",
+        pattern=r"^https?://[^\s/]+\S*$",
+        description="SPARQL endpoint http(s) URL; null = start the embedded Oxigraph mirror on 127.0.0.1.",
+    )
+    snapshot_date: str | None = Field(
+        default=None,
+        pattern=r"^\d{4}-\d\d-\d\d$",
+        description="Date the knowledge is as of (YYYY-MM-DD), recorded in the manifest; null = the newest "
+        "`modified` date of the mirror's entities (an endpoint without it is recorded as undated).",
     )
     mirror_entities: Path = Field(
         default=KNOWLEDGE_DATA_DIR / "entities",
@@ -40,6 +47,7 @@ class KnowledgeConfig(BaseModel):
     contact: str = Field(
         default="https://github.com/reasonvqa/reasonvqa-pipeline",
         min_length=3,
+        pattern=r"^[^\x00-\x1f\x7f]+$",  # no CR/LF or other control characters: it goes into an HTTP header
         description="Contact URL or email sent in the User-Agent (Wikimedia policy).",
     )
     tool_name: str = Field(default="reasonvqa-pipeline", pattern=r"^[A-Za-z0-9._-]+$", description="Tool name in the User-Agent.")

@@ -10,13 +10,16 @@ What is a fact and what is a reject (reason):
   ``hop`` = distance of its subject from the linked item (1 = the linked item);
 - ``unknown_value``: the statement says "some value" (no concrete value to ask about);
 - ``unsupported_value_type``: coordinates, media files, URLs and other non-askable values;
-- ``value_without_label``: an item value with no English label (a question could not name it);
 - ``unit_without_label``: a quantity whose unit item has no English label;
 - ``time_without_precision``: a time value whose precision is unknown;
 - ``duplicate_value``: the same value stated twice for the same subject and property;
 - ``malformed_qid``: an input id that is not ``Q<digits>`` (it never reaches a query).
 rows_in = statement values returned by the queries + malformed input ids.
-Item values are followed to the next hop whether or not they have a label.
+Item values are followed to the next hop whether or not they have a label. An item value without
+an English label stays a fact with a null ``value_label``: no question names it, but it still
+counts when questions check that a subject+property has a single answer (a capital with two
+values, one unlabeled, is not single-valued). ``point_in_time`` is the statement's P585
+qualifier (time-varying figures: "population as of 2020").
 """
 
 from __future__ import annotations
@@ -24,7 +27,11 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Iterable
+
+import polars as pl
+import pyarrow.parquet as pq
 
 from reasonvqa.knowledge import queries
 from reasonvqa.knowledge.config import KnowledgeConfig
@@ -32,7 +39,7 @@ from reasonvqa.knowledge.ids import batched, check_pid, id_sort_key, is_qid, qid
 from reasonvqa.knowledge.lookups import labels_for
 from reasonvqa.knowledge.wikidata import Binding, SparqlClient
 from reasonvqa import schemas
-from reasonvqa.stage import Rejects, StageResult
+from reasonvqa.stage import Rejects, StageResult, read_table
 
 STAGE = "facts"
 WD = "http://www.wikidata.org/entity/"
@@ -121,6 +128,8 @@ def _parse(row: Binding, hop: int) -> dict:
         "hop": hop,
         "rank": row["rank"]["value"].removeprefix(WIKIBASE).removesuffix("Rank").lower(),
     }
+    if "pit" in row and row["pit"].get("datatype") == XSD + "dateTime":
+        fact["point_in_time"] = _json_year(row["pit"]["value"], 9)
     value = row["v"]
     if value["type"] in ("uri", "bnode"):
         qid = qid_from_iri(value["value"]) if value["type"] == "uri" else None
@@ -179,9 +188,7 @@ def _accept(candidates: Iterable[dict], labels: dict[str, str], rejects: Rejects
         where = f"{source}#{fact.get('subject_qid')}/{fact.get('property_id')}/hop{fact['hop']}"
         reason = fact.pop("reject", None)
         if reason is None and fact["value_type"] == "item":
-            fact["value_label"] = labels.get(fact["value_qid"])
-            if fact["value_label"] is None:
-                reason = "value_without_label"
+            fact["value_label"] = labels.get(fact["value_qid"])  # None: kept, see the module docstring
         if reason is None and fact.get("unit_qid"):
             fact["unit_label"] = labels.get(fact["unit_qid"])
             if fact["unit_label"] is None:
@@ -189,6 +196,7 @@ def _accept(candidates: Iterable[dict], labels: dict[str, str], rejects: Rejects
         if reason is None:
             key = (fact["subject_qid"], fact["property_id"], fact.get("value_qid"), fact.get("value_label"),
                    fact.get("amount"), fact.get("unit_qid"), fact.get("time"), fact.get("precision"))
+            # one row per statement value: a second P585 of the same statement is a duplicate
             if key in seen:
                 reason = "duplicate_value"
             seen.add(key)
@@ -216,3 +224,20 @@ def _sort_key(fact: dict) -> tuple:
         fact.get("rank") or "",
     )
 
+
+
+def linked_item_batches(link_dir: Path, batch_size: int) -> list[list[str]]:
+    """The distinct items of every ``entity_links`` shard under ``link_dir``, sorted, in batches."""
+    links = read_table(link_dir, "entity_links", schemas.ENTITY_LINKS)
+    return list(batched(sorted(set(links["qid"].to_pylist())), batch_size))
+
+
+def merge_fact_shards(stage_dir: Path, out: Path) -> Path:
+    """All fact shards of ``stage_dir`` as one file ``out``, deduplicated, each fact at its smallest hop."""
+    facts = pl.from_arrow(read_table(stage_dir, "facts", schemas.FACTS))
+    keys = [c for c in schemas.FACTS.names if c != "hop"]
+    merged = facts.group_by(keys).agg(pl.col("hop").min()).select(schemas.FACTS.names).sort(
+        ["subject_qid", "property_id", "value_qid", "value_label", "amount", "time"], nulls_last=True
+    )
+    pq.write_table(schemas.conform(merged.to_arrow(), schemas.FACTS), out, compression="zstd")
+    return out

@@ -82,8 +82,12 @@ def link_objects(
     shard: int,
     *,
     wordnet: WordNetMap | None = None,
+    source_file: str | None = None,
 ) -> StageResult:
     """Link one shard of objects (``schemas.OBJECTS``) to items; outputs ``entity_links``.
+
+    Rejects name ``source_file`` (the objects file the shard came from; default
+    ``objects/part-<shard>.parquet``) and the object id.
 
     rows_in = objects in the shard; each becomes one link or one reject
     (``no_synset``, ``malformed_synset``, ``synset_not_in_wordnet30``,
@@ -92,7 +96,7 @@ def link_objects(
     """
     wordnet = wordnet or load_wordnet(config)
     rejects = Rejects(STAGE, shard)
-    source = f"objects/part-{shard:05d}.parquet"
+    source = source_file or f"objects/part-{shard:05d}.parquet"
     requests_before, hits_before = client.requests, client.cache_hits
     rows = objects.select([c for c in ("object_id", "image_id", "synset", "commons_category") if c in objects.column_names]).to_pylist()
 

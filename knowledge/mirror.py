@@ -12,10 +12,10 @@ runs ``oxigraph serve-read-only`` on a free 127.0.0.1 port for the length of a
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -31,8 +31,10 @@ from typing import Iterator
 import pyoxigraph
 from pyoxigraph import Literal, NamedNode, QuerySolutions, RdfFormat, Store
 
-from reasonvqa.knowledge.entity_dump import entity_files, read_entities
+from reasonvqa.children import free_port, popen_bound, stop
+from reasonvqa.knowledge.entity_dump import _open_text, entity_files, read_entities
 from reasonvqa.knowledge.rdf_mapping import MAPPING_VERSION, MappingStats, entity_triples, property_declarations
+from reasonvqa.snapshot import files_digest
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +50,25 @@ class MirrorError(RuntimeError):
 def snapshot_id(entities_path: Path) -> str:
     """Content hash of the entity file(s): ``sha256:<hex>`` over names and bytes, in name order."""
     entities_path = Path(entities_path)
-    digest = hashlib.sha256()
     base = entities_path if entities_path.is_dir() else entities_path.parent
-    for file in entity_files(entities_path):
-        digest.update(file.relative_to(base).as_posix().encode() + b"\0")
-        with file.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        digest.update(b"\0")
-    return "sha256:" + digest.hexdigest()
+    return "sha256:" + files_digest(base, entity_files(entities_path))
+
+
+_MODIFIED = re.compile(r'"modified"\s*:\s*"(\d{4}-\d\d-\d\d)')
+
+
+def snapshot_date(entities_path: Path) -> str | None:
+    """The newest ``modified`` date (YYYY-MM-DD) of the mirror's entities: the knowledge's "as of" date.
+
+    None when no entity carries one (hand-transcribed entities have none).
+    """
+    newest = None
+    for file in entity_files(Path(entities_path)):
+        with _open_text(file) as handle:
+            for line in handle:
+                for date in _MODIFIED.findall(line):
+                    newest = date if newest is None or date > newest else newest
+    return newest
 
 
 def mirror_cache_key(entities_path: Path) -> str:
@@ -142,12 +154,6 @@ def build_store(entities_path: Path, store_dir: Path) -> Path:
     return store_dir / STORE_SUBDIR
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _wait_ready(url: str, process: subprocess.Popen, log_file: Path, timeout_s: float) -> None:
     ask = url + "?" + urllib.parse.urlencode({"query": "ASK {}"})
     deadline = time.monotonic() + timeout_s
@@ -176,9 +182,9 @@ def serve_mirror(entities_path: Path, work_dir: Path, *, ready_timeout_s: float 
     log_file = Path(work_dir) / "knowledge_mirror.log"
     last_error: Exception | None = None
     for _ in range(3):  # a port taken between probe and bind: try another
-        port = _free_port()
+        port = free_port()
         with log_file.open("ab") as log_handle:
-            process = subprocess.Popen(
+            process = popen_bound(  # killed by the kernel if this process dies without stopping it
                 [oxigraph_binary(), "serve-read-only", "--location", str(location), "--bind", f"127.0.0.1:{port}"],
                 stdout=log_handle,
                 stderr=subprocess.STDOUT,
@@ -194,18 +200,8 @@ def serve_mirror(entities_path: Path, work_dir: Path, *, ready_timeout_s: float 
             yield url
             return
         finally:
-            _stop(process)
+            stop(process)
     raise MirrorError(f"could not start the oxigraph server: {last_error}")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 class InProcessClient:

@@ -14,6 +14,7 @@ from reasonvqa.knowledge.ids import sparql_string, values_items, values_properti
 
 PREFIXES = """PREFIX wd: <http://www.wikidata.org/entity/>
 PREFIX wdt: <http://www.wikidata.org/prop/direct/>
+PREFIX pq: <http://www.wikidata.org/prop/qualifier/>
 PREFIX wikibase: <http://wikiba.se/ontology#>
 PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
 PREFIX schema: <http://schema.org/>
@@ -60,7 +61,8 @@ def items_by_commons_category(names: Sequence[str]) -> str:
 
 
 def best_rank_statements(qids: Sequence[str], pids: Sequence[str]) -> str:
-    """Best-rank statements of ``pids`` on ``qids``, with quantity units and time precision.
+    """Best-rank statements of ``pids`` on ``qids``, with quantity units, time precision and the
+    statement's point in time (P585 qualifier) where it has one.
 
     ``wikibase:BestRank`` is exactly the truthy set (preferred if any, else normal;
     never deprecated); the statement node also gives the rank and, through the
@@ -68,7 +70,7 @@ def best_rank_statements(qids: Sequence[str], pids: Sequence[str]) -> str:
     """
     return (
         PREFIXES
-        + "SELECT ?s ?prop ?rank ?v ?amount ?unit ?time ?precision WHERE {\n  "
+        + "SELECT ?s ?prop ?rank ?v ?amount ?unit ?time ?precision ?pit WHERE {\n  "
         + values_items("s", qids)
         + "\n  "
         + values_properties("prop", pids)
@@ -76,7 +78,8 @@ def best_rank_statements(qids: Sequence[str], pids: Sequence[str]) -> str:
         + "  ?s ?p ?st .\n  ?st a wikibase:BestRank ;\n      wikibase:rank ?rank ;\n      ?ps ?v .\n"
         + "  OPTIONAL {\n    ?prop wikibase:statementValue ?psv .\n    ?st ?psv ?node .\n"
         + "    OPTIONAL { ?node wikibase:quantityAmount ?amount ; wikibase:quantityUnit ?unit . }\n"
-        + "    OPTIONAL { ?node wikibase:timeValue ?time ; wikibase:timePrecision ?precision . }\n  }\n}"
+        + "    OPTIONAL { ?node wikibase:timeValue ?time ; wikibase:timePrecision ?precision . }\n  }\n"
+        + "  OPTIONAL { ?st pq:P585 ?pit . }\n}"
     )
 
 

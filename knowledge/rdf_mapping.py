@@ -46,7 +46,7 @@ WKT = NamedNode("http://www.opengis.net/ont/geosparql#wktLiteral")
 COMMONS_SITE = "https://commons.wikimedia.org/"
 UNIT_ONE = WD + "Q199"  # Wikidata writes unit "1" for dimensionless quantities
 
-MAPPING_VERSION = "2"  # bump when the triples produced for the same input change
+MAPPING_VERSION = "3"  # bump when the triples produced for the same input change
 
 PROPERTY_TYPES = {
     "wikibase-item": "WikibaseItem",
@@ -165,6 +165,24 @@ def _property_triples(subject: NamedNode, entity_id: str, pid: str, statements: 
             stats.truthy += 1
             yield Triple(subject, _n(WDT + pid), mapped)
         yield from value_node
+        yield from _qualifier_triples(node, statement, stats)
+
+
+QUALIFIERS = ("P585",)  # point in time: the date a time-varying value (population, head of government) holds for
+
+
+def _qualifier_triples(node: NamedNode, statement: dict, stats: MappingStats) -> Iterator[Triple]:
+    """``pq:`` triples of the statement's qualifiers in ``QUALIFIERS`` (simple values, as WDQS has them)."""
+    qualifiers = statement.get("qualifiers")
+    if not isinstance(qualifiers, dict):
+        return
+    for pid in QUALIFIERS:
+        for snak in qualifiers.get(pid) or []:
+            if not isinstance(snak, dict) or snak.get("snaktype", "value") != "value":
+                continue
+            value = _simple_value(snak, snak.get("datatype") or _infer_datatype(snak), stats)
+            if value is not None:
+                yield Triple(node, _n(PQ + pid), value)
 
 
 def _statement_local_name(entity_id: str, statement: dict) -> str:

@@ -1,10 +1,13 @@
 """A polite SPARQL client for the Wikidata Query Service (and anything that speaks SPARQL 1.1 HTTP).
 
-Behaviour (FIELD_NOTES section 3):
+Behaviour (the Wikidata Query Service's limits: 60 s per query, 60 s of processing per client
+per minute, HTTP 429 with ``Retry-After`` beyond it, 403 for generic User-Agents):
 - User-Agent ``<tool>/<version> (<contact>) SPARQLWrapper/<version>`` (Wikimedia policy);
 - POST for long queries; one query in flight per client (configurable);
 - HTTP 429: wait ``Retry-After`` seconds (number or HTTP date), then retry;
-- 5xx, timeouts, connection errors, bodies cut short or unparsable: bounded exponential backoff with jitter;
+- 5xx, timeouts, connection errors, bodies cut short, unparsable or with malformed bindings: bounded
+  exponential backoff with jitter; ``timeout_s`` bounds the whole body, not each read (a server that
+  drips its answer byte by byte is cut off);
 - 400: never retried, raised with the query text; other 4xx: not retried;
 - an on-disk cache keyed by endpoint (or a stable ``cache_key`` naming the knowledge
   source) + query text, with a TTL; only complete, parsed answers are cached, so a
@@ -79,6 +82,7 @@ class _Transient(Exception):
 
     reason: str
     wait: float | None = None
+    status: int | None = None  # the HTTP status, when a response came
 
 
 class WikidataClient:
@@ -129,13 +133,13 @@ class WikidataClient:
     # -- network ------------------------------------------------------------
     def _fetch(self, query: str) -> list[Binding]:
         attempts = self.config.max_attempts
-        last = "no attempt made"
+        last, status = "no attempt made", None
         for attempt in range(attempts):
             try:
                 with self._in_flight:
                     return self._request(query)
             except _Transient as failure:
-                last = failure.reason
+                last, status = failure.reason, failure.status
                 if attempt + 1 == attempts:
                     break
                 delay = failure.wait if failure.wait is not None else self._backoff(attempt)
@@ -147,7 +151,9 @@ class WikidataClient:
                 self.retries += 1
                 log.warning("SPARQL %s: %s; retry %d/%d in %.1f s", self.endpoint, last, attempt + 1, attempts - 1, delay)
                 self._sleep(delay)
-        raise EndpointUnavailable(f"{self.endpoint}: no complete answer after {attempts} attempts; last error: {last}")
+        got = f"HTTP {status}" if status is not None else "no complete answer"
+        raise EndpointUnavailable(f"{self.endpoint}: {got} after {attempts} attempt(s) ({attempts - 1} retries); "
+                                  f"last error: {last}")
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self.config.backoff_max_s, self.config.backoff_base_s * (2**attempt))
@@ -161,21 +167,22 @@ class WikidataClient:
         if len(query) >= self.config.post_min_chars:
             wrapper.setMethod(POST)
         self.requests += 1
+        deadline = time.monotonic() + self.config.timeout_s
         try:
             response = wrapper.query().response
-            body = response.read()
+            body = _read_before(response, deadline, self.config.timeout_s)
         except QueryBadFormed as error:
             raise QueryRejected(f"{self.endpoint} rejected the query (HTTP 400): {_short(error)}\nQuery:\n{query}") from None
         except EndPointInternalError as error:
-            raise _Transient(f"HTTP 500: {_short(error)}") from None
+            raise _Transient(f"HTTP 500: {_short(error)}", status=500) from None
         except (EndPointNotFound, Unauthorized, URITooLong) as error:
             raise EndpointUnavailable(f"{self.endpoint}: {_short(error)}") from None
         except urllib.error.HTTPError as error:
             if error.code == 429:
                 wait = _retry_after(error.headers.get("Retry-After"), self._clock())
-                raise _Transient("HTTP 429 Too Many Requests", wait=wait) from None
+                raise _Transient("HTTP 429 Too Many Requests", wait=wait, status=429) from None
             if error.code >= 500:
-                raise _Transient(f"HTTP {error.code}") from None
+                raise _Transient(f"HTTP {error.code}", status=error.code) from None
             detail = error.read()[:300].decode("utf-8", "replace")
             raise EndpointUnavailable(f"{self.endpoint}: HTTP {error.code} {error.reason}: {detail}") from None
         except urllib.error.URLError as error:
@@ -183,7 +190,7 @@ class WikidataClient:
         except (TimeoutError, socket.timeout, ConnectionError, OSError, http.client.HTTPException) as error:
             # HTTPException: IncompleteRead (the connection dropped mid-body), BadStatusLine, ...
             raise _Transient(f"{type(error).__name__}: {error}") from None
-        return _parse_bindings(body)
+        return _parse_bindings(body, response.status)
 
     # -- cache --------------------------------------------------------------
     def _cache_path(self, query: str) -> Path | None:
@@ -218,16 +225,40 @@ class WikidataClient:
         os.replace(tmp, path)
 
 
-def _parse_bindings(body: bytes) -> list[Binding]:
-    """The bindings of a complete SPARQL JSON result; a truncated body is a transient failure."""
+def _read_before(response, deadline: float, timeout_s: float, chunk: int = 1 << 16) -> bytes:
+    """The whole body, or ``_Transient`` once ``deadline`` passes: the socket timeout bounds each read,
+    not a server that sends its body a few bytes at a time."""
+    parts = []
+    while True:
+        if time.monotonic() > deadline:
+            raise _Transient(f"no complete answer within timeout_s={timeout_s:g} s ({sum(map(len, parts))} bytes read)",
+                             status=response.status)
+        part = response.read1(chunk)
+        if not part:
+            if response.length:  # the connection closed before Content-Length bytes came
+                raise http.client.IncompleteRead(b"".join(parts), response.length)
+            return b"".join(parts)
+        parts.append(part)
+
+
+def _parse_bindings(body: bytes, status: int | None = None) -> list[Binding]:
+    """The bindings of a complete, well-formed SPARQL JSON result; anything else is a transient failure
+    (and is never cached): each binding maps variable names to terms with a string ``type`` and ``value``."""
     try:
         document = json.loads(body)
         bindings = document["results"]["bindings"]
-        document["head"]["vars"]
+        variables = document["head"]["vars"]
     except (ValueError, KeyError, TypeError) as error:
-        raise _Transient(f"incomplete or unparsable SPARQL JSON ({len(body)} bytes): {error}") from None
-    if not isinstance(bindings, list):
-        raise _Transient("SPARQL JSON without a bindings list")
+        raise _Transient(f"incomplete or unparsable SPARQL JSON ({len(body)} bytes): {error}", status=status) from None
+    if not isinstance(bindings, list) or not isinstance(variables, list):
+        raise _Transient("SPARQL JSON without a bindings list", status=status)
+    for row, binding in enumerate(bindings):
+        if not isinstance(binding, dict) or not all(
+            isinstance(name, str) and isinstance(term, dict) and isinstance(term.get("type"), str)
+            and isinstance(term.get("value"), str) for name, term in binding.items()
+        ):
+            raise _Transient(f"malformed SPARQL JSON binding {row}: {_short(ValueError(json.dumps(binding)[:200]))}",
+                             status=status)
     return bindings
 
 

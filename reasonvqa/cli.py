@@ -9,27 +9,94 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperCommand, TyperGroup
+
+from reasonvqa.errors import DATA_EXIT, USAGE_EXIT, UsageError, one_line
+
+
+class OneLineErrors(TyperGroup):
+    """Turns any exception of a command into one ``error:`` line (exit 2 usage, 1 otherwise);
+    ``reasonvqa --debug`` re-raises it with its traceback."""
+
+    def invoke(self, ctx: typer.Context):
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException, KeyboardInterrupt):  # usage errors, exits
+            raise
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            if isinstance(exc, UsageError):
+                typer.echo(f"error: {one_line(exc)}", err=True)
+                raise typer.Exit(USAGE_EXIT) from None
+            typer.echo(f"error: {type(exc).__name__}: {one_line(exc)} (reasonvqa --debug ... shows the traceback)",
+                       err=True)
+            raise typer.Exit(DATA_EXIT) from None
+
 
 app = typer.Typer(help="Build knowledge-based VQA datasets (ReasonVQA style) as Prefect flows.",
-                  no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False, cls=OneLineErrors, pretty_exceptions_enable=False)
 sources_app = typer.Typer(help="Read source datasets.", no_args_is_help=True)
 link_app = typer.Typer(help="Link objects to Wikidata.", no_args_is_help=True)
 app.add_typer(sources_app, name="sources")
 app.add_typer(link_app, name="link")
 
 
+@app.callback()
+def main(debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks instead of one-line errors.")] = False) -> None:
+    """Build knowledge-based VQA datasets (ReasonVQA style) as Prefect flows."""
+
+
 def _quiet_prefect() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    # a failing task logs its traceback at ERROR: without --debug the command's one-line error says it all
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING" if _debug() else "CRITICAL")
     # the temporary API server a flow starts when none is configured needs >20 s on a busy 2-core machine
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
+def _debug() -> bool:
+    """True when the command line began with ``reasonvqa --debug``."""
+    from typer.main import get_current_context
+
+    ctx = get_current_context(silent=True)
+    return bool(ctx and ctx.find_root().params.get("debug"))
+
+
 def _split_list(value: Optional[str]) -> Optional[list[str]]:
+    """The comma-separated items of a flag; None when the flag was not given."""
     if value is None:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
-    return items or None
+    if not items:  # "--domains ," must not mean "no filter"
+        raise UsageError(f"{value!r} names nothing; give comma-separated values or leave the option out")
+    return items
+
+
+def _domain_list(value: Optional[str], strict: bool) -> Optional[list[str]]:
+    """Comma-separated domain names or slugs (any case) as the bank's domain names.
+
+    ``strict``: an empty or unknown name exits 2 with the valid ones listed (a build). Otherwise
+    an unknown name is kept as given (a re-split may filter by the domains of an older bank).
+    """
+    from reasonvqa.tasks.questions.bank import resolve_domain_names
+
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",")]
+    if strict:
+        try:
+            return resolve_domain_names(names)
+        except ValueError as exc:
+            typer.echo(f"error: --domains: {exc}", err=True)
+            raise typer.Exit(2)
+    out = []
+    for name in filter(None, names):
+        try:
+            out += resolve_domain_names([name])
+        except ValueError:
+            out.append(name)
+    return out or None
 
 
 @app.command()
@@ -38,7 +105,8 @@ def build(
     config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False,
                                                    help="BuildConfig YAML file.")] = None,
     out: Annotated[Path, typer.Option(help="Output folder; the release goes to OUT/<name>/<version>/.")] = Path("out"),
-    domains: Annotated[Optional[str], typer.Option(help='Comma-separated domains, e.g. "Places & Locations".')] = None,
+    domains: Annotated[Optional[str], typer.Option(
+        help='Comma-separated domains (names or slugs, any case), e.g. "Places & Locations,food".')] = None,
     work: Annotated[Optional[Path], typer.Option(help="Work folder (default OUT/.work/<hash of config, inputs and code>).")] = None,
     version: Annotated[Optional[str], typer.Option(help="Release version (overrides the config).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing release version.")] = False,
@@ -50,11 +118,12 @@ def build(
 
     if sample == (config is not None):
         raise typer.BadParameter("give exactly one of --sample or --config FILE")
+    _check_out_folder(out)
     cfg = sample_config() if sample else _load_config_or_exit(config)
     if domains is not None:
-        cfg.questions.domains = _split_list(domains)
+        cfg.questions.domains = _domain_list(domains, strict=True)
     if version is not None:
-        cfg.release.version = version
+        cfg.release.version = _checked_version(version)
     _quiet_prefect()
     from reasonvqa.flows.build_reasonvqa import build_reasonvqa, check_build_inputs
     from reasonvqa.flows.runners import make_task_runner
@@ -64,15 +133,30 @@ def build(
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
+    from reasonvqa.prefect_api import local_prefect_api
     from reasonvqa.tasks.release.writer import EmptySplitError, ReleaseExistsError
 
     runner = make_task_runner(dask_workers, dask_address)
     try:
-        release = build_reasonvqa.with_options(task_runner=runner)(cfg, str(out), str(work) if work else None, overwrite)
+        with local_prefect_api():  # unless an API is configured: a server that dies with this command
+            release = build_reasonvqa.with_options(task_runner=runner)(cfg, str(out), str(work) if work else None,
+                                                                      overwrite)
     except (FileNotFoundError, ReleaseExistsError, EmptySplitError) as exc:  # missing input, version taken, no questions
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     typer.echo(release)
+
+
+def _check_out_folder(out: Path) -> None:
+    from reasonvqa.tasks.release.paths import check_output_folder
+
+    check_output_folder(out)  # a UsageError: one line, exit 2
+
+
+def _checked_version(version: str) -> str:
+    from reasonvqa.tasks.release.paths import check_release_version
+
+    return check_release_version(version)  # a UsageError: one line, exit 2
 
 
 def _load_config_or_exit(path: Path):
@@ -85,7 +169,9 @@ def _load_config_or_exit(path: Path):
     try:
         return load_config(path)
     except yaml.YAMLError as exc:
-        typer.echo(f"error: {path}: invalid YAML: {exc}", err=True)
+        typer.echo(f"error: {path}: invalid YAML: {one_line(exc)}", err=True)
+    except UnicodeDecodeError as exc:
+        typer.echo(f"error: {path}: not UTF-8 text (byte {exc.start}: {exc.reason})", err=True)
     except ValidationError as exc:  # bad values and unknown (e.g. misspelled) keys
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         typer.echo(f"error: {path}: invalid config: {problems}", err=True)
@@ -136,8 +222,11 @@ def resplit(
     if domain_match not in ("route", "any", "all"):
         raise typer.BadParameter("--domain-match is one of route, any, all")
     hop_list = _hop_list(hops)
+    _check_out_folder(out)
+    if version is not None:
+        _checked_version(version)
     try:
-        path = run_resplit(source, out, domains=_split_list(domains), sources=_split_list(sources),
+        path = run_resplit(source, out, domains=_domain_list(domains, strict=False), sources=_split_list(sources),
                            hops=hop_list, version=version, seed=seed, domain_match=domain_match)
     except (EmptySelectionError, SourceReleaseError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -174,9 +263,21 @@ def serve(
     serve_build(name, cfg, str(out.resolve()), cron)
 
 
-@sources_app.command("scan")
+class _NamesSourceKinds(TyperCommand):
+    """A command whose ``--source`` help lists the source kinds registered when the help is shown."""
+
+    def format_help(self, ctx, formatter) -> None:
+        from reasonvqa.sources import kinds
+
+        for param in self.params:
+            if param.name == "source":
+                param.help = f"Source kind, one of: {', '.join(kinds())}."
+        super().format_help(ctx, formatter)
+
+
+@sources_app.command("scan", cls=_NamesSourceKinds)
 def sources_scan(
-    source: Annotated[str, typer.Option("--source", help="vg or gldv2")],
+    source: Annotated[str, typer.Option("--source", help="Source kind.")],
     path: Annotated[Path, typer.Option("--path", help="Folder holding the source files.")],
 ) -> None:
     """Read a source dataset and print a JSON summary (images, objects, relations, rejects)."""
@@ -198,6 +299,68 @@ def link_synsets(names: Annotated[list[str], typer.Argument(help="WordNet 3.0 sy
 
     for row in link_synset_names(list(names), KnowledgeConfig()):
         sys.stdout.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+@app.command("build-verified-qa")
+def build_verified_qa_command(
+    config: Annotated[Path, typer.Option("--config", exists=True, dir_okay=False, help="YAML: graphs, verified (llm, sandbox, filters), shard_size.")],
+    out: Annotated[Path, typer.Option(help="Output folder: questions.parquet, rejects.parquet, stats.json.")] = Path("out/verified"),
+    work: Annotated[Optional[Path], typer.Option(help="Work folder (default OUT/.work).")] = None,
+) -> None:
+    """Generate verified free-form questions (PROVE) from scene graphs with an OpenAI-compatible LLM."""
+    import yaml
+    from pydantic import ValidationError
+
+    from reasonvqa.flows.build_verified_qa import VerifiedBuildConfig, build_verified_qa
+
+    try:
+        cfg = VerifiedBuildConfig.model_validate(yaml.safe_load(config.read_text(encoding="utf-8")) or {})
+    except (yaml.YAMLError, ValidationError) as exc:
+        typer.echo(f"error: {config}: {exc}", err=True)
+        raise typer.Exit(2)
+    if not cfg.graphs.path.is_absolute():
+        cfg.graphs.path = (config.parent / cfg.graphs.path).resolve()
+    _quiet_prefect()
+    from reasonvqa.tasks.verify.llm import LLMEndpointError
+    from reasonvqa.tasks.verify.sandbox import SandboxUnavailable
+
+    try:
+        typer.echo(build_verified_qa(cfg, str(out), str(work) if work else None))
+    except (LLMEndpointError, SandboxUnavailable) as exc:  # finished calls stay cached for the rerun
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1)
+
+
+# --- verified free-form QA (PROVE): the program sandbox ---------------------------------------
+sandbox_app = typer.Typer(help="Run LLM-written verification programs in the sandbox.", no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox")
+
+
+@sandbox_app.command("run")
+def sandbox_run(
+    program: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="A program with def verify(sg) or def execute_command(scene_graph).")],
+    graph: Annotated[Path, typer.Option("--graph", exists=True, dir_okay=False, help="Scene graph JSON (caption tuple form).")],
+) -> None:
+    """Print one JSON object {status, output, reason}; exit 0 for every status (the status is the result)."""
+    from reasonvqa.tasks.verify.sandbox import run_one
+    from reasonvqa.tasks.verify.scene_graph import SceneGraph
+
+    try:
+        graph_json = SceneGraph.from_json(json.loads(graph.read_text(encoding="utf-8"))).to_json()
+    except ValueError as exc:
+        typer.echo(f"error: {graph}: {exc}", err=True)
+        raise typer.Exit(2)
+    result = run_one(program.read_text(encoding="utf-8", errors="replace"), graph_json)
+    typer.echo(json.dumps(result, sort_keys=True))
+
+
+@sandbox_app.command("status")
+def sandbox_status() -> None:
+    """Print which sandbox layers are on here (seccomp, bwrap, rlimits, AST allow-list)."""
+    from reasonvqa.tasks.verify.sandbox import Sandbox, SandboxConfig
+
+    with Sandbox(SandboxConfig(workers=1)) as sandbox:
+        typer.echo(json.dumps(sandbox.protections(), sort_keys=True))
 
 
 if __name__ == "__main__":

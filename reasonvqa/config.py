@@ -5,37 +5,36 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.paths import RESOURCE_ROOTS, SAMPLE_DIR
+from reasonvqa.sources import SourceConfig, SourceEntry, parse_config
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.proposals.config import ProposalsConfig
 from reasonvqa.tasks.questions.config import QuestionConfig
-
-SourceKind = Literal["vg", "gldv2"]
-
-
-class SourceConfig(BaseModel):
-    """One input dataset in its real on-disk format."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: SourceKind
-    path: Path
-    max_images: int | None = Field(default=None, ge=1, description="Read at most this many images (for quick runs).")
+from reasonvqa.tasks.release.paths import check_release_name, check_release_version
 
 
 class ReleaseConfig(BaseModel):
     """Name and version of the release folder ``<out>/<name>/<version>/``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    name: str = Field(default="reasonvqa-sample", pattern=r"^[A-Za-z0-9._-]+$")
-    version: str = Field(default="0.1.0", pattern=r"^[A-Za-z0-9._-]+$")
+    name: str = "reasonvqa-sample"
+    version: str = "0.1.0"
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, name: str) -> str:
+        return check_release_name(name)  # becomes a path component under --out
+
+    @field_validator("version")
+    @classmethod
+    def _semantic_version(cls, version: str) -> str:
+        return check_release_version(version)
 
 
 class BuildConfig(BaseModel):
@@ -43,7 +42,7 @@ class BuildConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    sources: list[SourceConfig]
+    sources: list[SourceEntry]  # each validated by its kind's config model (reasonvqa.sources registry)
     knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig)
     questions: QuestionConfig = Field(default_factory=QuestionConfig)
     balance: BalanceConfig = Field(default_factory=BalanceConfig)
@@ -86,8 +85,8 @@ def sample_config() -> BuildConfig:
     """The embedded default: bundled Visual Genome and GLDv2 samples, local knowledge mirror."""
     return BuildConfig(
         sources=[
-            SourceConfig(kind="vg", path=SAMPLE_DIR / "vg"),
-            SourceConfig(kind="gldv2", path=SAMPLE_DIR / "gldv2"),
+            parse_config({"kind": "vg", "path": SAMPLE_DIR / "vg"}),
+            parse_config({"kind": "gldv2", "path": SAMPLE_DIR / "gldv2"}),
         ]
     )
 
@@ -102,8 +101,10 @@ def load_config(path: Path) -> BuildConfig:
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     cfg = BuildConfig.model_validate(raw)
     base = path.resolve().parent
-    for src in cfg.sources:
-        src.path = _resolve(base, src.path)
+    for src in cfg.sources:  # every path field of the source's own config model
+        for name in type(src).model_fields:
+            if isinstance(getattr(src, name), Path):
+                setattr(src, name, _resolve(base, getattr(src, name)))
     knowledge = cfg.knowledge
     for name in ("mirror_entities", "wordnet_table", "cache_dir"):
         if getattr(knowledge, name) is not None:

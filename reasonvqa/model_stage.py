@@ -6,37 +6,55 @@ class::
     class BoxProposals(ModelStage):
         name = "proposals"
         resources = Resources(device="cuda", memory_mb=8000)
+        batch_size = 8                               # default; the config's batch_size wins
+        inputs = {"images": schemas.IMAGES}           # tables it reads (empty when a shard has none)
+        outputs = {"regions": schemas.REGIONS}        # tables it writes (default: schemas.TABLES)
 
         def setup(self) -> None:          # once per worker process: load weights on self.device
             self.model = load(self.config.weights, device=self.device)
 
         def process(self, inputs: dict[str, pa.Table], ctx: ShardContext) -> StageResult:
-            for batch in batches(inputs["images"], self.batch_size):
-                boxes = ctx.cache.call("detect", {"image": ..., "prompt": ...}, lambda: self.detect(...))
+            for batch in inputs["images"].to_batches(max_chunksize=self.batch_size):
+                boxes = ctx.cache.call("detect", {"images": ..., "prompt": ...}, lambda: self.detect(...))
             ...
 
-``instance(StageClass, config)`` returns the worker's one set-up instance for that class and
-config (weights are loaded once, not per shard). ``run_model_shard`` runs one shard under the
-shard runner of ``reasonvqa.stage`` with a per-shard ``CallCache``: every finished call's result
-is on disk before the next call starts, so a rerun of a killed shard repeats no finished call.
+``instance(StageClass, config)`` returns the worker process's one set-up instance for that
+class, config and device: threads of a thread-pool runner share it, each Dask worker process
+sets up its own once. Instances are torn down at process exit (``atexit``; for multiprocessing
+pool workers, which skip ``atexit``, a multiprocessing finalizer) or by ``teardown_stage``/``teardown_all``.
+
+The device is settled before ``setup`` loads anything: a stage that needs CUDA on a machine
+without it raises ``DeviceUnavailable`` unless its config sets ``allow_cpu_fallback``.
+
+``run_model_shard`` runs one shard under the shard runner of ``reasonvqa.stage`` with a
+per-shard ``CallCache`` (a rerun of a killed shard repeats no finished call) and checks every
+output table against its declared schema, nested types included.
 """
 
 from __future__ import annotations
 
 import atexit
 import hashlib
-import json
+import importlib.util
+import logging
+import multiprocessing.util
 import os
+import sys
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Literal
+from typing import Callable, ClassVar, Literal
 
 import pyarrow as pa
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
-from reasonvqa.stage import StageResult, clear_shard_scratch, is_done, part_name, run_shard
+from reasonvqa import schemas
+from reasonvqa.call_cache import CallCache, canonical_key  # noqa: F401  (canonical_key: public name)
+from reasonvqa.stage import StageResult, clear_shard_scratch, is_done, part_name, read_stats, run_shard
+from reasonvqa.table_check import SchemaMismatch, check_table
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,56 +65,65 @@ class Resources:
     memory_mb: int = 512
 
 
-def canonical_key(namespace: str, key: Any) -> str:
-    """sha256 of a call's namespace and JSON-serializable inputs (sorted keys)."""
-    text = json.dumps([namespace, key], sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+class ModelStageConfig(BaseModel):
+    """Settings every model stage's config has (stage configs subclass this)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: str | None = Field(None, pattern=r"^(cpu|cuda(:\d+)?)$", description="overrides the stage's declared device")
+    allow_cpu_fallback: bool = Field(False, description="run on cpu (with a warning) when CUDA is not available")
+    batch_size: int | None = Field(None, ge=1, description="overrides the stage's default batch size")
 
 
-class CallCache:
-    """Append-only on-disk record of finished calls of one shard, keyed by the call's inputs.
+class DeviceUnavailable(RuntimeError):
+    """A stage asked for a device or memory this machine does not have."""
 
-    Results must be JSON-serializable. Each finished call is appended as one JSON line and
-    flushed with fsync before ``call`` returns, so a process killed at any point loses at most
-    the call in flight; a torn last line (killed mid-write) is ignored on reload.
-    """
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.hits = 0
-        self.misses = 0
-        self._entries: dict[str, Any] = {}
-        self._lock = threading.Lock()
-        if self.path.exists():
-            with self.path.open("r", encoding="utf-8") as handle:
-                for line in handle:
-                    try:
-                        entry = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue  # a torn write of a killed process: that call runs again
-                    self._entries[entry["k"]] = entry["v"]
+def cuda_device_count() -> int:
+    """CUDA devices torch can use here (0 when torch is not installed)."""
+    if importlib.util.find_spec("torch") is None:
+        return 0
+    import torch
 
-    def __len__(self) -> int:
-        return len(self._entries)
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
-    def call(self, namespace: str, key: Any, compute: Callable[[], Any]) -> Any:
-        """The cached result of ``compute`` for (namespace, key), computing and recording it once."""
-        digest = canonical_key(namespace, key)
-        with self._lock:
-            if digest in self._entries:
-                self.hits += 1
-                return self._entries[digest]
-        value = compute()
-        line = json.dumps({"k": digest, "v": value}, sort_keys=True, separators=(",", ":")) + "\n"
-        with self._lock:
-            self.misses += 1
-            self._entries[digest] = json.loads(line)["v"]  # what a reload would return
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
-            return self._entries[digest]
+
+def memory_limit_mb(device: str) -> int:
+    """Total memory of ``device``: the GPU's, or the host's (capped by a Dask worker's limit)."""
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory // 2**20
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    if "distributed" in sys.modules:  # inside a Dask worker, its memory limit applies
+        from distributed import get_worker
+
+        try:
+            limit = get_worker().memory_manager.memory_limit
+        except ValueError:  # not in a worker
+            limit = None
+        if limit:
+            total = min(total, int(limit) // 2**20)
+    return total
+
+
+def resolve_device(stage: str, requested: str, memory_mb: int, allow_cpu_fallback: bool = False) -> str:
+    """The device ``stage`` runs on, or ``DeviceUnavailable`` with a one-line reason."""
+    device = requested
+    if requested.startswith("cuda"):
+        index = int(requested.partition(":")[2] or 0)
+        count = cuda_device_count()
+        if index >= count:
+            found = "no CUDA device" if count == 0 else f"{count} CUDA device(s)"
+            if not allow_cpu_fallback:
+                raise DeviceUnavailable(f"stage {stage!r} needs {requested} but this machine has {found}; "
+                                        "set device: cpu or allow_cpu_fallback: true in its config")
+            log.warning("stage %r needs %s but this machine has %s: running on cpu", stage, requested, found)
+            device = "cpu"
+    available = memory_limit_mb(device)
+    if memory_mb > available:
+        raise DeviceUnavailable(f"stage {stage!r} declares {memory_mb} MB but {device} has {available} MB")
+    return device
 
 
 @dataclass
@@ -112,11 +139,17 @@ class ModelStage(ABC):
 
     name: ClassVar[str]
     resources: ClassVar[Resources] = Resources()
-    batch_size: ClassVar[int] = 1
+    batch_size: int = 1
+    inputs: ClassVar[dict[str, pa.Schema]] = {}
+    outputs: ClassVar[dict[str, pa.Schema]] = {}
 
     def __init__(self, config: BaseModel | None = None, device: str | None = None) -> None:
+        """Settle device and batch size (``DeviceUnavailable`` before anything is loaded)."""
         self.config = config
-        self.device = device or self.resources.device
+        requested = device or getattr(config, "device", None) or self.resources.device
+        self.device = resolve_device(self.name, requested, self.resources.memory_mb,
+                                     bool(getattr(config, "allow_cpu_fallback", False)))
+        self.batch_size = getattr(config, "batch_size", None) or type(self).batch_size
 
     def setup(self) -> None:
         """Load weights or open clients (once per worker process). Default: nothing."""
@@ -128,30 +161,82 @@ class ModelStage(ABC):
     def process(self, inputs: dict[str, pa.Table], ctx: ShardContext) -> StageResult:
         """Compute one shard's result from its input tables."""
 
+    def output_schema(self, table: str) -> pa.Schema:
+        """The declared schema of one output table (``outputs``, else ``schemas.TABLES``)."""
+        schema = self.outputs[table] if table in self.outputs else schemas.TABLES.get(table)
+        if schema is None:
+            raise SchemaMismatch(f"stage {self.name!r}: output table {table!r} is declared neither in "
+                                 f"{type(self).__name__}.outputs nor in reasonvqa.schemas.TABLES")
+        return schema
 
-_INSTANCES: dict[tuple[type, str, str | None], ModelStage] = {}
+    def fingerprint(self) -> str:
+        """Identity of what answers calls: class, config and device (a call cache keeps to one)."""
+        config = self.config.model_dump_json() if self.config is not None else ""
+        cls = type(self)
+        return canonical_key("stage", [f"{cls.__module__}.{cls.__qualname__}", self.name, config, self.device])
+
+
+_InstanceKey = tuple[type, str, "str | None"]
+_INSTANCES: dict[_InstanceKey, ModelStage] = {}
+_SETUP_LOCKS: dict[_InstanceKey, threading.Lock] = {}
 _INSTANCES_LOCK = threading.Lock()
 
 
 def instance(stage: type[ModelStage], config: BaseModel | None = None, device: str | None = None) -> ModelStage:
-    """The worker process's one set-up instance of ``stage`` for this config and device."""
+    """The worker process's one set-up instance of ``stage`` for this config and device.
+
+    Threads asking at once wait for one ``setup``; a failed setup is not kept (the next call retries).
+    """
     key = (stage, config.model_dump_json() if config is not None else "", device)
     with _INSTANCES_LOCK:
+        setup_lock = _SETUP_LOCKS.setdefault(key, threading.Lock())
+    with setup_lock:  # one lock per key: a slow setup does not hold up other stages
         found = _INSTANCES.get(key)
         if found is None:
             found = stage(config, device)
             found.setup()
-            _INSTANCES[key] = found
+            with _INSTANCES_LOCK:
+                _INSTANCES[key] = found
         return found
 
 
-@atexit.register
-def teardown_all() -> None:
-    """Tear down every set-up instance of this process (also run at interpreter exit)."""
-    with _INSTANCES_LOCK:
-        for stage in _INSTANCES.values():
+def _teardown(keys: list[_InstanceKey]) -> None:
+    for key in keys:
+        with _INSTANCES_LOCK:
+            stage = _INSTANCES.pop(key, None)
+        if stage is None:
+            continue
+        try:
             stage.teardown()
-        _INSTANCES.clear()
+        except Exception:  # one failing teardown must not keep the others' resources
+            log.exception("teardown of stage %r failed", stage.name)
+
+
+def teardown_stage(stage: type[ModelStage]) -> None:
+    """Tear down this process's instances of ``stage`` (e.g. to free a GPU before the next stage)."""
+    with _INSTANCES_LOCK:
+        keys = [k for k in _INSTANCES if k[0] is stage]
+    _teardown(keys)
+
+
+def teardown_all() -> None:
+    """Tear down every set-up instance of this process (also run when the process exits)."""
+    with _INSTANCES_LOCK:
+        keys = list(_INSTANCES)
+    _teardown(keys)
+
+
+def _forget_instances_in_child() -> None:
+    # a forked child must not use or tear down its parent's models (CUDA contexts do not survive a fork)
+    _INSTANCES.clear()
+    _SETUP_LOCKS.clear()
+
+
+atexit.register(teardown_all)
+# multiprocessing pool workers leave through os._exit, which skips atexit but runs
+# multiprocessing's finalizers (Dask worker processes run atexit).
+multiprocessing.util.Finalize(None, teardown_all, exitpriority=10)
+os.register_at_fork(after_in_child=_forget_instances_in_child)
 
 
 def call_cache_path(stage_dir: Path, shard: int) -> Path:
@@ -159,23 +244,39 @@ def call_cache_path(stage_dir: Path, shard: int) -> Path:
     return Path(stage_dir) / "_calls" / f"{part_name(shard)}.jsonl"
 
 
+def done_shard_stats(stage_dir: Path, shard: int) -> dict | None:
+    """The stats of a finished shard, or None when it is not done (no need to set a stage up)."""
+    stage_dir = Path(stage_dir)
+    if not is_done(stage_dir, shard):
+        return None
+    clear_shard_scratch(call_cache_path(stage_dir, shard))  # left behind when a run died between marker and cleanup
+    return read_stats(stage_dir, shard)
+
+
 def run_model_shard(stage_dir: Path, shard: int, stage: ModelStage, read_inputs: Callable[[], dict[str, pa.Table]]) -> dict:
     """Run one shard of a model stage (skipped when done); return its stats.
 
-    The call cache survives a killed run; once the shard's outputs and marker are written it
-    is no longer needed and is removed.
+    The call cache survives a killed or failed run; once the shard's outputs and marker are
+    written it is removed. Each output table must match its declared schema
+    (``SchemaMismatch`` naming stage, shard, table and column otherwise).
     """
     stage_dir = Path(stage_dir)
-    if is_done(stage_dir, shard):
-        return run_shard(stage_dir, shard, lambda: None)  # type: ignore[arg-type, return-value]
-    cache = CallCache(call_cache_path(stage_dir, shard))
+    done = done_shard_stats(stage_dir, shard)
+    if done is not None:
+        return done
+    cache_path = call_cache_path(stage_dir, shard)
+    with CallCache(cache_path, fingerprint=stage.fingerprint()) as cache:
 
-    def compute() -> StageResult:
-        result = stage.process(read_inputs(), ShardContext(shard, cache))
-        result.extra.setdefault("calls_cached", cache.hits)
-        result.extra.setdefault("calls_made", cache.misses)
-        return result
+        def compute() -> StageResult:
+            result = stage.process(read_inputs(), ShardContext(shard, cache))
+            result.outputs = {
+                table: check_table(data, stage.output_schema(table), f"stage {stage.name!r} shard {shard} table {table!r}")
+                for table, data in result.outputs.items()
+            }
+            result.extra.setdefault("calls_cached", cache.hits)
+            result.extra.setdefault("calls_made", cache.misses)
+            return result
 
-    stats = run_shard(stage_dir, shard, compute)
-    clear_shard_scratch(call_cache_path(stage_dir, shard))
+        stats = run_shard(stage_dir, shard, compute)
+    clear_shard_scratch(cache_path)
     return stats

@@ -1,6 +1,6 @@
 """Well-known folders of the installed package (bundled data and the template bank).
 
-The design card's root folders install as ``reasonvqa.data`` and ``reasonvqa.templates``
+The repository's root folders install as ``reasonvqa.data`` and ``reasonvqa.templates``
 (see setup.py); their location comes from ``importlib.resources``, so an editable checkout
 and a wheel install find the same files.
 """

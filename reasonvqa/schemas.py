@@ -125,6 +125,7 @@ FACTS = pa.schema(
         ("time", pa.string()),  # xsd:dateTime as Wikidata gives it, e.g. "+1889-03-31T00:00:00Z"
         ("precision", pa.int8()),  # 9 year, 10 month, 11 day
         ("rank", pa.string()),  # "preferred" or "normal"
+        ("point_in_time", pa.string()),  # P585 qualifier of the statement (xsd:dateTime, Wikidata JSON years), if any
     ]
 )
 
@@ -147,6 +148,13 @@ QUESTIONS = pa.schema(
         ("template_ids", pa.list_(pa.string())),
         ("template_version", pa.string()),
         ("knowledge_snapshot", pa.string()),
+        # verified free-form questions (PROVE); null for templated questions
+        ("kind", pa.string()),  # "verified"; null means templated
+        ("generator_model", pa.string()),
+        ("program", pa.string()),  # the verification program, def execute_command(scene_graph) / def verify(sg)
+        ("program_output", pa.string()),  # its output on the scene graph, as JSON text
+        ("similarity", pa.float32()),  # cosine(program output, answer)
+        ("evidence_object_ids", pa.list_(pa.string())),
     ]
 )
 
@@ -183,8 +191,16 @@ def from_rows(rows: list[dict], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+# Nullable QUESTIONS columns of verified free-form questions: tables without them (templated
+# questions, releases written before they existed) conform with nulls there.
+OPTIONAL_COLUMNS = frozenset({"kind", "generator_model", "program", "program_output", "similarity", "evidence_object_ids"})
+
+
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Cast ``table`` to ``schema`` (same column order); raises on missing columns."""
+    """Cast ``table`` to ``schema`` (same column order); raises on missing columns (OPTIONAL_COLUMNS become nulls)."""
+    for f in schema:
+        if f.name in OPTIONAL_COLUMNS and f.name not in table.column_names:
+            table = table.append_column(f.name, pa.nulls(table.num_rows, f.type))
     missing = [f.name for f in schema if f.name not in table.column_names]
     if missing:
         raise ValueError(f"table lacks columns {missing} of the schema")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from importlib.resources import files
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 CODE_PACKAGES = ("reasonvqa", "reasonvqa.tasks", "reasonvqa.knowledge", "reasonvqa.flows", "reasonvqa.templates")
 
@@ -52,7 +52,12 @@ def code_fingerprint(roots: Mapping[str, Path] | None = None) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def _hash_files(root: Path, files: list[Path]) -> str:
+def files_digest(root: Path, files: Iterable[Path]) -> str:
+    """Hex sha256 over each file's name relative to ``root`` and its bytes, in the order given.
+
+    The one content hash of file sets: input snapshots, the code fingerprint, the knowledge
+    mirror's snapshot id and the template bank's version.
+    """
     digest = hashlib.sha256()
     for file in files:
         digest.update(file.relative_to(root).as_posix().encode())
@@ -61,4 +66,8 @@ def _hash_files(root: Path, files: list[Path]) -> str:
             while block := handle.read(1 << 20):
                 digest.update(block)
         digest.update(b"\0")
-    return "sha256:" + digest.hexdigest()
+    return digest.hexdigest()
+
+
+def _hash_files(root: Path, files: list[Path]) -> str:
+    return "sha256:" + files_digest(root, files)

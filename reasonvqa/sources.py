@@ -3,8 +3,8 @@
 A source declares its kind name, its pydantic config model, the visual domain and license of
 its images, how to check a folder before any work, how to plan its work units, and how to
 read one unit into the record model (``reasonvqa.schemas``: images, objects, relations,
-attributes, regions, ...). The build flow, ``sources scan``, the input checks and the CLI's
-help all ask this registry; nothing else lists source kinds.
+attributes, regions). The build flow, ``sources scan``, the input checks, the config model
+and the CLI's help all ask this registry; nothing else lists source kinds.
 
 Built-in sources register through the ``reasonvqa.sources`` entry-point group in
 pyproject.toml, exactly as a third-party package would::
@@ -12,22 +12,29 @@ pyproject.toml, exactly as a third-party package would::
     [project.entry-points."reasonvqa.sources"]
     mykind = "mypackage.mysource:MySource"
 
-Tests (and notebooks) may call ``register(MySource)`` directly.
+Tests (and notebooks) may call ``register(MySource)`` directly; such a source is known to
+this process only (a Dask worker process sees entry points, not ``register`` calls).
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
 from abc import ABC, abstractmethod
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Annotated, Any, ClassVar, Iterator
 
-from pydantic import BaseModel, ConfigDict, Field
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, ValidationError
+from pydantic_core import PydanticCustomError
 
+from reasonvqa.snapshot import folder_snapshot_id
 from reasonvqa.stage import StageResult
 
 ENTRY_POINT_GROUP = "reasonvqa.sources"
+# The record tables a source may write, in the order ``sources scan`` reports them.
+SOURCE_TABLES = ("images", "objects", "relations", "attributes", "regions")
 
 
 class SourceConfig(BaseModel):
@@ -40,6 +47,20 @@ class SourceConfig(BaseModel):
     max_images: int | None = Field(default=None, ge=1, description="Read at most this many images (for quick runs).")
 
 
+class RereadUnit(Exception):
+    """Raised by ``Source.read`` when the shards it yielded so far are wrong and the unit must be
+    read again from the start: the runner discards them and calls ``read`` with ``unit``.
+
+    Visual Genome reads its files front to back assuming image order and, on meeting a file
+    that is not in that order, asks to be read again with a partitioning pass.
+    """
+
+    def __init__(self, unit: Any, reason: str) -> None:
+        super().__init__(reason)
+        self.unit = unit
+        self.reason = reason
+
+
 class Source(ABC):
     """One dataset format. Subclasses set the class attributes and implement the methods.
 
@@ -47,13 +68,18 @@ class Source(ABC):
     one Prefect task reads one unit, and ``read`` yields the unit's records as one
     ``StageResult`` per shard of at most ``shard_size`` images. Units must be small picklable
     values (strings, paths, tuples) and ``plan`` must return them in a deterministic order.
+    Images rows whose ``visual_domain`` or ``license`` is null get the source's declared values
+    when the unit is written (``tasks/sources/ingest.py``).
     """
 
     kind: ClassVar[str]
     config_model: ClassVar[type[SourceConfig]] = SourceConfig
-    visual_domain: ClassVar[str]  # e.g. "mixed", "landmarks", "indoor/outdoor", "driving", "robotics"
+    visual_domain: ClassVar[str]  # e.g. "mixed", "landmarks", "indoor", "outdoor", "driving", "robotics"
     license: ClassVar[str]  # license of the images and annotations, e.g. "CC BY 4.0"
     description: ClassVar[str] = ""  # one line for --help and the dataset card
+    # where large temporary files (spill files, extracted archives) go; None: the system temp folder.
+    # ``get`` sets it per instance (the runner passes a folder beside the work folder).
+    scratch_dir: Path | None = None
 
     @abstractmethod
     def check(self, config: SourceConfig) -> None:
@@ -66,6 +92,35 @@ class Source(ABC):
     @abstractmethod
     def read(self, config: SourceConfig, unit: Any, shard_size: int) -> Iterator[StageResult]:
         """Yield one StageResult per shard of at most ``shard_size`` images of ``unit``."""
+
+    def snapshot(self, config: SourceConfig) -> str:
+        """Content id of the inputs (manifest ``inputs``); default: the files directly in ``path``
+        (annotation files sit at the top, images in sub-folders). Override when annotations nest."""
+        return folder_snapshot_id(config.path, recursive=False)
+
+    @classmethod
+    def code_id(cls) -> str:
+        """Content id of the file defining the class: part of a build's work-folder key, so a changed
+        reader outside this package (a plugin, a test's toy source) never reuses stale shards."""
+        return folder_snapshot_id(Path(inspect.getfile(cls)))
+
+
+def require_folder(config: SourceConfig) -> Path:
+    """The source's folder; FileNotFoundError naming the kind and path when it is not one."""
+    if not config.path.is_dir():
+        raise FileNotFoundError(f"source folder not found: {config.kind}: {config.path}")
+    return config.path
+
+
+def with_source_columns(images: pa.Table, source: Source) -> pa.Table:
+    """``images`` with null ``visual_domain`` / ``license`` cells set to the source's declared values."""
+    for name in ("visual_domain", "license"):
+        if name not in images.column_names or images[name].null_count == 0:
+            continue
+        column = images[name]
+        filled = column.fill_null(pa.scalar(getattr(source, name), column.type))
+        images = images.set_column(images.column_names.index(name), name, filled)
+    return images
 
 
 _REGISTRY: dict[str, type[Source]] = {}
@@ -114,19 +169,44 @@ def kinds() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get(kind: str) -> Source:
-    """An instance of the source registered as ``kind``; UnknownSourceError lists the known kinds."""
+def source_class(kind: str) -> type[Source]:
+    """The class registered as ``kind``; UnknownSourceError lists the known kinds."""
     _load_entry_points()
     source = _REGISTRY.get(kind)
     if source is None:
         raise UnknownSourceError(f"unknown source kind {kind!r}; known kinds: {', '.join(sorted(_REGISTRY))}")
-    return source()
+    return source
+
+
+def get(kind: str, scratch_dir: Path | None = None) -> Source:
+    """An instance of the source registered as ``kind``; UnknownSourceError lists the known kinds."""
+    source = source_class(kind)()
+    source.scratch_dir = scratch_dir
+    return source
 
 
 def parse_config(raw: Any) -> SourceConfig:
-    """Validate one source entry of a build config with its kind's own config model."""
+    """Validate one source entry of a build config with its kind's own config model.
+
+    An instance of the kind's own model is kept as it is. A missing or unknown ``kind`` raises
+    pydantic's ValidationError at ``kind`` (the unknown one's message lists the known kinds).
+    """
     if isinstance(raw, SourceConfig):
+        if isinstance(raw, source_class(raw.kind).config_model):
+            return raw
         raw = raw.model_dump()
-    if not isinstance(raw, dict) or "kind" not in raw:
-        raise ValueError("a source needs a 'kind'")
-    return get(str(raw["kind"])).config_model.model_validate(raw)
+    if not isinstance(raw, dict):
+        raise ValueError(f"a source is a mapping with a 'kind', got {type(raw).__name__}")
+    if "kind" not in raw:
+        raise ValidationError.from_exception_data("SourceConfig", [{"type": "missing", "loc": ("kind",), "input": raw}])
+    try:
+        model = source_class(str(raw["kind"])).config_model
+    except UnknownSourceError as exc:
+        error = PydanticCustomError("unknown_source_kind", "{message}", {"message": str(exc)})
+        raise ValidationError.from_exception_data("SourceConfig", [{"type": error, "loc": ("kind",), "input": raw["kind"]}]) from exc
+    return model.model_validate(raw)
+
+
+# A build config's source entry: validated by its kind's config model, serialized with all of
+# that model's fields (SerializeAsAny: pydantic would otherwise dump only SourceConfig's fields).
+SourceEntry = SerializeAsAny[Annotated[SourceConfig, PlainValidator(parse_config, json_schema_input_type=dict[str, Any])]]

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
+from reasonvqa.table_check import check_table
 
 
 class AccountingError(RuntimeError):
@@ -106,7 +107,11 @@ def write_json(obj: Any, path: Path) -> None:
 
 
 def write_shard(stage_dir: Path, shard: int, result: StageResult, seconds: float = 0.0) -> dict:
-    """Write one shard's outputs, rejects, stats and marker; return the stats."""
+    """Write one shard's outputs, rejects, stats and marker; return the stats.
+
+    Output tables named in ``schemas.TABLES`` must match their schema, nested types included
+    (``SchemaMismatch`` naming stage, shard, table and column); they are written in schema order.
+    """
     rows_out = result.counted_out()
     rejected = Counter(r["reason"] for r in result.rejects.rows)
     if result.rows_in != rows_out + len(result.rejects):
@@ -115,7 +120,12 @@ def write_shard(stage_dir: Path, shard: int, result: StageResult, seconds: float
             f"rows_out={rows_out} + rejected={len(result.rejects)}"
         )
     name = part_name(shard)
-    for table_name, table in result.outputs.items():
+    outputs = {
+        table_name: check_table(table, schemas.TABLES[table_name], f"stage {stage_dir.name!r} shard {shard} table {table_name!r}")
+        if table_name in schemas.TABLES else table
+        for table_name, table in result.outputs.items()
+    }
+    for table_name, table in outputs.items():
         write_parquet(table, stage_dir / table_name / f"{name}.parquet")
     write_parquet(result.rejects.table(), stage_dir / "_rejects" / f"{name}.parquet")
     stats = {

@@ -17,7 +17,7 @@ Algorithm (one round; rounds repeat until a fixed point or ``config.rounds``):
 
 Invalid rows (no question_id, a repeated question_id, no image_id, no property_id, no answer)
 are removed first with their reason and round 0, so ``pool == kept + removed`` always.
-tasks/balance/reference.py implements the same algorithm row by row in plain Python.
+tests/tasks/balance/reference.py implements the same algorithm row by row in plain Python.
 """
 
 from __future__ import annotations

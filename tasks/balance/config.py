@@ -55,6 +55,22 @@ class BalanceConfig(BaseModel):
         "question counts (the removal preference) are refreshed between small steps.",
     )
 
+    hop_shares: dict[int, float] | None = Field(
+        default_factory=lambda: {1: 0.305, 2: 0.634, 3: 0.061},
+        description="Target share of questions per hop count after balancing (default: ReasonVQA-U, 23,767 / "
+        "49,459 / 4,781 of 78,007, supplementary Table 2). Over-represented hops are downsampled (reason hop_mix) "
+        "so no hop exceeds its share among the hops present; null keeps every hop as balanced.",
+    )
+
+    @model_validator(mode="after")
+    def _hop_shares_valid(self) -> "BalanceConfig":
+        if self.hop_shares is not None:
+            if not self.hop_shares or any(h not in (1, 2, 3) or s < 0 for h, s in self.hop_shares.items()):
+                raise ValueError("hop_shares maps hop counts 1..3 to non-negative shares")
+            if abs(sum(self.hop_shares.values()) - 1.0) > 0.01:
+                raise ValueError(f"hop_shares must sum to 1 (got {sum(self.hop_shares.values()):.3f})")
+        return self
+
     @model_validator(mode="after")
     def _ratios_consistent(self) -> "BalanceConfig":
         if self.max_ratio < self.min_ratio:
@@ -72,4 +88,10 @@ class SplitConfig(BaseModel):
     train_ratio: float = Field(default=0.7, gt=0, lt=1)
     pool_min_share: float = Field(
         default=0.01, gt=0, lt=1, description="An answer enters the pool with at least this share of all answers."
+    )
+    drop_test_pairs_seen_in_train: bool = Field(
+        default=True,
+        description="Remove from test the questions whose (question text, answer) pair also occurs in train "
+        "(answerable from the question alone; reason seen_in_train). Keeps the question-only prior of the "
+        "bias report low; false keeps the paper's split as it is.",
     )

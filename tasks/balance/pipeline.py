@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from reasonvqa.tasks.balance import codes
-from reasonvqa.tasks.balance.balance import BalanceResult, balance_questions
+from reasonvqa.tasks.balance import codes, keys
+from reasonvqa.tasks.balance.balance import REMOVED, BalanceResult, balance_questions
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.split import SplitResult, split_images
 
@@ -34,7 +35,10 @@ def balance_and_split(pool: pa.Table, balance: BalanceConfig, split: SplitConfig
     should drop their own reference and keep using ``result.pool`` (same rows, new order).
     """
     balanced = balance_questions(pool, balance, seed, materialize=False)
+    _apply_hop_mix(pool, balanced, balance.hop_shares, seed)
     result = split_images(pool, split, seed, rows=balanced.kept_rows, materialize=False)
+    if split.drop_test_pairs_seen_in_train:
+        _drop_test_pairs_seen_in_train(pool, balanced, result)
     order = np.concatenate([result.train_rows, result.test_rows, balanced.removed_rows])
     if len(order) != pool.num_rows or len(np.unique(order)) != pool.num_rows:
         raise AssertionError("train + test + removed do not partition the pool")  # accounting invariant
@@ -44,3 +48,78 @@ def balance_and_split(pool: pa.Table, balance: BalanceConfig, split: SplitConfig
     result.test = reordered.slice(n_train, n_test)
     balanced.kept = reordered.slice(0, n_train + n_test)
     return BalancedSplit(pool=reordered, balance=balanced, split=result)
+
+
+SEEN_IN_TRAIN = "seen_in_train"
+
+
+def _drop_test_pairs_seen_in_train(pool: pa.Table, balanced: BalanceResult, split: SplitResult) -> None:
+    """Move test rows whose (question, answer) pair occurs in train to the removed rows (reason
+    ``seen_in_train``); the split report's test counts follow."""
+    def pairs(rows: np.ndarray) -> pa.Array:
+        table = pool.select(["question", "answer"]).take(pa.array(rows, pa.int64()))
+        return pc.binary_join_element_wise(table["question"], table["answer"], "\x1f")
+
+    seen = pc.is_in(pairs(split.test_rows), value_set=pc.unique(pairs(split.train_rows))).to_numpy(zero_copy_only=False)
+    seen = seen.astype(bool)
+    dropped = split.test_rows[seen]
+    split.test_rows = split.test_rows[~seen]
+    _add_removed(pool, balanced, dropped, SEEN_IN_TRAIN)
+    test_images = pc.count_distinct(pool["image_id"].take(pa.array(split.test_rows, pa.int64()))).as_py()
+    split.report["test"] = {"images": test_images, "questions": len(split.test_rows)}
+    split.report["test_pairs_seen_in_train_removed"] = int(len(dropped))
+
+
+HOP_MIX = "hop_mix"
+
+
+def hop_quota(counts: dict[int, int], shares: dict[int, float]) -> dict[int, int]:
+    """Questions to keep per hop: the largest total whose per-hop shares (renormalized over the hops
+    that have questions and a share) fit the counts; a hop with share 0 keeps nothing."""
+    present = {h: s for h, s in shares.items() if s > 0 and counts.get(h, 0) > 0}
+    if not present:
+        return dict(counts)
+    norm = sum(present.values())
+    total = min(counts[h] / (s / norm) for h, s in present.items())
+    quota = {h: min(counts[h], int(round(total * present[h] / norm))) if h in present else 0 for h in counts}
+    return {h: (n if h not in shares else quota[h]) for h, n in counts.items()}
+
+
+def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, float] | None, seed: int) -> None:
+    """Downsample over-represented hops of the kept rows to ``shares`` (reason ``hop_mix``); record
+    target and achieved shares in the balance report. No ``shares``: nothing changes."""
+    if not shares:
+        return
+    hops = pool["n_hop"].take(pa.array(balanced.kept_rows, pa.int64())).to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = {int(h): int(n) for h, n in zip(*np.unique(hops, return_counts=True))}
+    quota = hop_quota(counts, shares)
+    order = np.argsort(keys.keys_of(keys.salt(seed, "hop_mix"), np.arange(len(hops))), kind="stable")
+    rank = np.empty(len(hops), dtype=np.int64)
+    for h in counts:  # rank within the hop, in seeded random order
+        mine = order[hops[order] == h]
+        rank[mine] = np.arange(len(mine))
+    keep = rank < np.array([quota.get(int(h), 0) for h in hops], dtype=np.int64)
+    dropped = balanced.kept_rows[~keep]
+    balanced.kept_rows = balanced.kept_rows[keep]
+    _add_removed(pool, balanced, dropped, HOP_MIX)
+    kept = len(balanced.kept_rows)
+    balanced.report["hop_mix"] = {
+        "target": {str(h): s for h, s in sorted(shares.items())},
+        "before": {str(h): n for h, n in sorted(counts.items())},
+        "after": {str(h): quota[h] for h in sorted(counts)},
+        "achieved": {str(h): round(quota[h] / kept, 4) if kept else 0.0 for h in sorted(counts)},
+    }
+
+
+def _add_removed(pool: pa.Table, balanced: BalanceResult, rows: np.ndarray, reason: str) -> None:
+    """Append pool ``rows`` to the balance removals with ``reason`` and count them in the report."""
+    extra = pool.select(["question_id", "property_id", "answer"]).take(pa.array(rows, pa.int64()))
+    extra = extra.append_column("round", pa.array(np.zeros(len(rows), np.int32)))
+    extra = extra.append_column("reason", pa.array([reason] * len(rows), pa.string())).cast(REMOVED)
+    balanced.removed = pa.concat_tables([balanced.removed, extra])
+    balanced.removed_rows = np.concatenate([balanced.removed_rows, rows])
+    if len(rows):
+        balanced.report.setdefault("removed_by_reason", {})[reason] = int(len(rows))
+        for key, change in (("questions_kept", -len(rows)), ("questions_removed", len(rows))):
+            if key in balanced.report:
+                balanced.report[key] += int(change)

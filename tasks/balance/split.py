@@ -12,7 +12,7 @@
    r of its images within one image, and the whole split exactly round(r * images). Sorting
    by question count first spreads heavy images over both splits, so the question ratio
    follows the image ratio closely.
-All questions of an image go to its image's split. tasks/balance/reference.py implements the
+All questions of an image go to its image's split. tests/tasks/balance/reference.py implements the
 same steps in plain Python.
 """
 

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from reasonvqa.stage import write_json, write_parquet
 from reasonvqa.tasks.balance import plots
 from reasonvqa.tasks.balance.balance import BalanceResult
+from reasonvqa.tasks.balance.bias import bias_report
 from reasonvqa.tasks.balance.split import SplitResult
 from reasonvqa.tasks.balance.summary import entropy_bits, js_divergence_bits, ranked
 
@@ -49,18 +50,21 @@ def write_stats(pool: pa.Table, balance: BalanceResult, split: SplitResult, out_
             k: balance.report[k]
             for k in ("questions_in", "questions_kept", "removed_by_reason", "balanced_away_share", "rounds", "converged", "warnings")
         },
+        "hop_mix": hop_mix(balance.report.get("hop_mix"), split),
         "split": {
             k: split.report[k]
             for k in ("train", "test", "train_share_images", "train_share_questions", "categories_final", "warnings")
         },
     }
     files = {
+        "bias.json": out_dir / "bias.json",
         "stats.json": out_dir / "stats.json",
         "balance_report.json": out_dir / "balance_report.json",
         "split_report.json": out_dir / "split_report.json",
         "balance_removed.parquet": out_dir / "balance_removed.parquet",
     }
     write_json(stats, files["stats.json"])
+    write_json(bias_report(split.train, split.test), files["bias.json"])
     write_json(balance.report, files["balance_report.json"])
     write_json(split.report, files["split_report.json"])
     write_parquet(balance.removed, files["balance_removed.parquet"])
@@ -68,6 +72,20 @@ def write_stats(pool: pa.Table, balance: BalanceResult, split: SplitResult, out_
     files["SUMMARY.md"] = out_dir / "SUMMARY.md"
     files["SUMMARY.md"].write_text(summary_markdown(stats, files), encoding="utf-8")
     return dict(sorted(files.items()))
+
+
+def hop_mix(report: dict | None, split: SplitResult) -> dict:
+    """Target vs achieved share per hop count in the released questions (train + test)."""
+    released: dict[str, int] = {}
+    for table in (split.train, split.test):
+        for h, n in table_counts(table).get("by_hop", {}).items():
+            released[h] = released.get(h, 0) + n
+    total = sum(released.values())
+    return {
+        "target": (report or {}).get("target", {}),
+        "achieved": {h: round(n / total, 4) for h, n in sorted(released.items())} if total else {},
+        "questions": dict(sorted(released.items())),
+    }
 
 
 def answer_counts(table: pa.Table) -> dict[str, dict[str, int]]:

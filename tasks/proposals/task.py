@@ -15,6 +15,7 @@ from reasonvqa.model_stage import instance, run_model_shard
 from reasonvqa.stage import read_table, summarize
 from reasonvqa.tasks.proposals.config import ProposalsConfig
 from reasonvqa.tasks.proposals.stage import ProposalsStage
+from reasonvqa.tasks.sources.ingest import SourceShard
 
 
 @task(name="proposals-shard", cache_policy=NO_CACHE)
@@ -30,20 +31,13 @@ def proposals_shard(images_path: Path, objects_path: Path | None, image_root: Pa
     return run_model_shard(stage_dir, shard, instance(ProposalsStage, config), read_inputs)
 
 
-def run_proposals(config: ProposalsConfig, source_dirs: dict[str, Path], stage_dir: Path) -> tuple[dict, pa.Table]:
-    """Submit one proposals task per image shard of every source with an image root; wait;
-    return the stage totals and every region (sorted by region_id)."""
-    from reasonvqa.stage import shard_paths
-
-    calls = []
-    for kind in sorted(source_dirs):
-        root = config.image_roots.get(kind)
-        if root is None:
-            continue
-        for path in shard_paths(source_dirs[kind], "images"):
-            objects = source_dirs[kind] / "objects" / path.name
-            calls.append((path, objects, root))
-    futures = [proposals_shard.submit(p, o, r, n, stage_dir, config) for n, (p, o, r) in enumerate(calls)]
+def run_proposals(config: ProposalsConfig, shards: list[SourceShard], stage_dir: Path) -> tuple[dict, pa.Table]:
+    """Submit one proposals task per source shard of every source with an image root (written
+    under the shard's build-wide number); wait; return the stage totals and every region
+    (sorted by region_id)."""
+    calls = [(s.file("images"), s.file("objects"), config.image_roots[s.source], s.number)
+             for s in shards if s.source in config.image_roots and s.file("images").exists()]
+    futures = [proposals_shard.submit(p, o, r, n, stage_dir, config) for p, o, r, n in calls]
     report = summarize([f.result() for f in futures])
     regions = read_table(stage_dir, "regions", schemas.REGIONS)
     return report, regions.sort_by([("region_id", "ascending")])

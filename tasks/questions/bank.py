@@ -1,19 +1,23 @@
 """The template bank: property templates, domains, unit and predicate renderings, loaded from YAML.
 
-Loading validates everything and raises ``BankError`` naming the file and key of the first
-problem, so a template that cannot render never reaches a build. Format: templates/README.md.
+Loading validates everything (pydantic models, unknown keys refused) and raises ``BankError``
+naming the file and key of the first problem, so a template that cannot render never reaches a
+build. Format: templates/README.md.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import yaml
+from pydantic import AfterValidator, StrictBool, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from reasonvqa.paths import TEMPLATES_DIR
+from reasonvqa.snapshot import files_digest
 from reasonvqa.tasks.questions.text import normalize_predicate, normalize_text
 
 CATEGORIES = ("fixed", "date", "number", "literal")
@@ -24,9 +28,8 @@ NAMING_PROPERTIES = ("P31", "P279")
 SUBJECT = "{subject}"
 ARTICLE = "{a}"
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
-PROPERTY_KEYS = {"label", "category", "value", "domains", "main", "sub", "choices", "number", "date"}
-NUMBER_KEYS = {"decimals", "spread", "thousands"}
-DATE_KEYS = {"window_years", "max_precision"}
+# keys a bank file may not set: the loader fills them from the file
+LOADER_KEYS = ("property_id", "source")
 
 
 class BankError(ValueError):
@@ -37,41 +40,70 @@ class BankError(ValueError):
         self.path, self.key, self.problem = path, key, problem
 
 
-@dataclass(frozen=True)
-class Choice:
+def _has_text(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must be a non-empty string")
+    return text
+
+
+Text = Annotated[str, AfterValidator(_has_text)]
+
+
+class _BankModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Choice(_BankModel):
     """One member of a closed answer set: the label shown and the labels that match it."""
 
     label: str
     aliases: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class NumberFormat:
+class NumberFormat(_BankModel):
     decimals: int | None = None  # None = automatic (about 3 significant digits, never more than the value has)
-    spread: float = 0.1  # distractor step as a share of the answer, rounded to 1/2/5 x 10^n
+    spread: float = Field(default=0.1, gt=0, le=1)  # distractor step as a share of the answer, rounded to 1/2/5 x 10^n
     thousands: bool = True  # 1,234,567
 
+    @field_validator("decimals", mode="before")
+    @classmethod
+    def _auto_or_small_int(cls, value):
+        if value == "auto" or value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 6:
+            raise ValueError("must be 'auto' or an integer 0..6")
+        return value
 
-@dataclass(frozen=True)
-class DateFormat:
-    window_years: int = 20  # distractors lie within this many years of the answer
+
+class DateFormat(_BankModel):
+    window_years: int = Field(default=20, ge=2, strict=True)  # distractors lie within this many years of the answer
     max_precision: int = 11  # 9 year, 10 month, 11 day: never render finer than this
 
+    @field_validator("max_precision", mode="before")
+    @classmethod
+    def _known_precision(cls, value):
+        if value not in (9, 10, 11) or isinstance(value, bool):
+            raise ValueError("must be 9 (year), 10 (month) or 11 (day)")
+        return value
 
-@dataclass(frozen=True)
-class PropertyTemplate:
-    """Templates and rendering rules of one Wikidata property."""
 
-    property_id: str
-    label: str
+class PropertyTemplate(_BankModel):
+    """Templates and rendering rules of one Wikidata property (validated in field order; the
+    ``domains`` check needs the bank's domain names as validation context)."""
+
+    property_id: str = Field(pattern=r"^P[1-9]\d*$")
+    label: Text
     category: str
     value: str
-    domains: tuple[str, ...]
+    domains: tuple[str, ...] = Field(min_length=1)
     main: str
-    sub: str | None
-    choices: tuple[Choice, ...] = ()
-    number: NumberFormat = field(default_factory=NumberFormat)
-    date: DateFormat = field(default_factory=DateFormat)
+    sub: str | None = None
+    choices: tuple[Choice, ...] = Field(default=(), validate_default=True)
+    number: NumberFormat = NumberFormat()
+    date: DateFormat = DateFormat()
+    # the value changes over time (population, head of government): asked only with its P585
+    # point in time ("... as of 2020?"), never as an inner hop
+    time_varying: StrictBool = False
     source: str = ""
 
     @property
@@ -82,10 +114,65 @@ class PropertyTemplate:
     def sub_id(self) -> str:
         return f"{self.property_id}:sub"
 
+    @field_validator("category")
+    @classmethod
+    def _known_category(cls, category: str) -> str:
+        if category not in CATEGORIES:
+            raise ValueError(f"{category!r} is not one of {CATEGORIES}")
+        return category
 
-@dataclass(frozen=True)
-class UnitFormat:
-    symbol: str
+    @field_validator("value")
+    @classmethod
+    def _value_fits_category(cls, value: str, info: ValidationInfo) -> str:
+        category = info.data.get("category")
+        if category in ALLOWED_VALUES and value not in ALLOWED_VALUES[category]:
+            raise ValueError(f"{value!r} does not fit category {category} (allowed {ALLOWED_VALUES[category]})")
+        return value
+
+    @field_validator("domains")
+    @classmethod
+    def _known_domains(cls, domains: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        known = (info.context or {}).get("domains")
+        for domain in domains:
+            if known is not None and domain not in known:
+                raise ValueError(f"unknown domain {domain!r} (see domains.yaml)")
+        return domains
+
+    @field_validator("main", mode="before")
+    @classmethod
+    def _main_template(cls, text) -> str:
+        return _check_template(text, question=True)
+
+    @field_validator("sub", mode="before")
+    @classmethod
+    def _sub_template(cls, text, info: ValidationInfo):
+        if text is None:
+            return None
+        if info.data.get("value") != "item":
+            raise ValueError("only item-valued properties can be sub-clauses")
+        return _check_template(text, question=False)
+
+    @field_validator("choices", mode="before")
+    @classmethod
+    def _closed_set(cls, raw, info: ValidationInfo):
+        if info.data.get("category") != "fixed":
+            if raw:
+                raise ValueError("only fixed-category properties have a closed choice set")
+            return ()
+        return _parse_choices(raw)
+
+    @field_validator("number", "date")
+    @classmethod
+    def _format_fits_category(cls, rendering, info: ValidationInfo):
+        """``number:`` only on number-category properties, ``date:`` only on date-category ones."""
+        if info.data.get("category") != info.field_name:
+            what = "number formatting" if info.field_name == "number" else "date rendering"
+            raise ValueError(f"only {info.field_name}-category properties have {what}")
+        return rendering
+
+
+class UnitFormat(_BankModel):
+    symbol: Text
     space: bool = True
 
 
@@ -101,14 +188,18 @@ class TemplateBank:
     naming_avoid: list[str]  # normalized labels of classes too vague to name an object
     root: Path
 
+    domain_slugs: dict[str, str] = field(default_factory=dict)  # slug -> domain name
+
+    def resolve_domains(self, names: list[str]) -> list[str]:
+        """Canonical domain names of ``names`` (names or slugs, any case); ValueError listing the
+        valid ones on an empty or unknown name."""
+        return match_domains(names, self.domains, self.domain_slugs)
+
     def select(self, domains: list[str] | None = None) -> dict[str, PropertyTemplate]:
-        """The property templates tagged with any of ``domains`` (all when None)."""
+        """The property templates tagged with any of ``domains`` (names or slugs; all when None)."""
         if domains is None:
             return dict(self.properties)
-        unknown = [d for d in domains if d not in self.domains]
-        if unknown:
-            raise ValueError(f"unknown domains {unknown}; known: {self.domains}")
-        wanted = set(domains)
+        wanted = set(self.resolve_domains(domains))
         return {pid: t for pid, t in self.properties.items() if wanted.intersection(t.domains)}
 
     def question_property_ids(self, domains: list[str] | None = None) -> list[str]:
@@ -120,6 +211,30 @@ class TemplateBank:
         return sorted(set(self.question_property_ids(domains)) | set(NAMING_PROPERTIES), key=property_number)
 
 
+def match_domains(names: list[str], domains: list[str], slugs: dict[str, str]) -> list[str]:
+    """``names`` (domain names or slugs, case-insensitive) as canonical domain names, in the given order."""
+    by_key = {d.casefold(): d for d in domains} | {s.casefold(): d for s, d in slugs.items()}
+    valid = "; ".join(f"{d} ({s})" for s, d in slugs.items()) if slugs else "; ".join(domains)
+    if not names:
+        raise ValueError(f"no domain given; valid domains: {valid}")
+    out: list[str] = []
+    for name in names:
+        key = " ".join(str(name).split()).casefold()
+        if not key:
+            raise ValueError(f"empty domain name; valid domains: {valid}")
+        if key not in by_key:
+            raise ValueError(f"unknown domain {name!r}; valid domains: {valid}")
+        if by_key[key] not in out:
+            out.append(by_key[key])
+    return out
+
+
+def resolve_domain_names(names: list[str], templates_dir: Path = TEMPLATES_DIR) -> list[str]:
+    """``match_domains`` against the bank's domains.yaml only (no property files read)."""
+    domains, slugs = _load_domains(Path(templates_dir) / "domains.yaml")
+    return match_domains(names, domains, slugs)
+
+
 def property_number(pid: str) -> int:
     return int(pid[1:])
 
@@ -129,7 +244,7 @@ def load_bank(templates_dir: Path = TEMPLATES_DIR) -> TemplateBank:
     predicates.yaml, properties/*.yaml); raise ``BankError`` naming file and key on any problem."""
     templates_dir = Path(templates_dir)
     domains_path = templates_dir / "domains.yaml"
-    domains = _load_domains(domains_path)
+    domains, slugs = _load_domains(domains_path)
     units = _load_units(templates_dir / "units.yaml")
     predicates = _load_predicates(templates_dir / "predicates.yaml")
     naming_avoid = _load_naming(templates_dir / "naming.yaml")
@@ -150,12 +265,10 @@ def load_bank(templates_dir: Path = TEMPLATES_DIR) -> TemplateBank:
     _check_compositions(prop_dir, properties)
     fixed_files = ("units.yaml", "predicates.yaml", "naming.yaml")
     hashed = [domains_path, *(templates_dir / name for name in fixed_files), *files]
-    digest = hashlib.sha256()
-    for path in hashed:
-        digest.update(path.relative_to(templates_dir).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return TemplateBank(
-        version=digest.hexdigest()[:16],
+        version=files_digest(templates_dir, hashed)[:16],
         domains=domains,
+        domain_slugs=slugs,
         properties=properties,
         units=units,
         predicates=predicates,
@@ -182,17 +295,27 @@ def _section(path: Path, key: str, kind: type, problem: str):
     return entries
 
 
-def _load_domains(path: Path) -> list[str]:
+def _load_domains(path: Path) -> tuple[list[str], dict[str, str]]:
+    """Domain names in file order and {slug: name}; names and slugs are unique case-insensitively."""
     entries = _section(path, "domains", list, "expected a non-empty list")
     names: list[str] = []
+    slugs: dict[str, str] = {}
+    seen: set[str] = set()
     for i, entry in enumerate(entries):
         name = entry.get("name") if isinstance(entry, dict) else entry
+        slug = entry.get("slug") if isinstance(entry, dict) else None
         if not isinstance(name, str) or not name.strip():
             raise BankError(path, f"domains[{i}]", "needs a non-empty name")
-        if name in names:
-            raise BankError(path, f"domains[{i}]", f"duplicate domain {name!r}")
+        if slug is not None and not (isinstance(slug, str) and re.fullmatch(r"[a-z][a-z0-9-]*", slug)):
+            raise BankError(path, f"domains[{i}].slug", "must be lowercase letters, digits and dashes")
+        for key in filter(None, (name, slug)):
+            if key.casefold() in seen:
+                raise BankError(path, f"domains[{i}]", f"duplicate domain name or slug {key!r}")
+            seen.add(key.casefold())
         names.append(name)
-    return names
+        if slug:
+            slugs[slug] = name
+    return names, slugs
 
 
 def _load_units(path: Path) -> dict[str, UnitFormat]:
@@ -201,12 +324,10 @@ def _load_units(path: Path) -> dict[str, UnitFormat]:
     for qid, spec in entries.items():
         if not re.fullmatch(r"Q\d+", str(qid)):
             raise BankError(path, f"units.{qid}", "key must be a Wikidata item id (Q123)")
-        if not isinstance(spec, dict) or not isinstance(spec.get("symbol"), str) or not spec["symbol"].strip():
-            raise BankError(path, f"units.{qid}", "needs a non-empty symbol")
-        extra = set(spec) - {"symbol", "space"}
-        if extra:
-            raise BankError(path, f"units.{qid}", f"unknown keys {sorted(extra)}")
-        units[str(qid)] = UnitFormat(symbol=spec["symbol"], space=bool(spec.get("space", True)))
+        try:
+            units[str(qid)] = UnitFormat.model_validate(spec)
+        except ValidationError as exc:
+            raise _bank_error(path, f"units.{qid}", exc) from None
     return units
 
 
@@ -253,130 +374,81 @@ def _parse_property(path: Path, pid: str, spec, known_domains: set[str]) -> Prop
         raise BankError(path, pid, "key must be a Wikidata property id (P123)")
     if not isinstance(spec, dict):
         raise BankError(path, pid, "expected a mapping")
-    unknown = set(spec) - PROPERTY_KEYS
-    if unknown:
-        raise BankError(path, f"{pid}.{sorted(unknown)[0]}", f"unknown key (allowed: {sorted(PROPERTY_KEYS)})")
-    for key in ("label", "category", "value", "domains", "main"):
-        if key not in spec:
-            raise BankError(path, f"{pid}.{key}", "missing")
-    label, category, value = spec["label"], spec["category"], spec["value"]
-    if not isinstance(label, str) or not label.strip():
-        raise BankError(path, f"{pid}.label", "must be a non-empty string")
-    if category not in CATEGORIES:
-        raise BankError(path, f"{pid}.category", f"{category!r} is not one of {CATEGORIES}")
-    if value not in ALLOWED_VALUES[category]:
-        raise BankError(path, f"{pid}.value", f"{value!r} does not fit category {category} (allowed {ALLOWED_VALUES[category]})")
-    domains = spec["domains"]
-    if not isinstance(domains, list) or not domains:
-        raise BankError(path, f"{pid}.domains", "must be a non-empty list")
-    for d in domains:
-        if d not in known_domains:
-            raise BankError(path, f"{pid}.domains", f"unknown domain {d!r} (see domains.yaml)")
-    main = _check_template(path, f"{pid}.main", spec["main"], question=True)
-    sub = spec.get("sub")
-    if sub is not None:
-        if value != "item":
-            raise BankError(path, f"{pid}.sub", "only item-valued properties can be sub-clauses")
-        sub = _check_template(path, f"{pid}.sub", sub, question=False)
-    choices: tuple[Choice, ...] = ()
-    if category == "fixed":
-        choices = _parse_choices(path, pid, spec.get("choices"))
-    elif "choices" in spec:
-        raise BankError(path, f"{pid}.choices", "only fixed-category properties have a closed choice set")
-    number = NumberFormat()
-    if "number" in spec:
-        if category != "number":
-            raise BankError(path, f"{pid}.number", "only number-category properties have number formatting")
-        number = _parse_number(path, pid, spec["number"])
-    date = DateFormat()
-    if "date" in spec:
-        if category != "date":
-            raise BankError(path, f"{pid}.date", "only date-category properties have date rendering")
-        date = _parse_date(path, pid, spec["date"])
-    return PropertyTemplate(
-        property_id=pid,
-        label=label,
-        category=category,
-        value=value,
-        domains=tuple(domains),
-        main=main,
-        sub=sub,
-        choices=choices,
-        number=number,
-        date=date,
-        source=path.name,
-    )
+    for key in LOADER_KEYS:
+        if key in spec:
+            raise BankError(path, f"{pid}.{key}", "unknown key (set by the loader)")
+    try:
+        return PropertyTemplate.model_validate(
+            {**spec, "property_id": pid, "source": path.name}, context={"domains": known_domains}
+        )
+    except ValidationError as exc:
+        raise _bank_error(path, pid, exc) from None
 
 
-def _check_template(path: Path, key: str, text, question: bool) -> str:
+def _bank_error(path: Path, prefix: str, exc: ValidationError) -> BankError:
+    """The first problem pydantic found, as a BankError whose key is ``prefix.field[index]...``."""
+    error = exc.errors(include_url=False)[0]
+    key = prefix
+    for part in error["loc"]:
+        key += f"[{part}]" if isinstance(part, int) else f".{part}"
+    ctx = error.get("ctx") or {}
+    key += ctx.get("at", "")
+    if error["type"] == "missing":
+        problem = "missing"
+    elif error["type"] == "extra_forbidden":
+        problem = "unknown key"
+    elif error["type"] in ("model_type", "dict_type"):
+        problem = "expected a mapping"
+    elif error["type"] == "value_error":
+        problem = str(ctx["error"])
+    else:
+        problem = error["msg"]
+    return BankError(path, key, problem)
+
+
+def _check_template(text, question: bool) -> str:
+    """The template with single spaces; ValueError naming the first problem."""
     if not isinstance(text, str) or not text.strip():
-        raise BankError(path, key, "must be a non-empty string")
+        raise ValueError("must be a non-empty string")
     text = " ".join(text.split())
     for ph in PLACEHOLDER.findall(text):
         if ph not in (SUBJECT, ARTICLE):
-            raise BankError(path, key, f"unknown placeholder {ph} (allowed {SUBJECT}, {ARTICLE})")
+            raise ValueError(f"unknown placeholder {ph} (allowed {SUBJECT}, {ARTICLE})")
     if text.count(SUBJECT) != 1:
-        raise BankError(path, key, f"needs exactly one {SUBJECT} placeholder")
+        raise ValueError(f"needs exactly one {SUBJECT} placeholder")
     if "{" in PLACEHOLDER.sub("", text) or "}" in PLACEHOLDER.sub("", text):
-        raise BankError(path, key, "unbalanced brace")
+        raise ValueError("unbalanced brace")
     if re.search(r"\{a\}(?! [A-Za-z])", text):
-        raise BankError(path, key, "{a} must be followed by a word")
+        raise ValueError("{a} must be followed by a word")
     if question:
         if not text.endswith("?") or text.count("?") != 1:
-            raise BankError(path, key, "a main template must end with a single question mark")
+            raise ValueError("a main template must end with a single question mark")
         if not (text.startswith(SUBJECT) or text[0].isupper()):
-            raise BankError(path, key, "a main template starts with a capital letter or {subject}")
+            raise ValueError("a main template starts with a capital letter or {subject}")
     elif "?" in text:
-        raise BankError(path, key, "a sub-clause template has no question mark")
+        raise ValueError("a sub-clause template has no question mark")
     rendered = text.replace(SUBJECT, "this thing").replace(ARTICLE, "a")
     if not re.search(r"[A-Za-z]", rendered.replace("this thing", "")):
-        raise BankError(path, key, "renders to no words besides the subject")
+        raise ValueError("renders to no words besides the subject")
     return text
 
 
-def _parse_choices(path: Path, pid: str, raw) -> tuple[Choice, ...]:
-    if not isinstance(raw, list) or len(raw) < 4:
-        raise BankError(path, f"{pid}.choices", "a fixed property needs a closed set of at least 4 choices")
+def _parse_choices(raw) -> tuple[Choice, ...]:
+    """A closed set of at least 4 labels (or {label, aliases}) no two of which normalize alike."""
+    if not isinstance(raw, (list, tuple)) or len(raw) < 4:
+        raise ValueError("a fixed property needs a closed set of at least 4 choices")
     choices, seen = [], {}
     for i, entry in enumerate(raw):
-        if isinstance(entry, str):
-            label, aliases = entry, []
-        elif isinstance(entry, dict) and isinstance(entry.get("label"), str) and set(entry) <= {"label", "aliases"}:
-            label, aliases = entry["label"], entry.get("aliases") or []
-        else:
-            raise BankError(path, f"{pid}.choices[{i}]", "expected a label or {label, aliases}")
-        for name in [label, *aliases]:
-            norm = normalize_text(str(name))
+        try:
+            choice = Choice(label=entry) if isinstance(entry, str) else Choice.model_validate(entry)
+        except ValidationError:
+            raise PydanticCustomError("bank", "{problem}", {"at": f"[{i}]", "problem": "expected a label or {label, aliases}"})
+        for name in [choice.label, *choice.aliases]:
+            norm = normalize_text(name)
             if not norm:
-                raise BankError(path, f"{pid}.choices[{i}]", "empty label or alias")
+                raise PydanticCustomError("bank", "{problem}", {"at": f"[{i}]", "problem": "empty label or alias"})
             if norm in seen:
-                raise BankError(path, f"{pid}.choices[{i}]", f"{name!r} repeats choice {seen[norm]}")
+                raise PydanticCustomError("bank", "{problem}", {"at": f"[{i}]", "problem": f"{name!r} repeats choice {seen[norm]}"})
             seen[norm] = i
-        choices.append(Choice(label=label, aliases=tuple(str(a) for a in aliases)))
+        choices.append(choice)
     return tuple(choices)
-
-
-def _parse_number(path: Path, pid: str, raw) -> NumberFormat:
-    if not isinstance(raw, dict) or set(raw) - NUMBER_KEYS:
-        raise BankError(path, f"{pid}.number", f"expected a mapping with keys among {sorted(NUMBER_KEYS)}")
-    decimals = raw.get("decimals", "auto")
-    if decimals == "auto":
-        decimals = None
-    elif not isinstance(decimals, int) or isinstance(decimals, bool) or not 0 <= decimals <= 6:
-        raise BankError(path, f"{pid}.number.decimals", "must be 'auto' or an integer 0..6")
-    spread = raw.get("spread", 0.1)
-    if not isinstance(spread, (int, float)) or not 0 < spread <= 1:
-        raise BankError(path, f"{pid}.number.spread", "must be a number in (0, 1]")
-    return NumberFormat(decimals=decimals, spread=float(spread), thousands=bool(raw.get("thousands", True)))
-
-
-def _parse_date(path: Path, pid: str, raw) -> DateFormat:
-    if not isinstance(raw, dict) or set(raw) - DATE_KEYS:
-        raise BankError(path, f"{pid}.date", f"expected a mapping with keys among {sorted(DATE_KEYS)}")
-    window = raw.get("window_years", 20)
-    if not isinstance(window, int) or isinstance(window, bool) or window < 2:
-        raise BankError(path, f"{pid}.date.window_years", "must be an integer >= 2")
-    precision = raw.get("max_precision", 11)
-    if precision not in (9, 10, 11):
-        raise BankError(path, f"{pid}.date.max_precision", "must be 9 (year), 10 (month) or 11 (day)")
-    return DateFormat(window_years=window, max_precision=precision)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class QuestionConfig(BaseModel):
@@ -10,7 +12,10 @@ class QuestionConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    domains: list[str] | None = Field(default=None, description="Restrict to these domains (names from templates/domains.yaml); null = all.")
+    domains: list[str] | None = Field(
+        default=None,
+        description="Restrict to these domains (names or slugs from templates/domains.yaml, any case; stored as names); null = all.",
+    )
     max_hops: int = Field(default=3, ge=1, le=3)
     scene_graph_clauses: bool = Field(default=True, description="Use Visual Genome relations as sub-clauses.")
     max_scene_graph_refs: int = Field(
@@ -22,6 +27,12 @@ class QuestionConfig(BaseModel):
         min_length=1,
         description="Name of a linked landmark whose item has no English instance-of/subclass-of label.",
     )
+    distractors: Literal["exchangeable", "paper"] = Field(
+        default="exchangeable",
+        description="exchangeable: number/date distractors with the answer's rounding and a uniform rank, item/literal "
+        "distractors drawn in proportion to how often each value is an answer (a choice-only model is at chance); "
+        "paper: ReasonVQA 3.2.2 (a window around the answer, uniform pool draws), for reproduction.",
+    )
     latest_year: int = Field(
         default=2026,
         description="Date distractors never fall after this year (unless the answer does); a config value, never the clock.",
@@ -31,3 +42,10 @@ class QuestionConfig(BaseModel):
         ge=1,
         description="Keep at most this many questions per image (lowest question ids); the rest are rejected as over_image_cap. null = all.",
     )
+
+    @field_validator("domains")
+    @classmethod
+    def _canonical_domains(cls, value: list[str] | None) -> list[str] | None:
+        from reasonvqa.tasks.questions.bank import resolve_domain_names
+
+        return None if value is None else resolve_domain_names(value)

@@ -8,7 +8,9 @@ the question would have no single right answer at year level.
 
 Distractors are whole steps of the rendered precision (years, months or days) within
 ``window_years`` of the answer, never after ``latest_year`` unless the answer itself is later,
-three distinct values drawn from the question's seed. Day arithmetic uses the proleptic Gregorian
+three distinct values drawn from the question's seed: by default placed so that the answer's
+rank among the four is uniform and the set is exchangeable (exchangeable.py); with
+``method="paper"`` uniformly in the window around the answer (ReasonVQA 3.2.2). Day arithmetic uses the proleptic Gregorian
 calendar (Wikidata's Julian-calendar dates keep their written day; only the distractors are
 computed in the Gregorian system). A day its month lacks in that calendar ("30 February", or a
 Julian 29 February 1700) is rejected as ``unparsable_date`` rather than rolled into March.
@@ -20,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from reasonvqa.tasks.questions.choice_frame import choice_frame
+from reasonvqa.tasks.questions.exchangeable import exchangeable_distractors
 from reasonvqa.tasks.questions.hashing import sample3
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
@@ -51,7 +54,7 @@ def civil_from_days(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return y, m, d
 
 
-def date_choices(df: pl.DataFrame, seeds: np.ndarray, latest_year: int) -> pl.DataFrame:
+def date_choices(df: pl.DataFrame, seeds: np.ndarray, latest_year: int, method: str = "exchangeable") -> pl.DataFrame:
     """Columns answer, reason, d1, d2, d3 for rows with ``time``, ``precision``, ``max_precision``, ``window_years``."""
     parts = df.select(
         g=pl.col("time").fill_null("").str.extract_groups(_TIME),
@@ -94,6 +97,13 @@ def date_choices(df: pl.DataFrame, seeds: np.ndarray, latest_year: int) -> pl.Da
         days_from_civil(np.array([latest_year]), np.array([12]), np.array([31]))[0],
     )
     span = window * per_year
+    if method == "exchangeable":
+        # all four choices within one window: every rank fits unless the latest year bounds it
+        room_above = np.where(value > latest, span, np.minimum(span, latest - value))
+        q, fits = exchangeable_distractors(value, span, span, room_above, seeds, stream=11)
+        reason[ok & ~fits] = "too_few_distractors"
+        rendered = render(np.concatenate([value, q[:, 0], q[:, 1], q[:, 2]]), np.tile(prec, 4))
+        return choice_frame(rendered, reason)
     lo = value - span
     hi = np.where(value > latest, value + span, np.minimum(value + span, latest))
     m = hi - lo  # candidates in [lo, hi] except the answer itself

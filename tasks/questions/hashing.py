@@ -15,9 +15,11 @@ import hashlib
 import numpy as np
 import polars as pl
 
+from reasonvqa.splitmix import GOLDEN, splitmix64
+
 ID_BYTES = 10  # 80-bit question ids, 20 hex characters
 _DIGEST_BYTES = ID_BYTES + 8  # + 64 bits of seed
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_GOLDEN = np.uint64(GOLDEN)
 
 
 def digest_keys(keys: pl.Series) -> tuple[pl.Series, np.ndarray]:
@@ -35,15 +37,6 @@ def stable_rank(values: list[str]) -> np.ndarray:
     b2 = hashlib.blake2b
     joined = b"".join([b2(v.encode(), digest_size=8).digest() for v in values])
     return np.frombuffer(joined, dtype="<u8").copy()
-
-
-def splitmix64(x: np.ndarray) -> np.ndarray:
-    """The splitmix64 finalizer, elementwise over uint64."""
-    with np.errstate(over="ignore"):
-        z = x.astype(np.uint64) + _GOLDEN
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
 
 
 def draw(seeds: np.ndarray, stream: int) -> np.ndarray:

@@ -30,7 +30,7 @@ from reasonvqa.tasks.questions.config import QuestionConfig
 from reasonvqa.tasks.questions.hashing import stable_rank
 from reasonvqa.tasks.questions.text import capitalize_expr, clean_phrase_expr, normalize_expr, normalize_text, resolve_articles_expr
 
-VALUE_COLUMNS = ["value_kind", "value_qid", "value_label", "amount", "unit_qid", "unit_label", "time", "precision"]
+VALUE_COLUMNS = ["value_kind", "value_qid", "value_label", "amount", "unit_qid", "unit_label", "time", "precision", "point_in_time"]
 _KIND = {"item": "item", "quantity": "quantity", "time": "time", "string": "string", "monolingualtext": "string"}
 
 
@@ -46,7 +46,7 @@ class KnowledgeIndex:
     # route_key, route, property_id, category, prefix, suffix (articles resolved), norm_prefix, norm_suffix,
     # template_ids, domains, rendering parameters of the asked property; row i belongs to routes with text_idx i
     route_texts: pl.DataFrame
-    pool: pl.DataFrame  # pool_idx, property_id, norm, display (ordered by property, then a stable hash)
+    pool: pl.DataFrame  # pool_idx, property_id, norm, display, weight (ordered by property, then a stable hash)
     pool_lookup: pl.DataFrame  # property_id, norm, pool_idx (fixed aliases included)
     pool_spans: pl.DataFrame  # property_id, pool_offset, pool_size
     stats: dict = field(default_factory=dict)
@@ -70,6 +70,11 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
     route_texts = _route_texts(routes["route_key"].unique().sort().to_list(), templates, bank.domains)
     text_idx = route_texts.select("route_key", text_idx=pl.int_range(pl.len(), dtype=pl.UInt32))
     routes = routes.join(text_idx, on="route_key").sort("start_qid", "route_key")
+    # distractors are drawn per asked fact (final subject, property), not per image or route: a question
+    # gets the same choices on every image and every route to the same fact, so no choice recurs
+    # across the release more often than its answer
+    choice_key = stable_rank(routes["fact_key"].to_list())
+    routes = routes.with_columns(choice_key=pl.Series(choice_key, dtype=pl.UInt64)).drop("fact_key")
     spans = _spans(routes["start_qid"])
     pool, lookup, pool_spans = _pools(question_facts, templates)
     return KnowledgeIndex(
@@ -90,6 +95,8 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
 def truthy_facts(facts: pa.Table | pl.DataFrame, properties: set[str]) -> pl.DataFrame:
     """Facts of ``properties`` with best-rank semantics, a value kind and a value key, deduplicated."""
     df = facts if isinstance(facts, pl.DataFrame) else pl.from_arrow(schemas.conform(facts, schemas.FACTS))
+    if "point_in_time" not in df.columns:
+        df = df.with_columns(point_in_time=pl.lit(None, dtype=pl.String))
     df = df.filter(pl.col("property_id").is_in(sorted(properties)), pl.col("rank").fill_null("normal") != "deprecated")
     preferred = (pl.col("rank") == "preferred").any().over("subject_qid", "property_id")
     df = df.filter(~preferred | (pl.col("rank") == "preferred"))
@@ -138,7 +145,8 @@ def _routes(facts: pl.DataFrame, templates: dict, max_hops: int) -> tuple[pl.Dat
         .unique(subset=["subject_qid", "property_id"], keep="first", maintain_order=True)
         .select("subject_qid", "property_id", "n_values", *VALUE_COLUMNS)
     )
-    sub_props = [pid for pid, t in templates.items() if t.sub is not None]
+    # a time-varying value ("the head of government of ...") is never an inner hop: its sub-clause has no date
+    sub_props = [pid for pid, t in templates.items() if t.sub is not None and not t.time_varying]
     item_edges = facts.filter(
         pl.col("property_id").is_in(sub_props), pl.col("value_kind") == "item", pl.col("value_qid").is_not_null()
     )
@@ -154,7 +162,8 @@ def _routes(facts: pl.DataFrame, templates: dict, max_hops: int) -> tuple[pl.Dat
             out = out.filter(pl.col("value_qid").is_null() | (pl.col("value_qid") != pl.col(q)))
         key = pl.concat_str([*props, "property_id"], separator=">") if props else pl.col("property_id")
         return out.select(
-            "start_qid", route_key=key, n_hop=pl.lit(len(props) + 1, pl.Int8), n_values="n_values", **{c: c for c in VALUE_COLUMNS}
+            "start_qid", route_key=key, n_hop=pl.lit(len(props) + 1, pl.Int8), n_values="n_values",
+            fact_key=pl.concat_str([pl.col(last), pl.col("property_id")], separator="\x1f"), **{c: c for c in VALUE_COLUMNS}
         )
 
     parts = [finish(starts, "start_qid", [], [])]
@@ -226,25 +235,29 @@ def _template_params(templates: dict) -> pl.DataFrame:
             "thousands": t.number.thousands,
             "window_years": t.date.window_years,
             "max_precision": t.date.max_precision,
+            "time_varying": t.time_varying,
         }
         for pid, t in templates.items()
     ]
     schema = {
         "property_id": pl.String, "decimals": pl.Int64, "spread": pl.Float64, "thousands": pl.Boolean,
-        "window_years": pl.Int64, "max_precision": pl.Int64,
+        "window_years": pl.Int64, "max_precision": pl.Int64, "time_varying": pl.Boolean,
     }
     return pl.DataFrame(rows, schema=schema)
 
 
 def _pools(facts: pl.DataFrame, templates: dict) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     literal = [pid for pid, t in templates.items() if t.category == "literal"]
-    values = (
-        facts.filter(pl.col("property_id").is_in(literal), pl.col("value_kind").is_in(["item", "string"]))
+    pooled = [pid for pid, t in templates.items() if t.category in ("literal", "fixed")]
+    # weight: how many subjects have the value, so distractors are drawn as often as answers occur
+    counted = (
+        facts.filter(pl.col("property_id").is_in(pooled), pl.col("value_kind").is_in(["item", "string"]))
         .with_columns(norm=normalize_expr(pl.col("value_label")), display=clean_phrase_expr(pl.col("value_label")))
         .filter(pl.col("norm").str.len_chars() > 0)
         .group_by("property_id", "norm")
-        .agg(display=pl.col("display").min())
+        .agg(display=pl.col("display").min(), weight=pl.col("subject_qid").n_unique().cast(pl.Int64))
     )
+    values = counted.filter(pl.col("property_id").is_in(literal))
     fixed_rows, alias_rows = [], []
     for pid, t in templates.items():
         for choice in t.choices:
@@ -252,12 +265,14 @@ def _pools(facts: pl.DataFrame, templates: dict) -> tuple[pl.DataFrame, pl.DataF
             fixed_rows.append({"property_id": pid, "norm": norm, "display": choice.label})
             alias_rows += [{"property_id": pid, "alias": normalize_text(a), "norm": norm} for a in choice.aliases]
     fixed = pl.DataFrame(fixed_rows, schema={"property_id": pl.String, "norm": pl.String, "display": pl.String})
+    fixed = fixed.join(counted.select("property_id", "norm", "weight"), on=["property_id", "norm"], how="left")
+    fixed = fixed.with_columns(weight=pl.col("weight").fill_null(0) + 1)  # every closed-set member can be drawn
     pool = pl.concat([values, fixed])
     pool = pool.with_columns(
         pnum=pl.col("property_id").str.slice(1).cast(pl.Int64),
         rank=pl.Series(stable_rank((pool["property_id"] + "\x1f" + pool["norm"]).to_list()), dtype=pl.UInt64),
     ).sort("pnum", "rank", "norm")
-    pool = pool.with_row_index("pool_idx").select(pl.col("pool_idx").cast(pl.Int64), "property_id", "norm", "display")
+    pool = pool.with_row_index("pool_idx").select(pl.col("pool_idx").cast(pl.Int64), "property_id", "norm", "display", "weight")
     aliases = pl.DataFrame(alias_rows, schema={"property_id": pl.String, "alias": pl.String, "norm": pl.String})
     alias_lookup = aliases.join(pool, on=["property_id", "norm"]).select("property_id", norm="alias", pool_idx="pool_idx")
     lookup = pl.concat([pool.select("property_id", "norm", "pool_idx"), alias_lookup])

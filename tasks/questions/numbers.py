@@ -5,7 +5,13 @@ never more decimals than the value has (8848.86 -> "8,849", 1.55 -> "1.55", 11 -
 separator unless the template turns it off; the unit's symbol from units.yaml, else its English
 label from the facts; unitless quantities (Wikidata unit "1"/Q199) render bare.
 
-Distractors: answer + k * step for three distinct k in [-5, 5] \\ {0}, where step is ``spread`` x
+Distractors (``method="exchangeable"``, the default): see exchangeable.py. The grid is the
+answer's rendered precision, so distractors round like the answer (330 -> 270, 410; 8,849 ->
+8,213, 9,402): no trailing-digit or rounding tell. The span is 2 x ``spread`` x |answer|
+(at least 6 steps); distractors of a positive answer stay positive.
+
+Distractors (``method="paper"``, ReasonVQA 3.2.2 for reproduction): a window around the answer,
+answer + k * step for three distinct k in [-5, 5] \\ {0}, where step is ``spread`` x
 |answer| rounded down to 1, 2 or 5 x 10^n and never finer than the rendered precision, so every
 distractor renders differently from the answer and from each other. Distractors keep the
 answer's sign (a positive answer gets positive distractors, a negative one negative ones), since
@@ -19,6 +25,7 @@ import polars as pl
 
 from reasonvqa.tasks.questions.bank import UnitFormat
 from reasonvqa.tasks.questions.choice_frame import choice_frame
+from reasonvqa.tasks.questions.exchangeable import exchangeable_distractors
 from reasonvqa.tasks.questions.hashing import sample3
 
 MAX_K = 5
@@ -26,7 +33,7 @@ _UNITLESS = ("1", "Q199")
 _ENTITY_PREFIX = "http://www.wikidata.org/entity/"
 
 
-def number_choices(df: pl.DataFrame, seeds: np.ndarray, units: dict[str, UnitFormat]) -> pl.DataFrame:
+def number_choices(df: pl.DataFrame, seeds: np.ndarray, units: dict[str, UnitFormat], method: str = "exchangeable") -> pl.DataFrame:
     """Columns answer, reason, d1, d2, d3 for rows with ``amount``, ``unit_qid``, ``unit_label``,
     ``decimals`` (null = automatic), ``spread`` and ``thousands``."""
     unit_table = pl.DataFrame(
@@ -61,8 +68,41 @@ def number_choices(df: pl.DataFrame, seeds: np.ndarray, units: dict[str, UnitFor
     tiny = (answer == 0) & (amount != 0)
     reason[tiny & (reason == None)] = "number_out_of_range"  # noqa: E711
 
+    if method == "exchangeable":
+        distractors = _exchangeable(answer, decimals, frame["spread"].to_numpy(), seeds, reason)
+    else:
+        distractors = _paper_window(answer, scale, frame["spread"].to_numpy(), seeds)
+    values = np.concatenate([answer, distractors[:, 0], distractors[:, 1], distractors[:, 2]])
+    text = format_numbers(values, np.tile(decimals, 4), np.tile(frame["thousands"].to_numpy(), 4))
+    suffix_all = pl.concat([frame["suffix"].fill_null("")] * 4)
+    text = text + suffix_all
+    return choice_frame(text, reason)
+
+
+def rounding_grid(answer: np.ndarray, decimals: np.ndarray) -> np.ndarray:
+    """The step the rendered answer is rounded to: 10^-decimals, or for whole numbers 10^(its
+    trailing zeros) (330 -> 10, 2,000,000 -> 1,000,000, 0 -> 1)."""
+    whole = np.round(np.abs(answer)).astype(np.int64)
+    zeros = np.zeros(len(answer), dtype=np.int64)
+    for t in range(1, 16):
+        zeros = np.where((whole > 0) & (whole % (10**t) == 0), t, zeros)
+    return np.where(decimals > 0, 10.0 ** -decimals, 10.0**zeros)
+
+
+def _exchangeable(answer: np.ndarray, decimals: np.ndarray, spread: np.ndarray, seeds: np.ndarray, reason: np.ndarray) -> np.ndarray:
+    grid = rounding_grid(answer, decimals)
+    steps = np.round(np.abs(answer) / grid).astype(np.int64)
+    span = np.maximum(np.round(2 * spread * steps), 6).astype(np.int64)
+    room_below = np.where(steps > 0, steps - 1, 0)  # a positive answer keeps positive distractors
+    out, ok = exchangeable_distractors(steps, span, room_below, np.full(len(steps), 10**12), seeds, stream=21)
+    reason[~ok & (reason == None)] = "too_few_distractors"  # noqa: E711
+    sign = np.where(answer < 0, -1.0, 1.0)
+    return sign[:, None] * out * grid[:, None]
+
+
+def _paper_window(answer: np.ndarray, scale: np.ndarray, spread: np.ndarray, seeds: np.ndarray) -> np.ndarray:
     grid = 1.0 / scale
-    step = np.maximum(nice_floor(np.abs(answer) * frame["spread"].to_numpy()), grid)
+    step = np.maximum(nice_floor(np.abs(answer) * spread), grid)
     # distractors keep the answer's sign ("-1" and "1" are equal once punctuation is ignored):
     # k moves away from zero freely and towards it only while the magnitude stays above zero
     magnitude = np.abs(answer)
@@ -71,13 +111,7 @@ def number_choices(df: pl.DataFrame, seeds: np.ndarray, units: dict[str, UnitFor
     q = sample3(m, seeds, stream=21) + k_min[:, None]
     k = q + ((q >= 0) & (k_min[:, None] <= 0))
     sign = np.where(answer < 0, -1.0, 1.0)
-    distractors = np.round((answer[:, None] + sign[:, None] * k * step[:, None]) * scale[:, None]) / scale[:, None]
-
-    values = np.concatenate([answer, distractors[:, 0], distractors[:, 1], distractors[:, 2]])
-    text = format_numbers(values, np.tile(decimals, 4), np.tile(frame["thousands"].to_numpy(), 4))
-    suffix_all = pl.concat([frame["suffix"].fill_null("")] * 4)
-    text = text + suffix_all
-    return choice_frame(text, reason)
+    return np.round((answer[:, None] + sign[:, None] * k * step[:, None]) * scale[:, None]) / scale[:, None]
 
 
 def auto_decimals(amount: np.ndarray) -> np.ndarray:

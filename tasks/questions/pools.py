@@ -3,8 +3,10 @@
 Literal: the pool is every distinct value (by normalized label) that the property has on any
 subject of the fact table. Fixed: the pool is the template's closed set; an answer matches a
 member by its normalized label or an alias and renders as the member's label, and an answer
-outside the set is rejected. Three distinct pool members other than the answer are drawn
-uniformly with the question's seed, so the distractor triple carries no trace of the answer.
+outside the set is rejected. Three distinct pool members other than the answer are drawn with the
+question's seed: by default in proportion to how many subjects have each value (a value frequent
+as an answer is as frequent as a distractor, so "the choice seen most often" is no tell); with
+``method="paper"`` uniformly.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import numpy as np
 import polars as pl
 
 from reasonvqa.tasks.questions.choice_frame import choice_frame
-from reasonvqa.tasks.questions.hashing import sample3
+from reasonvqa.tasks.questions.hashing import draw, sample3
+
+WEIGHTED_DRAWS = 16  # weighted draws per row before falling back to uniform ones
 from reasonvqa.tasks.questions.text import clean_phrase_expr, normalize_expr
 
 
-def pool_choices(df: pl.DataFrame, seeds: np.ndarray, index) -> pl.DataFrame:
+def pool_choices(df: pl.DataFrame, seeds: np.ndarray, index, method: str = "exchangeable") -> pl.DataFrame:
     """Columns answer, reason, d1, d2, d3 for rows with ``property_id``, ``category``,
     ``value_kind``, ``value_label``; ``index`` is the KnowledgeIndex holding the pools."""
     frame = df.select(
@@ -52,8 +56,29 @@ def pool_choices(df: pl.DataFrame, seeds: np.ndarray, index) -> pl.DataFrame:
     q = sample3(m, seeds, stream=31)
     q = q + (q >= local[:, None])
     picked = np.where(ok[:, None], offset[:, None] + q, 0)
+    if method == "exchangeable" and len(picked):
+        picked = _weighted(picked, ok, offset, size, frame["pool_idx"].fill_null(-1).to_numpy(), seeds, index)
     display = index.pool["display"]
     if display.is_empty():
         display = pl.Series([""], dtype=pl.String)
     rendered = pl.concat([frame["answer"], *(display.gather(picked[:, j]) for j in range(3))])
     return choice_frame(rendered, frame["reason"].to_numpy())
+
+
+def _weighted(uniform: np.ndarray, ok: np.ndarray, offset: np.ndarray, size: np.ndarray, answer: np.ndarray,
+              seeds: np.ndarray, index) -> np.ndarray:
+    """Three distinct pool members other than the answer, each drawn in proportion to its weight;
+    rows that do not find three in ``WEIGHTED_DRAWS`` draws keep their uniform draw."""
+    weights = index.pool["weight"].to_numpy().astype(np.float64)
+    cum = np.concatenate([[0.0], np.cumsum(weights)])
+    start, end = cum[offset], cum[np.minimum(offset + size, len(weights))]
+    picked = np.full(uniform.shape, -1, dtype=np.int64)
+    found = np.zeros(len(ok), dtype=np.int64)
+    for j in range(WEIGHTED_DRAWS):
+        u = (draw(seeds, 61 + j) >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+        idx = np.searchsorted(cum, start + u * (end - start), side="right") - 1
+        fresh = ok & (found < 3) & (idx != answer) & ~(picked == idx[:, None]).any(axis=1)
+        rows = np.flatnonzero(fresh)
+        picked[rows, found[rows]] = idx[rows]
+        found += fresh
+    return np.where((found == 3)[:, None], picked, uniform)

@@ -5,7 +5,10 @@ Naming: a Visual Genome object is linked to a class item (car), so it is named b
 ``subclass of`` (P279) label, then ``instance of`` (P31), then its own Visual Genome label; a
 landmark is linked to an individual item, so it is named by its P31 label, then P279, then
 ``config.fallback_class_name``. The item's own label is never used: it would give the answer away
-("Who designed this Eiffel Tower?").
+("Who designed this Eiffel Tower?"). Where a Visual Genome object's own word is used (no class
+label, or the other object of a scene-graph phrase), it is the WordNet lemma of its synset
+("books" with book.n.01 -> "book", the typo "pluged" with plug.n.01 -> "plug"), singular by
+construction; the annotator's label only when the object has no synset.
 
 Unambiguous references only (the rule, for "this <name>" and scene-graph phrases alike): within one
 image, every linked object that fits the words must be linked to the same item, so the answer
@@ -54,13 +57,27 @@ def build_references(
     stats = {"linked_items": named.height, "ambiguous_names": n_ambiguous}
     refs = [this_refs]
     if config.scene_graph_clauses and relations.num_rows:
-        sg_refs, sg_stats = _scene_graph_refs(columns(relations, RELATION_COLUMNS), named, bank, config)
+        words = columns(objects, ["object_id", "synset", "label"]).select(
+            "object_id", object_word=object_word_expr(pl.col("synset"), pl.col("label"))
+        ).unique("object_id", keep="first", maintain_order=True)
+        rels = columns(relations, RELATION_COLUMNS).join(words, on="object_id", how="left")
+        sg_refs, sg_stats = _scene_graph_refs(rels, named, bank, config)
         refs.append(sg_refs)
         stats.update(sg_stats)
     return pl.concat(refs).select(list(REF_SCHEMA)), stats
 
 
 RELATION_COLUMNS = ["relation_id", "image_id", "subject_id", "object_id", "predicate", "object_label"]
+
+
+def synset_lemma_expr(synset: pl.Expr) -> pl.Expr:
+    """The lemma a WordNet synset name starts with, as words: "teddy_bear.n.01" -> "teddy bear" (null if none)."""
+    return synset.str.extract(r"^([^.]+)\.[nvasr]\.\d+$").str.replace_all("_", " ")
+
+
+def object_word_expr(synset: pl.Expr, label: pl.Expr) -> pl.Expr:
+    """How a question names a Visual Genome object by itself: its synset's lemma, else its label (lowercase)."""
+    return clean_phrase_expr(pl.coalesce(synset_lemma_expr(synset), label.fill_null("").str.to_lowercase()))
 
 
 def columns(table: pa.Table, names: list[str]) -> pl.DataFrame:
@@ -82,7 +99,7 @@ def _named_links(objects: pa.Table, links: pa.Table, class_names: pl.DataFrame, 
     labels = labels.unique("first_object", keep="first", maintain_order=True)
     items = items.join(labels, on="first_object", how="left").join(class_names, on="qid", how="left")
     is_class = pl.col("method").fill_null("").str.starts_with("wordnet") | pl.col("synset").is_not_null()
-    own = clean_phrase_expr(pl.col("obj_label").fill_null("").str.to_lowercase())
+    own = object_word_expr(pl.col("synset"), pl.col("obj_label"))
     p279, p31 = clean_phrase_expr(pl.col("name_p279")), clean_phrase_expr(pl.col("name_p31"))
     named_by = (
         pl.when(is_class)
@@ -119,7 +136,8 @@ def _scene_graph_refs(
     rel = rel.join(subj, on="subject_id").join(other, on="object_id", how="left")
     pred = normalize_predicate_expr(pl.col("predicate"))
     max_words = config.max_predicate_words
-    rel = rel.with_columns(pred=pred, other_label=clean_phrase_expr(pl.col("object_label").fill_null("").str.to_lowercase()))
+    other = pl.coalesce("object_word", clean_phrase_expr(pl.col("object_label").fill_null("").str.to_lowercase()))
+    rel = rel.with_columns(pred=pred, other_label=other)
     usable = (
         pl.col("pred").str.contains(r"^[a-z]+( [a-z]+){0," + str(max_words - 1) + r"}$")
         & ~pl.col("pred").is_in(["is", "are", "was", "were", "be", "and", "a", "an", "the"])

@@ -8,8 +8,10 @@ no candidate: its answer is in the question or it has several; such routes are c
 shard's stats (routes_through_naming_property). rows_in counts candidates; each ends as one
 question or one reject with a reason:
 
-- multiple_answers: the asked subject+property has several truthy values (questions are
-  single-answer, as in ReasonVQA; a distractor could otherwise be another true value)
+- multiple_answers: the asked subject+property has several truthy values, labeled or not
+  (questions are single-answer, as in ReasonVQA; a distractor could otherwise be another true value)
+- no_point_in_time: a time-varying property (population, head of government) whose value has no
+  P585 point in time; with one, the question ends "... as of 2020?"
 - no_english_label, empty_answer, value_type_mismatch, answer_outside_closed_set,
   answer_not_in_pool, date_too_coarse, date_without_precision, unparsable_date,
   number_out_of_range: the answer cannot be rendered (see pools.py, dates.py, numbers.py)
@@ -19,8 +21,10 @@ question or one reject with a reason:
 - duplicate_question: a second candidate with the same question id
 - over_image_cap: beyond ``config.max_questions_per_image``
 
-Ids: question_id = blake2b(image_id, object ids, route, template version) (hashing.py); all draws
-of a question (distractors, choice order) come from that digest mixed with the build seed.
+Ids: question_id = blake2b(image_id, object ids, route, template version) (hashing.py); the choice
+order comes from that digest mixed with the build seed; the distractors from a hash of the asked
+fact (final subject, property) mixed with the build seed, so a question has the same choices on
+every image and every route that reaches the same fact.
 Output rows are sorted by question_id. Nothing here depends on other images of the shard.
 """
 
@@ -95,8 +99,15 @@ def generate_questions(
         .then(pl.concat_str(["phrase_cap", "suffix"]))
         .otherwise(pl.concat_str(["prefix", "phrase", "suffix"]))
     )
+    # a time-varying value holds for its point in time: "What is the population of this city as of 2020?"
+    as_of = pl.col("point_in_time").str.extract(r"^([+-]?\d+)-").cast(pl.Int64, strict=False)
+    as_of_text = pl.when(as_of > 0).then(as_of.cast(pl.String)).otherwise((1 - as_of).cast(pl.String) + " BC")
+    question = pl.when(pl.col("time_varying") & as_of.is_not_null()).then(
+        question.str.strip_suffix("?") + " as of " + as_of_text + "?"
+    ).otherwise(question)
     cand = cand.with_columns(question=question)
-    cand = _with_choices(cand, cand["seed"].to_numpy(), bank, config, index)
+    choice_seeds = mix_seed(cand["choice_key"].to_numpy(), seed)
+    cand = _with_choices(cand, choice_seeds, bank, config, index)
     cand = _with_reasons(cand, config)
 
     good = cand.filter(pl.col("reason").is_null())
@@ -141,10 +152,10 @@ def _with_choices(
 ) -> pl.DataFrame:
     """answer, reason, d1..d3 per row, each category by its own rules."""
     makers = {
-        "date": lambda df, s: date_choices(df, s, config.latest_year),
-        "number": lambda df, s: number_choices(df, s, bank.units),
-        "literal": lambda df, s: pool_choices(df, s, index),
-        "fixed": lambda df, s: pool_choices(df, s, index),
+        "date": lambda df, s: date_choices(df, s, config.latest_year, config.distractors),
+        "number": lambda df, s: number_choices(df, s, bank.units, config.distractors),
+        "literal": lambda df, s: pool_choices(df, s, index, config.distractors),
+        "fixed": lambda df, s: pool_choices(df, s, index, config.distractors),
     }
     needed = cand.select(
         "property_id", "category", "value_kind", "value_label", "amount", "unit_qid", "unit_label", "time", "precision",
@@ -180,6 +191,7 @@ def _with_reasons(cand: pl.DataFrame, config: QuestionConfig) -> pl.DataFrame:
     unrenderable = pl.col("reason").is_not_null() & (pl.col("reason") != "too_few_distractors")
     reason = (
         pl.when(pl.col("n_values") > 1).then(pl.lit("multiple_answers"))
+        .when(pl.col("time_varying") & pl.col("point_in_time").is_null()).then(pl.lit("no_point_in_time"))
         .when(unrenderable).then("reason")
         .when(in_question).then(pl.lit("answer_in_question"))
         .when(pl.col("reason").is_not_null() | clash).then(pl.lit("too_few_distractors"))
@@ -238,7 +250,8 @@ def _add_rejects(rejects: Rejects, bad: pl.DataFrame) -> None:
         ]
     )
     record = pl.struct(
-        "question_id", "image_id", "object_ids", "route_key", "question", "answer", "value_qid", "value_label", "n_values"
+        "question_id", "image_id", "object_ids", "route_key", "question", "answer", "value_qid", "value_label", "n_values",
+        "point_in_time",
     ).struct.json_encode()
     rows = bad.select(
         stage=pl.lit(rejects.stage), shard=pl.lit(rejects.shard, dtype=pl.Int32), reason="reason", source=source, record=record

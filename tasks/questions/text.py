@@ -7,12 +7,14 @@ closed choice sets) and column-side checks can never disagree.
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+
+import inflect
 import polars as pl
 
-# "an" before these although they start with a consonant letter (silent h).
-_AN_WORDS = r"(?i:(hour|honest|honou?r|heir))"
-# "a" before these although they start with a vowel letter (a "you"/"w" sound).
-_A_WORDS = r"(?i:(uni[^nmd]|uni\b|us[aeiu]|ut[ei]|ur[aeiou]|uk|ubiq|eu|ewe|one\b|ones\b|once\b))"
+_ARTICLE = re.compile(r"\{a\} ([\w'-]+)")
+_ENGLISH = inflect.engine()
 
 
 def normalize_expr(expr: pl.Expr) -> pl.Expr:
@@ -29,15 +31,16 @@ def normalize_text(text: str) -> str:
     return pl.select(normalize_expr(pl.lit(text, dtype=pl.String))).item()
 
 
+@lru_cache(maxsize=4096)
+def resolve_articles(text: str) -> str:
+    """Replace each ``{a}`` placeholder by "a" or "an" as ``inflect`` chooses for the next word
+    ("an hour", "a university", "a one-way street")."""
+    return _ARTICLE.sub(lambda m: _ENGLISH.a(m.group(1)), text)
+
+
 def resolve_articles_expr(expr: pl.Expr) -> pl.Expr:
-    """Replace each ``{a}`` placeholder by "a" or "an" according to the next word's sound:
-    vowel letters take "an", with the common exceptions ("an hour", "a university", "a one")."""
-    return (
-        expr.str.replace_all(r"\{a\} " + _AN_WORDS, "an ${1}")
-        .str.replace_all(r"\{a\} " + _A_WORDS, "a ${1}")
-        .str.replace_all(r"\{a\} ([AEIOUaeiou])", "an ${1}")
-        .str.replace_all(r"\{a\} ", "a ")
-    )
+    """:func:`resolve_articles` over a column (template texts: few distinct values, cached)."""
+    return expr.map_elements(resolve_articles, return_dtype=pl.String, skip_nulls=True)
 
 
 def capitalize_expr(expr: pl.Expr) -> pl.Expr:

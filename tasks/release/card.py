@@ -24,6 +24,12 @@ _COLUMNS = {
     "template_ids": "templates used to render the question",
     "template_version": "content hash of the template bank",
     "knowledge_snapshot": "content hash of the knowledge base the facts came from",
+    "kind": "`verified` for verified free-form questions (PROVE); null for templated questions",
+    "generator_model": "the LLM that wrote a verified question",
+    "program": "its verification program (runs on the scene graph)",
+    "program_output": "the program's output on the scene graph, as JSON",
+    "similarity": "cosine of program output and answer (all-MiniLM-L6-v2)",
+    "evidence_object_ids": "objects the question, answer or program name",
 }
 
 
@@ -37,6 +43,7 @@ def render_card(
     inputs: dict[str, str],
     stats_files: dict[str, str],
     notes: str = "",
+    bias: dict | None = None,
 ) -> str:
     """Markdown dataset card; its YAML header lets `datasets.load_dataset` find the splits."""
     header = {
@@ -87,6 +94,8 @@ def render_card(
         *[f"- input `{k}`: `{v}`" for k, v in sorted(inputs.items())],
         "- `manifest.json` lists the sha256 of every file; `reasonvqa verify <folder>` checks them.",
     ]
+    if bias:
+        lines += ["", *bias_section(bias)]
     if stats_files:
         lines += ["", "## Statistics", ""]
         lines += [f"- [{label}]({path})" for label, path in sorted(stats_files.items())]
@@ -102,3 +111,40 @@ def render_card(
         "",
     ]
     return "\n".join(lines)
+
+
+_BASELINES = {
+    "closest_to_mean": "choices only: the choice closest to the mean of the choices (number and date questions)",
+    "median": "choices only: the choice closest to the median (number and date questions)",
+    "most_frequent_choice": "choices only: the choice seen most often across the release",
+    "question_prior": "question only: the most common train answer of the same question text",
+}
+
+
+def bias_section(bias: dict) -> list[str]:
+    """The card's bias report: what a model gets right without the image (stats/bias.json)."""
+    baselines, targets = bias.get("baselines", {}), bias.get("targets", {})
+    checks = targets.get("checks", {})
+    chance = bias.get("chance")
+    lines = [
+        "## Bias report",
+        "",
+        f"Accuracy on the {bias.get('test_questions', 0)} test questions ({baselines.get('numeric_questions', 0)} "
+        f"number and date) of baselines that never look at the image (chance: {_pct(chance)}). Targets: every "
+        f"choice-only baseline within {100 * targets.get('choice_only_margin', 0):.0f} points of chance, the question-only "
+        f"prior at most {_pct(targets.get('question_prior_max'))}. Details in `stats/bias.json`.",
+        "",
+        "| baseline | accuracy | target met |",
+        "| --- | ---: | --- |",
+    ]
+    for name, text in _BASELINES.items():
+        if name in baselines:
+            lines.append(f"| {text} | {_pct(baselines[name])} | {'yes' if checks.get(name) else 'no'} |")
+    words = bias.get("question_words", {})
+    if "mean" in words:
+        lines += ["", f"Average question length: {words['mean']} words (ReasonVQA paper: {words['paper_mean']})."]
+    return lines
+
+
+def _pct(value) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -11,55 +14,210 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
-from reasonvqa.tasks.release.writer import MANIFEST, sha256_file
+from reasonvqa.tasks.release.paths import ReleasePathError, check_release_name, check_release_version
+from reasonvqa.tasks.release.writer import CARD, MANIFEST, MANIFEST_DIGEST, config_digest, digest_line, manifest_bytes, sha256_file
+
+
+_SPLIT_PART = re.compile(r"[^/]+/part-\d{5}\.parquet")
+_MANIFEST_KEYS = {"name", "version", "schema_version", "splits", "counts", "config", "config_hash", "inputs", "files"}
+
+
+@dataclass
+class ReleaseFiles:
+    """What a release folder holds, read from the files themselves (never from the manifest)."""
+
+    files: dict[str, dict[str, object]]  # relative path -> {"sha256", "bytes"}, regular files only
+    links: list[str]  # symlinks (files or folders), which a release never holds
+    rows: dict[str, int | None]  # top-level folder -> Parquet rows (None: a part is unreadable)
+    card: str | None = None  # README.md, whose provenance lines repeat the manifest's
+
+
+def scan_release(root: Path) -> ReleaseFiles:
+    """Checksums of every regular file, symlinks found, and Parquet row counts per top-level folder."""
+    files: dict[str, dict[str, object]] = {}
+    links: list[str] = []
+    rows: dict[str, int | None] = {}
+    for folder, dirs, names in os.walk(root):
+        base = Path(folder)
+        for name in sorted(dirs + names):
+            path = base / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                links.append(rel)
+            elif path.is_file():
+                files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+                if _SPLIT_PART.fullmatch(rel):  # <split>/part-NNNNN.parquet, as the writer names them
+                    top = rel.split("/", 1)[0]
+                    rows[top] = _add(rows.get(top, 0), _parquet_rows(path))
+        dirs[:] = [d for d in dirs if not (base / d).is_symlink()]
+    card = root / CARD
+    text = card.read_text(encoding="utf-8", errors="replace") if CARD in files else None
+    return ReleaseFiles(files=files, links=sorted(links), rows=rows, card=text)
+
+
+def _parquet_rows(path: Path) -> int | None:
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (pa.ArrowInvalid, OSError):
+        return None
+
+
+def _add(total: int | None, n: int | None) -> int | None:
+    return None if total is None or n is None else total + n
 
 
 def verify_release(path: Path) -> list[str]:
     """Return the problems found in the release at ``path`` (empty list = valid)."""
+    path = Path(path)
     manifest_path = path / MANIFEST
+    if path.is_symlink() or manifest_path.is_symlink():
+        return [f"{path}: a release folder and its manifest must not be symlinks"]
     if not manifest_path.is_file():
         return [f"{manifest_path}: missing manifest"]
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return [f"{manifest_path}: unreadable manifest ({exc})"]
-    problems = _check_files(path, manifest)
+    found = scan_release(path)
+    if found.links:
+        return [f"{rel}: symlink in a release (refused)" for rel in found.links]
+    raw = manifest_path.read_bytes()
+    problems = check_digest(path, raw) + check_manifest(raw, path, found)
     if problems:
-        return problems  # do not parse files whose bytes are wrong
-    if manifest.get("schema_version") != schemas.SCHEMA_VERSION:
-        problems.append(
-            f"schema version {manifest.get('schema_version')!r} != supported {schemas.SCHEMA_VERSION!r}"
-        )
+        return problems  # do not parse files whose bytes or listing are wrong
+    manifest = json.loads(raw)
     tables: dict[str, pa.Table] = {}
-    for split in [*manifest.get("splits", []), "pool"]:
+    for split in [*manifest["splits"], "pool"]:
         table, errors = _read_split(path, split)
         problems += errors
         if table is None:
             continue
         tables[split] = table
-        expected = manifest.get("counts", {}).get(split)
-        if expected != table.num_rows:
-            problems.append(f"{split}: {table.num_rows} rows, manifest says {expected}")
         if split != "pool":
             problems += _check_questions(split, table)
-    problems += _check_disjoint(tables, manifest.get("splits", []))
+    problems += _check_disjoint(tables, manifest["splits"])
     return problems
 
 
-def _check_files(root: Path, manifest: dict) -> list[str]:
+def check_digest(root: Path, manifest: bytes) -> list[str]:
+    """The manifest's sha256 must match the digest file written beside it."""
+    digest_path = root / MANIFEST_DIGEST
+    if digest_path.is_symlink() or not digest_path.is_file():
+        return [f"{MANIFEST_DIGEST}: missing (the manifest cannot be checked)"]
+    if digest_path.read_bytes() != digest_line(manifest).encode():
+        return [f"{MANIFEST}: sha256 does not match {MANIFEST_DIGEST}"]
+    return []
+
+
+def check_manifest(raw: bytes, root: Path, found: ReleaseFiles) -> list[str]:
+    """Every figure in the manifest bytes ``raw`` that can be recomputed, recomputed and compared.
+
+    Name and version from the folder path, the config hash from the config, files (listing,
+    sizes, sha256) from ``found``, splits from the folders that hold Parquet, counts from
+    the Parquet files; the bytes must be the writer's canonical JSON, so no edit hides in
+    formatting.
+    """
+    try:
+        manifest = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return [f"{MANIFEST}: unreadable ({exc})"]
+    if not isinstance(manifest, dict) or set(manifest) != _MANIFEST_KEYS:
+        keys = sorted(manifest) if isinstance(manifest, dict) else type(manifest).__name__
+        return [f"{MANIFEST}: keys {keys} are not {sorted(_MANIFEST_KEYS)}"]
+    problems = [] if raw == manifest_bytes(manifest) else [f"{MANIFEST}: not in the writer's canonical JSON form"]
+    problems += _check_identity(manifest, root)
+    problems += _check_config(manifest)
+    if not isinstance(manifest["inputs"], dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in manifest["inputs"].items()
+    ):
+        problems.append(f"{MANIFEST}: inputs is not a map of names to snapshot ids")
+    problems += _check_files(manifest["files"], found)
+    problems += _check_splits(manifest["splits"], manifest["counts"], found)
+    if not problems:
+        problems += _check_card(manifest, found.card)
+    return problems
+
+
+def _check_card(manifest: dict, card: str | None) -> list[str]:
+    """The dataset card's title, split counts and provenance lines must state what the manifest states."""
+    if card is None:
+        return [f"{CARD}: missing"]
+    lines = card.splitlines()
+    expected = [f"# {manifest['name']} {manifest['version']}", f"- config hash: `{manifest['config_hash']}` "
+                "(the full config is in `manifest.json`)"]
+    expected += [f"| {split} | {manifest['counts'][split]} |" for split in [*manifest["splits"], "pool"]]
+    problems = [f"{CARD}: does not say {line!r}" for line in expected if line not in lines]
+    stated = sorted(line for line in lines if line.startswith("- input `"))
+    inputs = sorted(f"- input `{k}`: `{v}`" for k, v in manifest["inputs"].items())
+    if stated != inputs:
+        problems.append(f"{CARD}: inputs {stated} differ from the manifest's {inputs}")
+    return problems
+
+
+def _check_identity(manifest: dict, root: Path) -> list[str]:
     problems = []
-    listed = manifest.get("files", {})
+    resolved = root.resolve()
+    if manifest["name"] != resolved.parent.name or manifest["version"] != resolved.name:
+        problems.append(f"{MANIFEST}: name/version {manifest['name']!r}/{manifest['version']!r} "
+                        f"!= folder {resolved.parent.name!r}/{resolved.name!r}")
+    try:
+        check_release_name(manifest["name"])
+        check_release_version(manifest["version"])
+    except ReleasePathError as exc:
+        problems.append(f"{MANIFEST}: {exc}")
+    if manifest["schema_version"] != schemas.SCHEMA_VERSION:
+        problems.append(f"schema version {manifest['schema_version']!r} != supported {schemas.SCHEMA_VERSION!r}")
+    return problems
+
+
+def _check_config(manifest: dict) -> list[str]:
+    config = manifest["config"]
+    if not isinstance(config, dict):
+        return [f"{MANIFEST}: config is not an object"]
+    problems = []
+    if manifest["config_hash"] != config_digest(config):
+        problems.append(f"{MANIFEST}: config_hash is not the sha256 of the config")
+    release = config.get("release")
+    if isinstance(release, dict):
+        for key in ("name", "version"):
+            if key in release and release[key] != manifest[key]:
+                problems.append(f"{MANIFEST}: config release.{key} {release[key]!r} != {key} {manifest[key]!r}")
+    return problems
+
+
+def _check_files(listed: object, found: ReleaseFiles) -> list[str]:
+    if not isinstance(listed, dict):
+        return [f"{MANIFEST}: files is not an object"]
+    problems = []
     for rel, meta in sorted(listed.items()):
-        file = root / rel
-        if not file.is_file():
+        actual = found.files.get(rel)
+        if actual is None:
             problems.append(f"{rel}: listed in manifest but missing")
-        elif file.stat().st_size != meta.get("bytes"):
-            problems.append(f"{rel}: size {file.stat().st_size} != {meta.get('bytes')}")
-        elif sha256_file(file) != meta.get("sha256"):
-            problems.append(f"{rel}: sha256 mismatch")
-    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
-    for rel in sorted(present - set(listed) - {MANIFEST}):
+        elif meta != actual:
+            if not isinstance(meta, dict) or meta.get("bytes") != actual["bytes"]:
+                problems.append(f"{rel}: size {actual['bytes']} != {meta.get('bytes') if isinstance(meta, dict) else meta}")
+            elif meta.get("sha256") != actual["sha256"]:
+                problems.append(f"{rel}: sha256 mismatch")
+            else:
+                problems.append(f"{rel}: manifest entry has keys {sorted(meta)}, expected bytes and sha256")
+    for rel in sorted(set(found.files) - set(listed) - {MANIFEST, MANIFEST_DIGEST}):
         problems.append(f"{rel}: file not listed in manifest")
+    return problems
+
+
+def _check_splits(splits: object, counts: object, found: ReleaseFiles) -> list[str]:
+    if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits) or len(set(splits)) != len(splits):
+        return [f"{MANIFEST}: splits is not a list of distinct names"]
+    if not isinstance(counts, dict):
+        return [f"{MANIFEST}: counts is not an object"]
+    problems = []
+    expected = [*splits, "pool"]
+    if sorted(found.rows) != sorted(expected) or "pool" in splits:
+        problems.append(f"{MANIFEST}: splits {splits} + pool do not match the folders holding part-NNNNN.parquet files {sorted(found.rows)}")
+    if sorted(counts) != sorted(expected):
+        problems.append(f"{MANIFEST}: counts name {sorted(counts)}, the release has {sorted(expected)}")
+    for split in expected:
+        rows = found.rows.get(split)
+        if split in found.rows and rows is None:
+            problems.append(f"{split}: a Parquet part cannot be read")
+        elif split in counts and (type(counts[split]) is not int or counts[split] != rows):
+            problems.append(f"{split}: {rows} rows, manifest says {counts[split]!r}")
     return problems
 
 

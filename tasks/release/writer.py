@@ -18,9 +18,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
+from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.release.card import render_card
+from reasonvqa.tasks.release.paths import inside, release_dir
 
 MANIFEST = "manifest.json"
+MANIFEST_DIGEST = "manifest.json.sha256"  # sha256sum line of manifest.json, beside it
+LOCKS = ".locks"  # <out>/.locks/<name>/<version>.lock: held while a version is written
 CARD = "README.md"
 ROWS_PER_FILE = 1_000_000
 SPLIT_ORDER = ("train", "validation", "test")
@@ -42,13 +46,25 @@ def require_nonempty_splits(name: str, version: str, splits: dict[str, pa.Table]
                               f"({pool_rows} questions in the pool){hint}")
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+def config_digest(config: dict[str, Any]) -> str:
+    """sha256 of the config's canonical JSON (sorted keys, no spaces): what a manifest's config_hash must be."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """The one byte form a manifest is written in (verify refuses any other)."""
+    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def digest_line(manifest: bytes) -> str:
+    """The content of MANIFEST_DIGEST for these manifest bytes (``sha256sum -c`` reads it)."""
+    return f"{hashlib.sha256(manifest).hexdigest()}  {MANIFEST}\n"
+
+
+def sha256_file(path: Path) -> str:
     """Hex sha256 of a file, streamed."""
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _with_schema_metadata(table: pa.Table, schema: pa.Schema = schemas.QUESTIONS) -> pa.Table:
@@ -87,7 +103,7 @@ def write_release(
     pool: pa.Table,
     stats_dir: Path | None,
     config: dict[str, Any],
-    config_hash: str,
+    config_hash: str | None = None,
     inputs: dict[str, str],
     card_notes: str = "",
     stats_files: dict[str, str] | None = None,
@@ -100,10 +116,29 @@ def write_release(
     pre-balancing question pool kept for re-splits. Rows are sorted by question_id.
     ``tables`` are further record tables named as in ``schemas.TABLES`` (e.g. ``regions``), one folder each.
     If the version exists with identical content it is left as is; with different
-    content a ReleaseExistsError is raised unless ``overwrite``.
+    content a ReleaseExistsError is raised unless ``overwrite``. ``name`` and ``version`` are
+    checked (ReleasePathError) and every path written resolves inside ``out_root``.
     """
-    final = out_root / name / version
-    tmp = out_root / name / f".{version}.tmp-{os.getpid()}"
+    expected_hash = config_digest(config)
+    if config_hash is not None and config_hash != expected_hash:
+        raise ValueError(f"config_hash {config_hash} is not the hash of the config ({expected_hash})")
+    config_hash = expected_hash
+    out_root = Path(out_root)
+    final = release_dir(out_root, name, version)
+    out_root.mkdir(parents=True, exist_ok=True)
+    tmp = inside(out_root, final.with_name(f".{version}.tmp-{os.getpid()}"))
+    lock = inside(out_root, out_root / LOCKS / name / f"{version}.lock")  # outside the release's own folder
+    with exclusive_lock(lock, "release"):
+        return _write_aside_and_publish(tmp, final, splits, pool=pool, stats_dir=stats_dir, config=config,
+                                        config_hash=config_hash, inputs=inputs, card_notes=card_notes,
+                                        stats_files=stats_files, overwrite=overwrite)
+
+
+def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table], *, pool: pa.Table,
+                             stats_dir: Path | None, config: dict[str, Any], config_hash: str,
+                             inputs: dict[str, str], card_notes: str, stats_files: dict[str, str] | None,
+                             overwrite: bool) -> Path:
+    name, version = final.parent.name, final.name
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
@@ -120,10 +155,12 @@ def write_release(
             counts[table_name] = table.num_rows
         if stats_dir is not None and stats_dir.exists():
             shutil.copytree(stats_dir, tmp / "stats")
+        bias_file = tmp / "stats" / "bias.json"
+        bias = json.loads(bias_file.read_text(encoding="utf-8")) if bias_file.exists() else None
         (tmp / CARD).write_text(
             render_card(name=name, version=version, splits=list(_ordered(splits)), counts=counts,
                         config_hash=config_hash, inputs=inputs, stats_files=stats_files or {},
-                        notes=card_notes),
+                        notes=card_notes, bias=bias),
             encoding="utf-8",
         )
         manifest = {
@@ -137,7 +174,9 @@ def write_release(
             "inputs": dict(sorted(inputs.items())),
             "files": _checksums(tmp),
         }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        raw = manifest_bytes(manifest)
+        (tmp / MANIFEST).write_bytes(raw)
+        (tmp / MANIFEST_DIGEST).write_text(digest_line(raw), encoding="utf-8")
         return _publish(tmp, final, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -153,7 +192,7 @@ def _checksums(root: Path) -> dict[str, dict[str, Any]]:
     files = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
-        if rel == MANIFEST:
+        if rel in (MANIFEST, MANIFEST_DIGEST):
             continue
         files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
     return files

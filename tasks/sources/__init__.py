@@ -1,5 +1,6 @@
 """Source readers: real on-disk dataset formats -> images / objects / relations / attributes shards.
 
-Entry points: ``vg.ingest_vg`` (Visual Genome), ``gldv2.ingest_gldv2`` (Google Landmarks v2),
-``scan.scan_source`` (read a source into a temporary folder and summarize it).
+Sources (registered through the ``reasonvqa.sources`` entry points): ``vg.VgSource`` (Visual
+Genome), ``gldv2.Gldv2Source`` (Google Landmarks v2). ``ingest.ingest_unit`` writes one work
+unit of any source; ``scan.scan_source`` reads a source into a temporary folder and summarizes it.
 """

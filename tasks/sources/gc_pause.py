@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, TypeVar
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -24,3 +26,9 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def gc_paused_while(items: Iterator[T]) -> Iterator[T]:
+    """Yield from ``items`` with the cyclic GC paused until they are exhausted (or the consumer stops)."""
+    with gc_paused():
+        yield from items

@@ -20,16 +20,20 @@ from __future__ import annotations
 import re
 from contextlib import closing
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
 
 from reasonvqa import schemas
-from reasonvqa.stage import Rejects, StageResult, run_stream, stage_stats
+from reasonvqa.sources import Source, SourceConfig, require_folder
+from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.columns import ColumnBuffer
-from reasonvqa.tasks.sources.gc_pause import gc_paused
-from reasonvqa.tasks.sources.gldv2_side import CATEGORIES, CLEAN, SideTables, csv_rows, image_key, read_side_tables
+from reasonvqa.tasks.sources.gc_pause import gc_paused_while
+from reasonvqa.tasks.sources.gldv2_side import (
+    CATEGORIES, CLEAN, SideTables, csv_rows, has_invalid_utf8, image_key, read_side_tables,
+)
+from reasonvqa.tasks.sources.ingest import ingest_unit
 from reasonvqa.tasks.sources.normalize import as_int_id
 from reasonvqa.tasks.sources.seen_ids import SeenIds
 
@@ -47,9 +51,46 @@ def locate_split(folder: Path) -> Path:
     raise FileNotFoundError(f"GLDv2 image list not found: {folder / SPLIT_FILES[0]} (nor index.csv, test.csv)")
 
 
+def split_header(folder: Path) -> tuple[Path, list[str]]:
+    """The image list to read and its lower-cased header."""
+    split = locate_split(folder)
+    with closing(csv_rows(split)) as rows:
+        return split, next(rows)
+
+
 def is_http_url(text: str) -> bool:
     """True for an absolute http(s) URL with a host and no whitespace."""
     return _HTTP_URL.fullmatch(text.strip()) is not None
+
+
+class Gldv2Source(Source):
+    """Google Landmarks v2 folder: one work unit (the image list is one CSV stream)."""
+
+    kind = "gldv2"
+    visual_domain = "landmarks"
+    # the annotations are CC BY 4.0 (Google); each image keeps its own license, listed in
+    # train_attribution.csv (train images: CC BY family without NoDerivs)
+    license = "images: per image (train_attribution.csv); annotations: CC BY 4.0"
+    description = "Google Landmarks v2: train.csv (or index.csv, test.csv), train_label_to_category.csv, train_clean.csv"
+
+    def check(self, config: SourceConfig) -> None:
+        folder = require_folder(config)
+        _, header = split_header(folder)
+        if "landmark_id" in header and not (folder / CATEGORIES).is_file():
+            raise FileNotFoundError(f"GLDv2 landmark categories not found: {folder / CATEGORIES}")
+
+    def read(self, config: SourceConfig, unit: Any, shard_size: int) -> Iterator[StageResult]:
+        """Shards of ``shard_size`` data rows of the image list; ``config.max_images`` reads only
+        the first N data rows."""
+        folder = Path(config.path)
+        split, header = split_header(folder)
+        side = read_side_tables(folder, need_categories="landmark_id" in header)
+        extra = {
+            "source": self.kind,
+            "split_file": split.name,
+            "missing_files": sorted(n for n in (CATEGORIES, CLEAN) if not (folder / n).is_file()),
+        }
+        return gc_paused_while(_shards(split, side, shard_size, config.max_images, extra))
 
 
 def ingest_gldv2(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: int | None = None) -> list[dict]:
@@ -58,23 +99,8 @@ def ingest_gldv2(path: Path, stage_dir: Path, shard_size: int = 5000, max_images
     A finished stage (``_done/ALL``) is not read again. ``max_images`` reads only the
     first N data rows of the image list.
     """
-    stage_dir = Path(stage_dir)
-    if (stage_dir / "_done" / "ALL").exists():
-        return stage_stats(stage_dir)
-    if shard_size < 1:
-        raise ValueError(f"shard_size must be >= 1, got {shard_size}")
-    folder = Path(path)
-    split = locate_split(folder)
-    with closing(csv_rows(split)) as rows:
-        header = next(rows)
-    side = read_side_tables(folder, need_categories="landmark_id" in header)
-    extra = {
-        "source": "gldv2",
-        "split_file": split.name,
-        "missing_files": sorted(n for n in (CATEGORIES, CLEAN) if not (folder / n).is_file()),
-    }
-    with gc_paused():
-        return run_stream(stage_dir, _shards(split, side, shard_size, max_images, extra))
+    config = Gldv2Source.config_model(kind=Gldv2Source.kind, path=Path(path), max_images=max_images)
+    return ingest_unit(Gldv2Source(), config, str(config.path), Path(stage_dir), shard_size)
 
 
 def _shards(split: Path, side: SideTables, shard_size: int, max_images: int | None, extra: dict) -> Iterator[StageResult]:
@@ -147,7 +173,9 @@ class _ShardBuilder:
         source = f"{self.split.name}:{line}"
         reason = None
         key = url = landmark = None
-        if len(row) != len(self.header):
+        if has_invalid_utf8(row):
+            reason = "csv_invalid_utf8"
+        elif len(row) != len(self.header):
             reason = "csv_row_malformed"
         elif (key := image_key(row[self.columns["id"]])) is None:
             reason = "image_id_malformed"

@@ -67,13 +67,25 @@ class SideTables:
 
 
 def csv_rows(path: Path) -> Iterator:
-    """Yield the lower-cased header, then ``(line number, row)`` for each non-blank data row."""
-    with open(path, newline="", encoding="utf-8-sig", errors="replace") as handle:
+    """Yield the lower-cased header, then ``(line number, row)`` for each non-blank data row.
+
+    Bytes that are not UTF-8 stay as lone surrogates (``surrogateescape``) so a reader can
+    reject the row (``has_invalid_utf8``) instead of keeping replacement characters.
+    """
+    with open(path, newline="", encoding="utf-8-sig", errors="surrogateescape") as handle:
         reader = csv.reader(handle)
         yield [h.strip().lower() for h in next(reader, [])]
         for row in reader:
             if row and any(cell.strip() for cell in row):
                 yield reader.line_num, row
+
+
+def has_invalid_utf8(row: list[str]) -> bool:
+    """True when a cell of a ``csv_rows`` row held bytes that are not UTF-8."""
+    return any(not cell.isascii() and _SURROGATE.search(cell) for cell in row)
+
+
+_SURROGATE = re.compile("[\udc80-\udcff]")
 
 
 def _columns(path: Path, names: tuple[str, str], rejects: list[Reject]) -> Iterator[tuple[str, str, str, list[str]]]:
@@ -89,7 +101,9 @@ def _columns(path: Path, names: tuple[str, str], rejects: list[Reject]) -> Itera
         first, second = (header.index(name) for name in names)
         for line, row in rows:
             source = f"{path.name}:{line}"
-            if len(row) != len(header):
+            if has_invalid_utf8(row):
+                rejects.append(("csv_invalid_utf8", source, row))
+            elif len(row) != len(header):
                 rejects.append(("csv_row_malformed", source, row))
             else:
                 yield source, row[first], row[second], row

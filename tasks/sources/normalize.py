@@ -17,18 +17,23 @@ def collapse_spaces(value: str) -> str:
     return " ".join(value.split())
 
 
+MAX_ID = 2**63 - 1  # ids are stored as int64
+
+
 def as_int_id(value: object) -> int | None:
-    """A non-negative integer id from an int, an integral float or a digit string; else None."""
+    """A non-negative integer id (at most MAX_ID) from an int, an integral float or a digit string; else None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float):
-        return int(value) if value.is_integer() and value >= 0 else None
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, float):
+        number = int(value) if value.is_integer() else -1
+    elif isinstance(value, str):
         text = value.strip()
-        return int(text) if text.isascii() and text.isdigit() else None
-    return None
+        number = int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else -1
+    else:
+        return None
+    return number if 0 <= number <= MAX_ID else None
 
 
 def is_number(value: object) -> bool:

@@ -7,25 +7,30 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from reasonvqa import sources
 from reasonvqa.stage import shard_paths, summarize
-from reasonvqa.tasks.sources.gldv2 import ingest_gldv2
-from reasonvqa.tasks.sources.vg import ingest_vg
-
-READERS = {"vg": ingest_vg, "gldv2": ingest_gldv2}
-TABLES = ("images", "objects", "relations", "attributes")
+from reasonvqa.tasks.sources.ingest import ingest_unit, source_stage_dir, unit_dir
 
 
 def scan_source(kind: str, path: Path, shard_size: int = 5000) -> dict:
-    """Ingest source ``kind`` ("vg" or "gldv2") from ``path``; return row counts and rejects by reason.
+    """Read every unit of the registered source ``kind`` from ``path``; return row counts and rejects by reason.
 
-    Returns ``{"source", "path", "images", "objects", "relations", "attributes",
-    "rejected": {reason: n}, "shards"}``; nothing is kept on disk.
+    Returns ``{"source", "path", <one count per table of sources.SOURCE_TABLES>,
+    "rejected": {reason: n}, "shards"}``; nothing is kept on disk. An unknown kind raises
+    ``UnknownSourceError`` (a ValueError) listing the known kinds.
     """
-    if kind not in READERS:
-        raise ValueError(f"unknown source kind {kind!r}; expected one of {sorted(READERS)}")
+    sources.source_class(kind)  # an unknown kind: one line listing the known ones
+    config = sources.parse_config({"kind": kind, "path": Path(path)})
     with tempfile.TemporaryDirectory(prefix=f"reasonvqa-scan-{kind}-") as tmp:
-        stage_dir = Path(tmp) / f"sources_{kind}"
-        stats = READERS[kind](Path(path), stage_dir, shard_size=shard_size)
-        counts = {t: sum(pq.ParquetFile(p).metadata.num_rows for p in shard_paths(stage_dir, t)) for t in TABLES}
+        source_dir = source_stage_dir(Path(tmp), kind)
+        source = sources.get(kind, scratch_dir=source_dir)
+        source.check(config)
+        stats: list[dict] = []
+        counts = dict.fromkeys(sources.SOURCE_TABLES, 0)
+        for index, unit in enumerate(source.plan(config, shard_size)):
+            stage_dir = unit_dir(source_dir, index)
+            stats += ingest_unit(source, config, unit, stage_dir, shard_size)
+            for table in counts:
+                counts[table] += sum(pq.ParquetFile(p).metadata.num_rows for p in shard_paths(stage_dir, table))
     totals = summarize(stats)
     return {"source": kind, "path": str(path), **counts, "rejected": totals["rejected"], "shards": totals["shards"]}

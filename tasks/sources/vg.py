@@ -18,9 +18,11 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
-from reasonvqa.stage import StageResult, run_stream, stage_stats
+from reasonvqa.sources import RereadUnit, Source, SourceConfig, require_folder
+from reasonvqa.stage import StageResult
+from reasonvqa.tasks.sources.ingest import ingest_unit
 from reasonvqa.tasks.sources.gc_pause import gc_paused
 from reasonvqa.tasks.sources.jsonstream import StreamFailure, iter_json_array
 from reasonvqa.tasks.sources.vg_merge import AlignedCursor, OutOfOrder, PartitionedCursor, ShardPlan, partition_file
@@ -52,6 +54,9 @@ class VgFiles:
 def locate_files(folder: Path) -> VgFiles:
     """Find the Visual Genome files in ``folder``; FileNotFoundError names a missing required one."""
     folder = Path(folder)
+    for name in (IMAGE_DATA, OBJECTS, SCENE_GRAPHS, ATTRIBUTES, RELATIONSHIPS):
+        if (folder / name).exists() and not (folder / name).is_file():  # a folder would be taken for "absent"
+            raise FileNotFoundError(f"Visual Genome {name} is not a file: {folder / name}")
     image_data = folder / IMAGE_DATA
     if not image_data.is_file():
         raise FileNotFoundError(f"Visual Genome image metadata not found: {image_data}")
@@ -98,6 +103,67 @@ def read_image_index(path: Path) -> tuple[ImageIndex, StreamFailure | None]:
     return index, failures[0] if failures else None
 
 
+class PartitionedPass(NamedTuple):
+    """The unit value of a second read: files not in image_data order are partitioned first."""
+
+    reason: str
+
+
+class VgSource(Source):
+    """Visual Genome v1.2/v1.4 folder: one work unit (the files are read front to back together)."""
+
+    kind = "vg"
+    visual_domain = "mixed"  # everyday indoor and outdoor scenes (YFCC100M and MS-COCO images)
+    license = "CC BY 4.0"
+    description = "Visual Genome: image_data.json with objects.json (or scene_graphs.json), attributes, relationships"
+
+    def check(self, config: SourceConfig) -> None:
+        locate_files(require_folder(config))
+
+    def read(self, config: SourceConfig, unit: Any, shard_size: int) -> Iterator[StageResult]:
+        """Shards of ``shard_size`` image_data rows; ``config.max_images`` keeps the first N rows
+        of image_data.json and the annotations of those images.
+
+        The first read assumes the annotation files list images in image_data order (as released);
+        a file that does not raises ``RereadUnit`` with a ``PartitionedPass``.
+        """
+        files = locate_files(Path(config.path))
+        index, image_failure = read_image_index(files.image_data)
+        selected = len(index.entries) if config.max_images is None else min(config.max_images, len(index.entries))
+        plan = ShardPlan(index, selected, shard_size)
+        extra = {
+            "source": self.kind,
+            "primary_file": files.primary.name,
+            "missing_files": list(files.missing),
+            "ignored_files": list(files.ignored),
+            "merge": "aligned",
+        }
+        if isinstance(unit, PartitionedPass):
+            extra["merge"] = "partitioned"
+            extra["merge_reason"] = unit.reason
+            return self._partitioned(plan, files, extra, image_failure)
+        return self._aligned(plan, files, extra, image_failure)
+
+    def _aligned(self, plan: ShardPlan, files: VgFiles, extra: dict, image_failure: StreamFailure | None) -> Iterator[StageResult]:
+        aligned = {kind: AlignedCursor(p, plan) for kind, p in files.annotation_files()}
+        try:
+            with gc_paused():
+                yield from _shards(plan, aligned, files, extra, image_failure)
+        except OutOfOrder as disorder:
+            raise RereadUnit(PartitionedPass(str(disorder)), str(disorder)) from disorder
+        finally:
+            for cursor in aligned.values():
+                cursor.close()
+
+    def _partitioned(self, plan: ShardPlan, files: VgFiles, extra: dict, image_failure: StreamFailure | None) -> Iterator[StageResult]:
+        if self.scratch_dir is not None:
+            Path(self.scratch_dir).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".vg-spill-", dir=self.scratch_dir) as spill, gc_paused():
+            partitioned = {kind: partition_file(p, plan, Path(spill) / kind) for kind, p in files.annotation_files()}
+            extra["skipped_outside_selection"] = sum(c.skipped_outside for c in partitioned.values())
+            yield from _shards(plan, partitioned, files, extra, image_failure)
+
+
 def ingest_vg(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: int | None = None) -> list[dict]:
     """Read a Visual Genome folder into ``stage_dir``; return the per-shard stats.
 
@@ -105,36 +171,10 @@ def ingest_vg(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: i
     N rows of image_data.json and the annotations of those images.
     """
     stage_dir = Path(stage_dir)
-    if (stage_dir / "_done" / "ALL").exists():
-        return stage_stats(stage_dir)
-    if shard_size < 1:
-        raise ValueError(f"shard_size must be >= 1, got {shard_size}")
-    files = locate_files(Path(path))
-    index, image_failure = read_image_index(files.image_data)
-    selected = len(index.entries) if max_images is None else min(max_images, len(index.entries))
-    plan = ShardPlan(index, selected, shard_size)
-    extra = {
-        "source": "vg",
-        "primary_file": files.primary.name,
-        "missing_files": list(files.missing),
-        "ignored_files": list(files.ignored),
-        "merge": "aligned",
-    }
-    aligned = {kind: AlignedCursor(p, plan) for kind, p in files.annotation_files()}
-    try:
-        with gc_paused():
-            return run_stream(stage_dir, _shards(plan, aligned, files, extra, image_failure))
-    except OutOfOrder as disorder:
-        extra["merge"] = "partitioned"
-        extra["merge_reason"] = str(disorder)
-    finally:
-        for cursor in aligned.values():
-            cursor.close()
-    stage_dir.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{stage_dir.name}-spill-", dir=stage_dir.parent) as spill, gc_paused():
-        partitioned = {kind: partition_file(p, plan, Path(spill) / kind) for kind, p in files.annotation_files()}
-        extra["skipped_outside_selection"] = sum(c.skipped_outside for c in partitioned.values())
-        return run_stream(stage_dir, _shards(plan, partitioned, files, extra, image_failure))
+    config = VgSource.config_model(kind=VgSource.kind, path=Path(path), max_images=max_images)
+    source = VgSource()
+    source.scratch_dir = stage_dir.parent
+    return ingest_unit(source, config, str(config.path), stage_dir, shard_size)
 
 
 def _shards(

@@ -59,6 +59,9 @@ class RelationEntry(NamedTuple):
     object_name: str | None
 
 
+_INT32_MAX = 2**31 - 1
+
+
 def record_image_id(record: object) -> int | None:
     """The image id of a per-image record (``image_id`` or the older ``id``)."""
     if not isinstance(record, dict):
@@ -75,7 +78,8 @@ def parse_image_entry(record: object) -> ImageEntry | str:
     if image_id is None:
         return "image_missing_id"
     width, height = as_number(record.get("width")), as_number(record.get("height"))
-    if width is None or height is None or width <= 0 or height <= 0 or not width.is_integer() or not height.is_integer():
+    if (width is None or height is None or not 0 < width <= _INT32_MAX or not 0 < height <= _INT32_MAX
+            or not width.is_integer() or not height.is_integer()):  # IMAGES.width/height are int32
         return "image_bad_size"
     url = record.get("url")
     return ImageEntry(image_id, int(width), int(height), url if isinstance(url, str) and url else None)

@@ -14,5 +14,5 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 def prefect_api():
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=60):
+    with prefect_test_harness(server_startup_timeout=180):  # ~65 s on a loaded 2-core machine
         yield

@@ -22,13 +22,13 @@ def _release(tmp_path):
     (stats / "SUMMARY.md").write_text("# Release statistics\n\n- [plot.png](plot.png)\n- [stats.json](stats.json)\n")
     train = schemas.from_rows([question("q1", "vg:1", "Paris", ["Paris", "Lyon", "Nice", "Lille"])], schemas.QUESTIONS)
     test = schemas.from_rows([question("q2", "vg:2", "Rome", ["Rome", "Bern", "Oslo", "Kyiv"])], schemas.QUESTIONS)
-    return write_release(tmp_path / "out", "Demo Set", "1", {"train": train, "test": test},
-                         pool=pa.concat_tables([train, test]), stats_dir=stats, config={}, config_hash="h", inputs={})
+    return write_release(tmp_path / "out", "demo-set", "1.0.0", {"train": train, "test": test},
+                         pool=pa.concat_tables([train, test]), stats_dir=stats, config={}, inputs={})
 
 
 def test_summary_embeds_png_plots_and_names_other_files(tmp_path):
     text = release_summary_markdown(_release(tmp_path))
-    assert text.startswith("# Demo Set 1")
+    assert text.startswith("# demo-set 1.0.0")
     assert f"![plot.png](data:image/png;base64,{base64.b64encode(PNG).decode()})" in text
     assert "stats.json (`" in text
 

@@ -56,12 +56,13 @@ def test_every_shard_of_every_stage_adds_up(two_builds):
     work = next((release.parents[1] / ".work").iterdir())
     report = stage_report(work)
     assert {"sources_vg", "sources_gldv2", "link", "facts", "questions"} <= set(report)
-    for stage in report:
-        for shard in stage_stats(work / stage):
+    for stage in work.rglob("_stats"):
+        for shard in stage_stats(stage.parent):
             assert shard["rows_in"] == shard["rows_out"] + sum(shard["rejected"].values()), (stage, shard)
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["counts"]["train"] + manifest["counts"]["test"] <= manifest["counts"]["pool"]
-    assert set(manifest["inputs"]) == {"source:vg", "source:gldv2", "knowledge"}
+    assert set(manifest["inputs"]) == {"source:vg", "source:gldv2", "knowledge", "knowledge_date"}
+    assert manifest["inputs"]["knowledge_date"] == "2021-05-26"  # the bundled entities' newest `modified`
 
 
 # A hand-made build: VG v1.4 shapes (`id`, `merged_object_ids`, subject_id/object_id relations)
@@ -131,13 +132,13 @@ def custom_build(tmp_path_factory):
 def test_custom_build_accounts_for_every_bad_record(custom_build):
     release, work = custom_build
     assert release.parts[-2:] == ("custom", "1.0.0") and verify_release(release) == []
-    for stage in stage_report(work):
-        for shard in stage_stats(work / stage):
+    for stage in work.rglob("_stats"):
+        for shard in stage_stats(stage.parent):
             assert shard["rows_in"] == shard["rows_out"] + sum(shard["rejected"].values()), (stage, shard)
     rejects = {
         (r["reason"], r["source"])
         for kind in ("vg", "gldv2")
-        for r in pl.read_parquet(work / f"sources_{kind}" / "_rejects" / "*.parquet").to_dicts()
+        for r in pl.read_parquet(work / f"sources_{kind}" / "unit-00000" / "_rejects" / "*.parquet").to_dicts()
     }
     assert rejects == {
         ("image_record_malformed", "image_data.json#[2]"),
@@ -151,8 +152,26 @@ def test_custom_build_accounts_for_every_bad_record(custom_build):
         ("clean_image_id_malformed", "train_clean.csv:2"),
         ("category_url_malformed", "train_label_to_category.csv:5"),
     }
-    relations = pl.read_parquet(work / "sources_vg" / "relations" / "*.parquet")
+    relations = pl.read_parquet(work / "sources_vg" / "unit-00000" / "relations" / "*.parquet")
     # the relation naming merged id 90 resolves to the object that absorbed it
     assert relations.sort("relation_id")["subject_id"].to_list() == ["vg:10/o100", "vg:10/o100"]
-    objects = pl.read_parquet(work / "sources_gldv2" / "objects" / "*.parquet")
+    objects = pl.read_parquet(work / "sources_gldv2" / "unit-00000" / "objects" / "*.parquet")
     assert sorted(objects["commons_category"].to_list()) == ["Chichén Itzá", "Lisbon", "Mount Everest"]
+
+
+def test_a_build_resumed_with_a_warm_query_cache_gives_the_same_release(two_builds):
+    """Like a build killed after its SPARQL answers were cached: fewer requests, the same bytes."""
+    import shutil
+
+    first, second = two_builds
+    out = first.parents[1]
+    work = next((out / ".work").iterdir())
+    for stage in ("link", "facts", "questions"):
+        shutil.rmtree(work / stage)
+    shutil.rmtree(first)
+    again = Path(build_reasonvqa(sample_config(), str(out)))
+    assert again == first
+    assert json.loads((work / "run_report.json").read_text())["link"]["requests"] == 0  # all from the cache
+    files = sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    assert sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file()) == files
+    assert [str(f) for f in files if (again / f).read_bytes() != (second / f).read_bytes()] == []

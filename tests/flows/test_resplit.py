@@ -11,7 +11,7 @@ from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import EmptySelectionError
 from reasonvqa.tasks.balance.pipeline import balance_and_split
 from reasonvqa.tasks.balance.stats import write_stats
-from reasonvqa.tasks.balance.synthetic import synthetic_pool
+from tests.tasks.balance.synthetic import synthetic_pool
 from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release
 from reasonvqa.tasks.release.writer import write_release
@@ -24,11 +24,12 @@ def source(tmp_path_factory):
     """A release written by the real writer from a synthetic pool of 6 domains."""
     root = tmp_path_factory.mktemp("source")
     config = json.loads(sample_config().canonical_json())
+    config["release"] = {"name": "syn", "version": "1.0.0"}  # as a build of that release would hold
     done = balance_and_split(synthetic_pool(3_000, 400, 12, seed=5), BalanceConfig(), SplitConfig(), config["seed"])
     write_stats(done.pool, done.balance, done.split, root / "stats")
     return write_release(
         root / "out", "syn", "1.0.0", {"train": done.split.train, "test": done.split.test}, pool=done.pool,
-        stats_dir=root / "stats", config=config, config_hash="0" * 64, inputs={"source:vg": "sha256:feed"},
+        stats_dir=root / "stats", config=config, inputs={"source:vg": "sha256:feed"},
     )
 
 
@@ -84,11 +85,11 @@ def test_empty_filter_is_a_clear_error_and_writes_nothing(source, tmp_path):
 def test_changed_pool_is_refused(source, tmp_path):
     import shutil
 
-    copy = tmp_path / "copy"
+    copy = tmp_path / "syn" / "1.0.0"  # verify reads name and version from the path
     shutil.copytree(source, copy)
     part = sorted((copy / "pool").glob("*.parquet"))[0]
     part.write_bytes(part.read_bytes()[:-10] + b"0123456789")
-    with pytest.raises(SourceReleaseError, match="does not match the manifest checksum"):
+    with pytest.raises(SourceReleaseError, match="fails verification .* pool/part-00000.parquet: sha256 mismatch"):
         resplit(copy, tmp_path / "out", domains=KEEP)
     with pytest.raises(SourceReleaseError, match="no manifest"):
         resplit(tmp_path / "nowhere", tmp_path / "out", domains=KEEP)
@@ -125,17 +126,17 @@ def test_route_match_keeps_what_a_domain_build_would_generate(tmp_path):
     rows = []
     for i in range(40):
         rows.append(question(f"a{i:02d}", f"vg:{i}", "P36", ["Lisbon", "Paris", "Rome"][i % 3], n_hop=2,
-                             route=["P17", "P36"], domains=["Places & Locations", "Politics & Government"],
+                             route=["P17", "P36"], domains=["Places & Locations", "Physical Geography", "Politics & Ideologies"],
                              template_version=bank.version))
         rows.append(question(f"b{i:02d}", f"vg:{i}", "P571", str(1800 + i % 4), route=["P571"],
                              domains=["History & Events"], template_version=bank.version))
     pool = pool_of(rows)
-    source = write_release(tmp_path / "src", "real", "1", {"train": pool.slice(0, 0), "test": pool.slice(0, 0)},
+    source = write_release(tmp_path / "src", "reasonvqa-sample", "0.1.0", {"train": pool.slice(0, 0), "test": pool.slice(0, 0)},
                            pool=pool, stats_dir=None, config=json.loads(sample_config().canonical_json()),
-                           config_hash="0" * 64, inputs={})
-    path = resplit(source, tmp_path / "out", domains=["Places & Locations"])
+                           inputs={})
+    path = resplit(source, tmp_path / "out", domains=["Politics & Ideologies"])
     assert verify_release(path) == []
     release = read_release(path)
     assert set(release.pool["property_id"].to_pylist()) == {"P36"}
-    assert domains_in(release.pool) == {"Places & Locations"}  # narrowed: Politics was P17/P36's other domain
+    assert domains_in(release.pool) == {"Politics & Ideologies"}  # narrowed: P17/P36's other domains are dropped
     assert release.manifest["config"]["resplit"]["filters"]["domain_match"] == "route"

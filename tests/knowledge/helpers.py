@@ -30,6 +30,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     declared_length: int | None = None  # a Content-Length other than the body's: the connection drops mid-body
+    drip_s: float = 0.0  # send the body one byte at a time, this long apart
 
 
 @dataclass
@@ -83,7 +84,13 @@ class ScriptedSparqlServer:
                 handler.send_header(name, value)
             handler.send_header("Content-Length", str(reply.declared_length or len(reply.body)))
             handler.end_headers()
-            handler.wfile.write(reply.body)
+            if reply.drip_s:
+                for byte in reply.body:
+                    handler.wfile.write(bytes([byte]))
+                    handler.wfile.flush()
+                    time.sleep(reply.drip_s)
+            else:
+                handler.wfile.write(reply.body)
             if reply.declared_length:
                 handler.close_connection = True
         finally:

@@ -30,7 +30,9 @@ ENTITIES = [
             "P186": [statement("Q100", "P186", "Q300")],
             "P2048": [statement("Q100", "P2048", ("quantity", {"amount": "+330", "unit": WD + "Q11573"}))],
             "P2067": [statement("Q100", "P2067", ("quantity", {"amount": "+5", "unit": WD + "Q999"}))],
-            "P1082": [statement("Q100", "P1082", ("quantity", {"amount": "+12", "unit": "1"}))],
+            "P1082": [dict(statement("Q100", "P1082", ("quantity", {"amount": "+12", "unit": "1"})), qualifiers={
+                "P585": [{"snaktype": "value", "property": "P585", "datatype": "time",
+                          "datavalue": {"type": "time", "value": _time("+2020-00-00T00:00:00Z", 9)[1]}}]})],
             "P575": [statement("Q100", "P575", _time("+1886-00-00T00:00:00Z", 9))],
             "P61": [statement("Q100", "P61", None, snaktype="somevalue")],
             "P625": [statement("Q100", "P625", ("globecoordinate", {"latitude": 1.0, "longitude": 2.0}))],
@@ -67,6 +69,7 @@ def test_facts_over_three_hops(client, tmp_path):
 
     assert _summary(result) == [
         (1, "widget", "P138", "gadget", "normal"),
+        (1, "widget", "P186", None, "normal"),  # unlabeled: kept (it counts in the single-answer check)
         (1, "widget", "P279", "gadget", "preferred"),  # the normal-rank gizmo is not truthy
         (1, "widget", "P575", ("+1886-01-01T00:00:00Z", 9), "normal"),
         (1, "widget", "P1082", (12.0, None), "normal"),  # unit "1": no unit
@@ -75,10 +78,12 @@ def test_facts_over_three_hops(client, tmp_path):
         (3, "device", "P279", "object", "normal"),  # object's own facts would be hop 4
     ]
     reasons = sorted(r["reason"] for r in result.rejects.rows)
-    assert reasons == ["duplicate_value", "unit_without_label", "unknown_value", "unsupported_value_type", "value_without_label"]
+    assert reasons == ["duplicate_value", "unit_without_label", "unknown_value", "unsupported_value_type"]
     assert result.rows_in == 12
+    times = {f["property_id"]: f["point_in_time"] for f in result.outputs["facts"].to_pylist() if f["point_in_time"]}
+    assert times == {"P1082": "+2020-01-01T00:00:00Z"}  # the P585 qualifier of the population statement
     stats = write_shard(tmp_path / "facts", 2, result)
-    assert stats["rows_out"] == 7 and stats["requests_by_hop"] == {"1": 1, "2": 1, "3": 1, "labels": 1}
+    assert stats["rows_out"] == 8 and stats["requests_by_hop"] == {"1": 1, "2": 1, "3": 1, "labels": 1}
     # hop 2 asks for gadget and for the unlabelled Q300 too: values are followed whatever their label
     assert stats["subjects_by_hop"] == {"1": 1, "2": 2, "3": 1}
 

@@ -10,7 +10,7 @@ import pytest
 
 from reasonvqa.knowledge import queries
 from reasonvqa.knowledge.config import KnowledgeConfig
-from reasonvqa.knowledge.mirror import MirrorError, build_store, mirror_cache_key, serve_mirror, snapshot_id
+from reasonvqa.knowledge.mirror import MirrorError, build_store, mirror_cache_key, serve_mirror, snapshot_date, snapshot_id
 from reasonvqa.knowledge.wikidata import WikidataClient
 from tests.knowledge.helpers import item_entity, statement, write_jsonl
 
@@ -91,3 +91,14 @@ def test_unchanged_rebuild_makes_zero_requests(entities, tmp_path):
             assert client.select(query)[0]["item"]["value"] == "http://www.wikidata.org/entity/Q144"
             counts.append((client.requests, client.cache_hits))
     assert counts == [(1, 0), (0, 1)]
+
+
+def test_snapshot_date_is_the_newest_modified_date(tmp_path):
+    from reasonvqa.paths import DATA_DIR
+
+    assert snapshot_date(DATA_DIR / "knowledge" / "entities") == "2021-05-26"  # Q45.json's real `modified`
+    undated = write_jsonl(tmp_path / "e.jsonl", [item_entity("Q1", "one", {})])
+    assert snapshot_date(undated) is None
+    dated = [dict(item_entity("Q1", "one", {}), modified="2024-02-01T10:00:00Z"),
+             dict(item_entity("Q2", "two", {}), modified="2023-12-31T00:00:00Z")]
+    assert snapshot_date(write_jsonl(tmp_path / "d.jsonl", dated)) == "2024-02-01"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from email.utils import formatdate
 
@@ -73,7 +74,7 @@ def test_backoff_is_bounded(sparql_server, fast_config):
     sleep = Recorder()
     client = WikidataClient(sparql_server.url, config, cache_dir=None, sleep=sleep)
 
-    with pytest.raises(EndpointUnavailable, match="after 5 attempts; last error: HTTP 502"):
+    with pytest.raises(EndpointUnavailable, match=r"HTTP 502 after 5 attempt\(s\) \(4 retries\); last error: HTTP 502"):
         client.select(QUERY)
     assert client.requests == 5 and len(sleep.sleeps) == 4
     assert all(s <= 12.0 for s in sleep.sleeps)
@@ -135,6 +136,42 @@ def test_timeout_is_retried(sparql_server, fast_config):
 
     assert len(client.select(QUERY)) == 1
     assert client.requests == 2
+
+
+def test_a_dripping_body_is_cut_off_at_the_total_deadline(sparql_server, fast_config, tmp_path):
+    # each byte arrives well within the socket timeout; the whole body would take ~4 s
+    body = sparql_json([{"item": "http://www.wikidata.org/entity/Q144"}])
+    sparql_server.script = [Reply(200, body, drip_s=4 / len(body)), OK]
+    client = WikidataClient(sparql_server.url, fast_config.model_copy(update={"timeout_s": 1}), tmp_path, sleep=Recorder())
+
+    assert len(client.select(QUERY)) == 1
+    assert client.requests == 2 and client.retries == 1
+
+
+@pytest.mark.parametrize("bindings", [[{"item": "Q144"}], ["Q144"], [{"item": {"type": "uri"}}],
+                                      [{"item": {"type": "uri", "value": 144}}]])
+def test_malformed_bindings_are_retried_and_never_cached(sparql_server, fast_config, tmp_path, bindings):
+    bad = json.dumps({"head": {"vars": ["item"]}, "results": {"bindings": bindings}}).encode()
+    sparql_server.script = [Reply(200, bad)]
+    client = WikidataClient(sparql_server.url, fast_config, cache_dir=tmp_path, sleep=Recorder())
+
+    with pytest.raises(EndpointUnavailable, match="malformed SPARQL JSON binding 0"):
+        client.select(QUERY)
+    assert not list(tmp_path.rglob("*.json"))
+    sparql_server.script = [OK]
+    assert client.select(QUERY)[0]["item"]["value"] == "http://www.wikidata.org/entity/Q144"
+    assert len(list(tmp_path.rglob("*.json"))) == 1
+
+
+def test_a_failing_endpoint_is_one_line_with_url_status_and_retries(sparql_server, fast_config):
+    sparql_server.script = [Reply(503, b"busy")]
+    client = WikidataClient(sparql_server.url, fast_config, None, sleep=Recorder())
+
+    with pytest.raises(EndpointUnavailable) as error:
+        client.select(QUERY)
+    attempts = fast_config.max_attempts
+    assert str(error.value) == (f"{sparql_server.url}: HTTP 503 after {attempts} attempt(s) ({attempts - 1} retries); "
+                                "last error: HTTP 503")
 
 
 def test_warm_cache_makes_no_request(sparql_server, fast_config, tmp_path):

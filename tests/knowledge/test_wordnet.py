@@ -9,7 +9,7 @@ import pytest
 from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.knowledge.wordnet import NltkWordNet, TableWordNet, canonical_name, load_wordnet, nltk_available, parse_name
 
-# (name, 3.0 offset, 3.1 offset) from FIELD_NOTES section 2 and the issue
+# (name, WordNet 3.0 offset, WordNet 3.1 offset), as NLTK's WordNet 3.0 and the 3.1 database give them
 KNOWN = [
     ("dog.n.01", "02084071-n", "02086723-n"),
     ("traffic_light.n.01", "06874185-n", "06887235-n"),

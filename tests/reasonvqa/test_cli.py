@@ -14,8 +14,8 @@ runner = CliRunner()
 def _release(tmp_path):
     train = schemas.from_rows([question("q1", "vg:1", "Paris", ["Paris", "Lyon", "Nice", "Lille"])], schemas.QUESTIONS)
     test = schemas.from_rows([question("q2", "vg:2", "Rome", ["Rome", "Bern", "Oslo", "Kyiv"])], schemas.QUESTIONS)
-    return write_release(tmp_path, "demo", "1", {"train": train, "test": test}, pool=pa.concat_tables([train, test]),
-                         stats_dir=None, config={}, config_hash="h", inputs={})
+    return write_release(tmp_path, "demo", "1.0.0", {"train": train, "test": test}, pool=pa.concat_tables([train, test]),
+                         stats_dir=None, config={}, inputs={})
 
 
 def test_verify_ok_then_fails_after_one_byte_changes(tmp_path):
@@ -72,10 +72,14 @@ def test_build_with_an_unknown_domain_names_it(tmp_path):
     (tmp_path / "vg").mkdir()
     for name in ("image_data.json", "objects.json"):
         (tmp_path / "vg" / name).write_text("[]")
-    result = _build(tmp_path, "sources:\n  - {kind: vg, path: vg}\n", "--domains", "Places and Locations")
-    assert result.exit_code == 2
-    assert result.output.startswith("error: unknown domains ['Places and Locations']; known: ['Places & Locations'")
-    assert "Traceback" not in result.output
+    for given, problem in (("Places and Locations", "unknown domain 'Places and Locations'"), ("", "empty domain name"),
+                           ("food,", "empty domain name")):
+        result = _build(tmp_path, "sources:\n  - {kind: vg, path: vg}\n", "--domains", given)
+        assert result.exit_code == 2
+        assert result.output.startswith(f"error: --domains: {problem}; valid domains: Places & Locations (places);")
+        assert "Food & Nutrition (food)" in result.output and "Traceback" not in result.output
+    from_yaml = _build(tmp_path, "sources:\n  - {kind: vg, path: vg}\nquestions: {domains: [Cooking]}\n")
+    assert from_yaml.exit_code == 2 and "unknown domain 'Cooking'; valid domains:" in from_yaml.output
 
 
 def test_build_with_an_invalid_config_names_the_file_and_field(tmp_path):
@@ -104,8 +108,8 @@ def test_resplit_with_a_non_numeric_hop_is_a_usage_error(tmp_path):
 
 def test_resplit_that_leaves_a_split_empty_warns(tmp_path):
     one = schemas.from_rows([question("q1", "vg:1", "Paris", ["Paris", "Lyon", "Nice", "Lille"])], schemas.QUESTIONS)
-    source = write_release(tmp_path, "demo", "1", {"train": one}, pool=one, stats_dir=None, config={},
-                           config_hash="h", inputs={})
-    result = runner.invoke(app, ["resplit", str(source), "--version", "2", "--out", str(tmp_path / "o")])
+    source = write_release(tmp_path, "demo", "1.0.0", {"train": one}, pool=one, stats_dir=None, config={},
+                           inputs={})
+    result = runner.invoke(app, ["resplit", str(source), "--version", "2.0.0", "--out", str(tmp_path / "o")])
     assert result.exit_code == 0
-    assert f"warning: {tmp_path / 'o' / 'demo' / '2'}: split 'test' is empty" in result.output
+    assert f"warning: {tmp_path / 'o' / 'demo' / '2.0.0'}: split 'test' is empty" in result.output

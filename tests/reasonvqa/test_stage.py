@@ -55,3 +55,33 @@ def test_stream_numbers_shards_and_summarizes(tmp_path):
 
 def test_read_table_of_missing_output_gives_empty_schema_table(tmp_path):
     assert read_table(tmp_path, "objects", schemas.OBJECTS).num_rows == 0
+
+
+def test_a_record_model_table_is_checked_against_its_schema_including_nested_columns(tmp_path):
+    row = {"object_id": "vg:1/o1", "image_id": "vg:1", "label": "dog", "mask": {"size": [4, 4], "counts": "0g"}}
+    good = schemas.from_rows([row], schemas.OBJECTS)
+    run_shard(tmp_path / "sources_vg", 0,
+              lambda: StageResult({"objects": good.select(list(reversed(good.column_names)))}, Rejects("vg"), rows_in=1))
+    assert read_table(tmp_path / "sources_vg", "objects").schema.equals(schemas.OBJECTS)  # written in schema order
+
+    rle64 = pa.struct([("size", pa.list_(pa.int64())), ("counts", pa.string())])
+    bad = good.set_column(good.schema.get_field_index("mask"), "mask", pa.array([row["mask"]], rle64))
+    with pytest.raises(ValueError, match=r"^stage 'sources_vg' shard 1 table 'objects': "
+                                         r"column mask.size\[\]: expected int32, got int64$"):
+        run_shard(tmp_path / "sources_vg", 1, lambda: StageResult({"objects": bad}, Rejects("vg", 1), rows_in=1))
+    assert not (tmp_path / "sources_vg" / "_done" / "part-00001").exists()
+
+
+def test_conform_fills_only_the_optional_question_columns():
+    import pyarrow as pa
+
+    from reasonvqa import schemas
+
+    columns = {f.name: pa.nulls(1, f.type) for f in schemas.QUESTIONS if f.name not in schemas.OPTIONAL_COLUMNS}
+    table = schemas.conform(pa.table(columns), schemas.QUESTIONS)
+    assert table.schema.equals(schemas.QUESTIONS) and table["kind"].null_count == 1
+    del columns["answer"]
+    import pytest
+
+    with pytest.raises(ValueError, match="answer"):
+        schemas.conform(pa.table(columns), schemas.QUESTIONS)

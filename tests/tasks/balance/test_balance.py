@@ -5,7 +5,7 @@ import pytest
 
 from reasonvqa.tasks.balance.balance import REMOVED, balance_questions
 from reasonvqa.tasks.balance.config import BalanceConfig
-from reasonvqa.tasks.balance.reference import reference_balance
+from tests.tasks.balance.reference import reference_balance
 from tests.tasks.balance.conftest import MODERATE, answers_of, pool_of, question
 
 

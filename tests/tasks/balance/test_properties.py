@@ -3,6 +3,8 @@
 import io
 import json
 
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 (pa.compute)
 import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -10,7 +12,7 @@ from hypothesis import strategies as st
 from reasonvqa.tasks.balance.balance import balance_questions
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.pipeline import balance_and_split
-from reasonvqa.tasks.balance.reference import reference_balance, reference_split
+from tests.tasks.balance.reference import reference_balance, reference_split
 from reasonvqa.tasks.balance.split import split_images
 from reasonvqa.tasks.balance.summary import ranked
 from tests.tasks.balance.conftest import pool_of, question
@@ -141,6 +143,8 @@ def test_image_split_ratio_within_two_points(pool, config, seed):
 @SETTINGS
 @given(pools(), balance_configs, split_configs, st.integers(0, 2**32))
 def test_pipeline_equals_separate_steps(pool, balance_config, split_config, seed):
+    split_config = split_config.model_copy(update={"drop_test_pairs_seen_in_train": False})
+    balance_config = balance_config.model_copy(update={"hop_shares": None})
     done = balance_and_split(pool, balance_config, split_config, seed)
     alone = balance_questions(pool, balance_config, seed)
     separate = split_images(alone.kept, split_config, seed)
@@ -152,3 +156,36 @@ def test_pipeline_equals_separate_steps(pool, balance_config, split_config, seed
     assert done.balance.kept.equals(done.pool.slice(0, n_kept))
     assert sorted(done.pool["question_id"].to_pylist(), key=str) == sorted(pool["question_id"].to_pylist(), key=str)
     assert done.pool.slice(n_kept)["question_id"].to_pylist() == alone.removed["question_id"].to_pylist()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pool=pools(), seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_test_pairs_seen_in_train_are_removed_and_accounted(pool, seed):
+    done = balance_and_split(pool, BalanceConfig(), SplitConfig(), seed)
+    pairs = lambda t: set(zip(t["question"].to_pylist(), t["answer"].to_pylist()))  # noqa: E731
+    assert not pairs(done.split.train) & pairs(done.split.test)
+    n = done.split.train.num_rows + done.split.test.num_rows + done.balance.removed.num_rows
+    assert n == pool.num_rows == done.pool.num_rows
+    dropped = done.balance.removed.filter(pa.compute.equal(done.balance.removed["reason"], "seen_in_train"))
+    assert dropped.num_rows == done.split.report["test_pairs_seen_in_train_removed"]
+    assert done.split.report["test"]["questions"] == done.split.test.num_rows
+
+
+def test_hop_quota_follows_the_target_shares():
+    from reasonvqa.tasks.balance.pipeline import hop_quota
+
+    shares = {1: 0.305, 2: 0.634, 3: 0.061}
+    assert hop_quota({1: 3000, 2: 3000, 3: 3000}, shares) == {1: 1443, 2: 3000, 3: 289}
+    assert hop_quota({1: 100, 2: 1000}, shares) == {1: 100, 2: 208}  # hop 3 absent: shares renormalized over 1 and 2
+    assert hop_quota({1: 10, 2: 5, 3: 0}, {1: 0.5, 2: 0.5}) == {1: 5, 2: 5, 3: 0}
+
+
+def test_release_hop_mix_is_reported_against_its_target():
+    from tests.tasks.balance.conftest import pool_of, question
+
+    rows = [question(f"q{h}{i}", f"vg:{h}{i}", "P17", f"a{i % 7}", n_hop=h) for h in (1, 2, 3) for i in range(200)]
+    done = balance_and_split(pool_of(rows), BalanceConfig(head_tail_bound=10, max_ratio=10), SplitConfig(), seed=0)
+    mix = done.balance.report["hop_mix"]
+    assert mix["target"] == {"1": 0.305, "2": 0.634, "3": 0.061}
+    assert abs(mix["achieved"]["2"] - 0.634) < 0.01 and abs(mix["achieved"]["3"] - 0.061) < 0.01
+    assert done.balance.report["removed_by_reason"]["hop_mix"] == sum(mix["before"].values()) - sum(mix["after"].values())

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from reasonvqa.tasks.balance.config import SplitConfig
-from reasonvqa.tasks.balance.reference import reference_split
+from tests.tasks.balance.reference import reference_split
 from reasonvqa.tasks.balance.split import MERGED, NO_POOL_ANSWER, split_images
 from tests.tasks.balance.conftest import pool_of, question
 

@@ -33,7 +33,7 @@ def test_writes_every_file_and_counts(tmp_path, release_parts):
     files = write_stats(pool, balanced, split, tmp_path / "stats")
     assert sorted(files) == [
         "SUMMARY.md", "answers_before_after.png", "answers_train_test.png", "balance_removed.parquet",
-        "balance_report.json", "counts_by_split.png", "divergence_train_test.png", "entropy_before_after.png",
+        "balance_report.json", "bias.json", "counts_by_split.png", "divergence_train_test.png", "entropy_before_after.png",
         "split_report.json", "stats.json",
     ]
     for name, path in files.items():

@@ -3,7 +3,7 @@ import pyarrow.compute as pc
 from reasonvqa import schemas
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.pipeline import balance_and_split
-from reasonvqa.tasks.balance.synthetic import DOMAINS, synthetic_pool
+from tests.tasks.balance.synthetic import DOMAINS, synthetic_pool
 
 
 def test_synthetic_pool_is_valid_and_zipf_like():

@@ -101,9 +101,10 @@ def fact_rows() -> list[dict]:
             item(cap, cap_label, "P17", qid, label, hop=3),
         ]
     rows += [
-        quantity("Q142", "France", "P1082", 68373433, unit_qid=None, unit_label=None, hop=2),
+        quantity("Q142", "France", "P1082", 68373433, unit_qid=None, unit_label=None, hop=2) | {"point_in_time": "+2023-01-01T00:00:00Z"},
         time("Q142", "France", "P571", "+0843-00-00T00:00:00Z", 9, hop=2),
-        quantity("Q90", "Paris", "P1082", 2102650, unit_qid=None, unit_label=None, hop=3, rank="preferred"),
+        quantity("Q90", "Paris", "P1082", 2102650, unit_qid=None, unit_label=None, hop=3, rank="preferred")
+        | {"point_in_time": "+2021-01-01T00:00:00Z"},
         quantity("Q90", "Paris", "P1082", 2165423, unit_qid=None, unit_label=None, hop=3),
         item("Q243", "Eiffel Tower", "P138", "Q1", None, rank="deprecated"),
     ]

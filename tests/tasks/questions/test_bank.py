@@ -10,6 +10,12 @@ import pytest
 from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.tasks.questions.bank import BankError, load_bank
 
+# The properties the bundled sample knowledge was built around (data/knowledge/SOURCES.md).
+SAMPLE_KNOWLEDGE_PROPERTIES = (
+    "P17 P131 P30 P36 P37 P38 P84 P2048 P2049 P2043 P2044 P571 P1082 P2046 P6 P35 P47 P421 P149 P186 P127 P138 "
+    "P361 P1435 P4552 P610 P706 P2660 P88 P1619 P122 P463 P85 P25 P22 P26 P19 P20 P569 P570 P27 P106 P50 P170 "
+    "P279 P31 P527 P366 P176 P495 P61 P575 P171 P141 P2067 P462 P641 P136"
+).split()
 PAPER_PROPERTIES = ["P84", "P50", "P17", "P2048", "P2049", "P37", "P38", "P36", "P25", "P19"]
 
 
@@ -19,12 +25,7 @@ def test_shipped_bank_covers_the_paper_and_the_shared_list(bank):
     assert bank.domains[0] == "Places & Locations" and "Food & Nutrition" in bank.domains
     for pid in PAPER_PROPERTIES:
         assert pid in bank.properties
-    shared = (TEMPLATES_DIR.parent / ".team" / "PROPERTIES.md")
-    if shared.exists():  # the team's list of properties the sample knowledge uses
-        import re
-
-        listed = set(re.findall(r"\bP\d+\b", shared.read_text().split("Answer categories")[0]))
-        assert listed <= set(bank.properties), sorted(listed - set(bank.properties))
+    assert set(SAMPLE_KNOWLEDGE_PROPERTIES) <= set(bank.properties)
     assert {t.category for t in bank.properties.values()} == {"fixed", "date", "number", "literal"}
     assert bank.properties["P84"].main == "Who designed {subject}?"
     assert bank.properties["P84"].sub == "the architect of {subject}"
@@ -34,6 +35,41 @@ def test_shipped_bank_covers_the_paper_and_the_shared_list(bank):
     assert bank.units["Q11573"].symbol == "m"
     assert bank.predicates["has"] == "with"
     assert "tourist attraction" in bank.naming_avoid
+
+
+PAPER_DOMAINS = [  # ReasonVQA supplementary 2.2, in its order
+    "Places & Locations", "Person & Institutions", "Temporal Concepts", "Characteristics & Properties",
+    "Language & Cultural", "History & Events", "Physical Geography", "Politics & Ideologies", "Economics & Labor",
+    "Nature & Human Interaction", "Technology & Innovation", "Science & Quantitative Analysis", "Health & Medicine",
+    "Education & Knowledge Systems", "Art & Creative Expressions", "Philosophy & Spiritual Beliefs",
+    "Media & Communication Systems", "Environment & Sustainability", "Law & Justice Systems", "Food & Nutrition",
+]
+
+
+def test_domains_are_exactly_the_papers_twenty(bank):
+    assert bank.domains == PAPER_DOMAINS
+    assert len(bank.domain_slugs) == 20 and set(bank.domain_slugs.values()) == set(PAPER_DOMAINS)
+
+
+def test_domain_names_resolve_case_insensitively_and_by_slug(bank):
+    assert bank.resolve_domains(["places & locations", "FOOD", " Law  &  Justice Systems "]) == [
+        "Places & Locations", "Food & Nutrition", "Law & Justice Systems"]
+    assert bank.resolve_domains(["food", "Food & Nutrition"]) == ["Food & Nutrition"]
+    for bad, message in (([], "no domain given"), ([""], "empty domain name"), (["Sports"], "unknown domain 'Sports'")):
+        with pytest.raises(ValueError, match=message) as info:
+            bank.resolve_domains(bad)
+        assert "Places & Locations (places)" in str(info.value) and "Food & Nutrition (food)" in str(info.value)
+
+
+@pytest.mark.parametrize("domain", PAPER_DOMAINS)
+def test_each_domain_filters_to_its_properties(bank, domain):
+    from reasonvqa.tasks.questions.config import QuestionConfig
+
+    slug = {v: k for k, v in bank.domain_slugs.items()}[domain]
+    assert QuestionConfig(domains=[slug.upper()]).domains == [domain]
+    selected = bank.select([domain.lower()])
+    assert selected and all(domain in t.domains for t in selected.values())
+    assert set(selected) == {pid for pid, t in bank.properties.items() if domain in t.domains}
 
 
 def test_every_domain_has_properties_and_every_property_known_domains(bank):
@@ -96,6 +132,9 @@ GOOD = """P9999:
         (GOOD.replace("P9999:", "P36:"), "P36", "defined twice"),
         (GOOD.replace("sub: the test of {subject}", "sub: the place where {subject} was born"), "P9999.sub", "doubles the word 'born' inside P19.main"),
         (GOOD.replace("What is the test", "What is {a} {subject}").replace(" of {subject}?", "?"), "P9999.main", "{a} must be followed by a word"),
+        (GOOD.replace("literal\n  value: item", "number\n  value: quantity").replace("  sub: the test of {subject}\n", "")
+         + "  number: {decimals: 2, colour: red}\n", "P9999.number.colour", "unknown key"),
+        (GOOD + "  date: {window_years: 5}\n", "P9999.date", "only date-category properties"),
         ("P9999: [not, a, mapping]\n", "P9999", "expected a mapping"),
         ("P9999:\n  label: [unclosed\n", "<file>", "invalid YAML"),
     ],

@@ -46,16 +46,37 @@ def test_distractors_keep_unit_sign_and_distinctness(bank):
     for row in out.iter_rows(named=True):
         values = [row[c] for c in ("d1", "d2", "d3")]
         assert len(set(values)) == 3 and "11 m" not in values
-        assert all(v.endswith(" m") and 0 < int(v[:-2]) <= 16 for v in values)
+        assert all(v.endswith(" m") and 0 < int(v[:-2]) <= 17 for v in values)  # span: 6 steps
     small = number_choices(_frame([1.0] * 50, [None] * 50), np.arange(50, dtype=np.uint64), bank.units)
     assert all(int(v) >= 2 for c in ("d1", "d2", "d3") for v in small[c].to_list())  # positive stays positive
     negative = number_choices(_frame([-1.0] * 50, [None] * 50), np.arange(50, dtype=np.uint64), bank.units)
     assert all(int(v) <= -2 for c in ("d1", "d2", "d3") for v in negative[c].to_list())  # "-1" vs "1" would clash
 
 
-def test_distractors_share_the_answers_trailing_digits(bank):
-    out = number_choices(_frame([68373433.0], [None]), np.array([5], dtype=np.uint64), bank.units)
+def test_paper_method_distractors_share_the_answers_trailing_digits(bank):
+    out = number_choices(_frame([68373433.0], [None]), np.array([5], dtype=np.uint64), bank.units, method="paper")
     assert all(v.endswith(",373,433") for v in out.row(0)[2:])
+
+
+def test_distractors_round_like_the_answer_without_trailing_digit_tells(bank):
+    n = 200
+    out = number_choices(_frame([68373433.0] * n, [None] * n), np.arange(n, dtype=np.uint64), bank.units)
+    shared = sum(v.endswith(",433") for c in ("d1", "d2", "d3") for v in out[c].to_list())
+    assert shared <= 3  # ~1 in 1000 by chance
+    tens = number_choices(_frame([330.0] * n, ["Q11573"] * n), np.arange(n, dtype=np.uint64), bank.units)
+    assert all(int(v[:-2]) % 10 == 0 for c in ("d1", "d2", "d3") for v in tens[c].to_list())  # 330 is rounded to 10
+    assert not all(int(v[:-2]) % 100 == 0 for v in tens["d1"].to_list())
+
+
+def test_answer_rank_is_uniform_and_the_mean_rule_is_at_chance(bank):
+    n = 4000
+    amounts = np.random.default_rng(0).uniform(50, 5000, n).round()
+    out = number_choices(_frame(amounts.tolist(), [None] * n), np.arange(n, dtype=np.uint64), bank.units)
+    choices = np.array([[float(v.replace(",", "")) for v in out[c].to_list()] for c in ("answer", "d1", "d2", "d3")]).T
+    ranks = (choices[:, 1:] < choices[:, :1]).sum(axis=1)
+    assert np.allclose(np.bincount(ranks, minlength=4) / n, 0.25, atol=0.03)
+    closest = np.abs(choices - choices.mean(axis=1, keepdims=True)).argmin(axis=1)
+    assert abs((closest == 0).mean() - 0.25) < 0.04
 
 
 def test_unusable_numbers_get_a_reason(bank):

@@ -46,7 +46,30 @@ def test_this_reference_covers_every_object_of_the_item(bank, facts, objects, li
 def test_fallback_names_without_class_facts(bank, objects, links):
     no_facts = schemas.empty(schemas.FACTS)
     refs, _ = _refs(bank, no_facts, objects, schemas.empty(schemas.RELATIONS), links, fallback_class_name="place")
-    assert sorted(refs["phrase"].to_list()) == ["this brick wall", "this bus", "this car", "this place", "this place"]
+    # a Visual Genome object without class facts is named by its synset's lemma (wall.n.01), not its label "brick wall"
+    assert sorted(refs["phrase"].to_list()) == ["this bus", "this car", "this place", "this place", "this wall"]
+
+
+def test_object_words_are_singular_synset_lemmas_with_the_label_as_fallback(bank, facts, links):
+    from tests.tasks.questions.conftest import vg_object
+
+    objects = schemas.from_rows([
+        vg_object(1058529, "car", "car.n.01"), vg_object(7, "books", "book.n.01"), vg_object(8, "pluged", "plug.n.01"),
+        vg_object(9, "Teddy Bears", "teddy_bear.n.01"), vg_object(10, "thingy", None),
+    ], schemas.OBJECTS)
+
+    def rel(n, obj, label):
+        return dict(relation_id=f"vg:1/r{n}", image_id="vg:1", subject_id="vg:1/o1058529", object_id=f"vg:1/o{obj}",
+                    predicate=f"near{'' if n == 1 else ' by' * (n - 1)}", subject_label="car", object_label=label)
+
+    relations = schemas.from_rows([rel(1, 7, "books"), rel(2, 8, "pluged"), rel(3, 9, "Teddy Bears"), rel(4, 10, "thingy")],
+                                  schemas.RELATIONS)
+    only_car = pl.from_arrow(links).filter(pl.col("qid") == "Q1420").to_arrow()
+    refs, _ = _refs(bank, facts, objects, relations, only_car, max_scene_graph_refs=4)
+    assert sorted(refs.filter(pl.col("has_scene_graph"))["phrase"].to_list()) == [
+        "the motor vehicle near by by by the thingy", "the motor vehicle near by by the teddy bear",
+        "the motor vehicle near by the plug", "the motor vehicle near the book",
+    ]
 
 
 def test_predicates_read_as_noun_phrase_modifiers(bank, facts, objects, links):

@@ -30,15 +30,15 @@ EXPECTED = [
     ("What is the capital of the country where this lattice tower is located?", "Paris", "literal", 2, False),
     ("Where was the discoverer or inventor of the motor vehicle parked next to the sidewalk born?", "Mühlburg", "literal", 2, True),
     ("On which continent is the country where this lattice tower is located?", "Europe", "fixed", 2, False),
-    ("What is the population of the country where this lattice tower is located?", "68,373,433", "number", 2, False),
+    ("What is the population of the country where this lattice tower is located as of 2023?", "68,373,433", "number", 2, False),
     ("When was the architect of this lattice tower born?", "26 December 1847", "date", 2, False),
     ("When was the discoverer or inventor of the motor vehicle parked next to the sidewalk born?", "25 November 1844", "date", 2, True),
     ("What is the capital of the country of citizenship of the architect of this lattice tower?", "Paris", "literal", 3, False),
     ("In which country is the birthplace of the discoverer or inventor of the motor vehicle parked next to the sidewalk?", "Germany",
      "literal", 3, True),
     ("On which continent is the country of citizenship of the architect of this lattice tower?", "Europe", "fixed", 3, False),
-    ("What is the population of the capital of the country where this lattice tower is located?", "2,102,650", "number", 3,
-     False),
+    ("What is the population of the capital of the country where this lattice tower is located as of 2021?", "2,102,650",
+     "number", 3, False),
     ("When was the country of citizenship of the architect of this lattice tower established?", "843", "date", 3, False),
 ]
 
@@ -72,7 +72,7 @@ def test_release_columns_and_provenance(inputs, bank):
     row = q.filter(pl.col("question") == "What is the capital of the country where this lattice tower is located?").row(0, named=True)
     assert row["route"] == ["P17", "P36"] and row["property_id"] == "P36" and row["n_hop"] == 2
     assert row["template_ids"] == ["P17:sub", "P36:main"]
-    assert row["domains"] == ["Places & Locations", "Politics & Government"]
+    assert row["domains"] == ["Places & Locations", "Physical Geography", "Politics & Ideologies"]
     assert row["answer_qid"] == "Q90" and row["image_id"] == TOWER and row["image_source"] == "gldv2"
     assert row["object_ids"] == [f"{TOWER}/o0"]
     assert row["template_version"] == bank.version and row["knowledge_snapshot"] == "sample-2026-02"
@@ -121,14 +121,35 @@ def test_every_candidate_is_a_question_or_a_reject_with_a_reason(inputs, bank):
     assert {r["route_key"] for r in reasons["multiple_answers"]} >= {"P127", "P17"}
     # the heritage designation item has no English label
     assert [r["route_key"] for r in reasons["no_english_label"]] == ["P1435"]
-    # "What material is this brick wall made from?" -> "brick"
-    assert [(r["question"], r["answer"]) for r in reasons["answer_in_question"]] == [
-        ("What material is this brick wall made from?", "brick")
-    ]
+    # the wall is named by its synset's lemma ("this wall", not its label "brick wall"): no answer in the question
+    assert "answer_in_question" not in reasons
     # the only architect in the fact table cannot have three distractors
     assert "P84" in {r["route_key"] for r in reasons["too_few_distractors"]}
     q = _questions(result)
     assert not q.filter(pl.col("property_id").is_in(["P127", "P1435", "P84"]) & (pl.col("n_hop") == 1)).height
+
+
+def test_unlabeled_values_count_in_the_single_answer_check(inputs, bank, facts):
+    """A second value without an English label still makes the fact multi-valued (it is never offered)."""
+    from tests.tasks.questions.conftest import fact_rows, item
+
+    rows = fact_rows() + [item("Q243", "Eiffel Tower", "P186", "Q5", None)]
+    result = _run({**inputs, "facts": schemas.from_rows(rows, schemas.FACTS)}, bank)
+    material = [json.loads(r["record"]) for r in result.rejects.rows if r["reason"] == "multiple_answers"]
+    assert "P186" in {r["route_key"] for r in material if r["image_id"] == TOWER}
+    assert not _questions(result).filter((pl.col("route").list.join(">") == "P186") & (pl.col("image_id") == TOWER)).height
+
+
+def test_time_varying_values_need_their_point_in_time(inputs, bank):
+    from tests.tasks.questions.conftest import fact_rows
+
+    rows = [dict(r, point_in_time=None) if r["property_id"] == "P1082" else r for r in fact_rows()]
+    result = _run({**inputs, "facts": schemas.from_rows(rows, schemas.FACTS)}, bank)
+    assert not _questions(result).filter(pl.col("property_id") == "P1082").height
+    undated = [json.loads(r["record"])["route_key"] for r in result.rejects.rows if r["reason"] == "no_point_in_time"]
+    assert "P17>P1082" in undated
+    # never an inner hop: no sub-clause "the head of government of ..." without a date
+    assert not [k for k in undated + _questions(result)["route"].list.join(">").to_list() if "P6>" in k or "P35>" in k]
 
 
 def test_routes_through_the_naming_property_are_no_candidates(inputs, bank):
@@ -169,13 +190,13 @@ def test_sharding_does_not_change_questions(inputs, bank):
 
 
 def test_domain_filter_only_asks_the_domains_properties(inputs, bank):
-    config = QuestionConfig(domains=["Measurements & Quantities"])
+    config = QuestionConfig(domains=["characteristics"])
     q = _questions(_run(inputs, bank, config))
     assert sorted(q["question"].to_list()) == ["How tall is this lattice tower?", "What is the elevation above sea level of this mountain?"]
-    allowed = set(bank.question_property_ids(["Measurements & Quantities"]))
+    allowed = set(bank.question_property_ids(["Characteristics & Properties"]))
     assert all(set(route) <= allowed for route in q["route"].to_list())
-    # P2048 is also Architecture & Buildings: a restricted build tags only the selected domains
-    assert q["domains"].to_list() == [["Measurements & Quantities"]] * 2
+    # P2044 is also Physical Geography: a restricted build tags only the selected domains
+    assert q["domains"].to_list() == [["Characteristics & Properties"]] * 2
 
 
 def test_hop_limit_and_per_image_cap(inputs, bank):
@@ -232,3 +253,25 @@ def test_a_multi_hop_question_that_starts_with_a_sub_clause_is_capitalized(input
     q = _questions(_run(inputs, load_bank(copy)))
     assert "The country where this lattice tower is located has which capital?" in q["question"].to_list()
     assert all(text[0].isupper() for text in q["question"].to_list())
+
+
+def test_a_question_has_the_same_choices_on_every_image(inputs, bank):
+    """Choices are drawn per (linked item, route): a second photo of the tower gets the same choice set."""
+    import pyarrow as pa
+
+    other = "gldv2:ffffffffffffffff"
+
+    def copy(table, id_cols):
+        rows = [r for r in table.to_pylist() if r["image_id"] == TOWER]
+        for r in rows:
+            for c in id_cols:
+                r[c] = r[c].replace(TOWER, other)
+        return pa.concat_tables([table, schemas.from_rows(rows, table.schema)])
+
+    doubled = dict(inputs, images=copy(inputs["images"], ["image_id"]), objects=copy(inputs["objects"], ["image_id", "object_id"]),
+                   links=copy(inputs["links"], ["image_id", "object_id"]))
+    q = _questions(_run(doubled, bank))
+    a = q.filter(pl.col("image_id") == TOWER).select("question", choices=pl.col("choices").list.sort())
+    b = q.filter(pl.col("image_id") == other).select("question", choices=pl.col("choices").list.sort())
+    assert a.height > 5 and a.sort("question").equals(b.sort("question"))
+    assert set(q.filter(pl.col("image_id") == TOWER)["question_id"]).isdisjoint(q.filter(pl.col("image_id") == other)["question_id"])

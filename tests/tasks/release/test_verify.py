@@ -1,18 +1,21 @@
 import json
 
+import pytest
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
-from reasonvqa.tasks.release.verify import verify_release
-from reasonvqa.tasks.release.writer import write_release
+from reasonvqa.config import sample_config
+from reasonvqa.tasks.release.verify import check_digest, check_manifest, scan_release, verify_release
+from reasonvqa.tasks.release.writer import MANIFEST, MANIFEST_DIGEST, digest_line, manifest_bytes, write_release
 from tests.tasks.release.conftest import question
 
 
 def _write(out, splits):
     pool = pa.concat_tables(list(splits.values()))
-    return write_release(out, "demo", "1", splits, pool=pool, stats_dir=None,
-                         config={}, config_hash="h", inputs={})
+    return write_release(out, "demo", "1.0.0", splits, pool=pool, stats_dir=None,
+                         config={}, inputs={})
 
 
 def test_one_changed_byte_fails_verification(tmp_path, splits):
@@ -21,7 +24,10 @@ def test_one_changed_byte_fails_verification(tmp_path, splits):
     data = bytearray(part.read_bytes())
     data[len(data) // 2] ^= 0x01
     part.write_bytes(bytes(data))
-    assert verify_release(path) == ["train/part-00000.parquet: sha256 mismatch"]
+    problems = verify_release(path)
+    assert problems[0] == "train/part-00000.parquet: sha256 mismatch"
+    # a flipped byte may also leave the part unreadable; nothing else may be blamed
+    assert set(problems[1:]) <= {"train: a Parquet part cannot be read"}
 
 
 def test_missing_and_extra_files_are_reported(tmp_path, splits):
@@ -50,9 +56,89 @@ def test_content_invariants_are_checked(tmp_path):
     assert "image vg:2 is in both train and test" in problems
 
 
+def _resign(path, edit):
+    """Edit the manifest and write a matching digest, as someone covering their tracks would."""
+    manifest = json.loads((path / MANIFEST).read_text())
+    edit(manifest)
+    raw = manifest_bytes(manifest)
+    (path / MANIFEST).write_bytes(raw)
+    (path / MANIFEST_DIGEST).write_text(digest_line(raw))
+
+
 def test_tampered_manifest_counts(tmp_path, splits):
     path = _write(tmp_path, splits)
-    manifest = json.loads((path / "manifest.json").read_text())
-    manifest["counts"]["train"] = 99
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    _resign(path, lambda m: m["counts"].__setitem__("train", 99))
     assert verify_release(path) == ["train: 3 rows, manifest says 99"]
+
+
+def test_an_edited_manifest_without_a_new_digest_fails_on_the_digest(tmp_path, splits):
+    path = _write(tmp_path, splits)
+    (path / MANIFEST).write_text((path / MANIFEST).read_text().replace('"demo"', '"dema"'))
+    assert verify_release(path)[0] == "manifest.json: sha256 does not match manifest.json.sha256"
+    (path / MANIFEST_DIGEST).unlink()
+    assert verify_release(path)[0] == "manifest.json.sha256: missing (the manifest cannot be checked)"
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda m: m["config"].__setitem__("seed", 1), "manifest.json: config_hash is not the sha256 of the config"),
+    (lambda m: m.__setitem__("config_hash", "0" * 64), "manifest.json: config_hash is not the sha256 of the config"),
+    (lambda m: m.__setitem__("name", "demb"), "manifest.json: name/version 'demb'/'1.0.0' != folder 'demo'/'1.0.0'"),
+    (lambda m: m.__setitem__("version", "1.0.1"), "manifest.json: name/version 'demo'/'1.0.1' != folder 'demo'/'1.0.0'"),
+    (lambda m: m["splits"].remove("test"),
+     "manifest.json: splits ['train'] + pool do not match the folders holding part-NNNNN.parquet files ['pool', 'test', 'train']"),
+    (lambda m: m.__setitem__("splits", ["test", "train"]), None),  # order is free; content must still match
+    (lambda m: m.__setitem__("extra", 1), "manifest.json: keys"),
+    (lambda m: m["files"].pop("README.md"), "README.md: file not listed in manifest"),
+    (lambda m: m.__setitem__("schema_version", "0"), "schema version '0' != supported"),
+])
+def test_every_recomputable_figure_is_recomputed(tmp_path, splits, edit, problem):
+    path = _write(tmp_path, splits)
+    _resign(path, edit)
+    problems = verify_release(path)
+    if problem is None:
+        assert problems == []
+    else:
+        assert any(p.startswith(problem) for p in problems), problems
+
+
+def test_symlinks_are_refused_even_when_their_target_matches(tmp_path, splits):
+    path = _write(tmp_path, splits)
+    card = path / "README.md"
+    (tmp_path / "card.md").write_bytes(card.read_bytes())
+    card.unlink()
+    card.symlink_to(tmp_path / "card.md")
+    assert verify_release(path) == ["README.md: symlink in a release (refused)"]
+
+
+def test_a_symlinked_split_folder_is_refused(tmp_path, splits):
+    path = _write(tmp_path, splits)
+    (path / "test").rename(tmp_path / "elsewhere")
+    (path / "test").symlink_to(tmp_path / "elsewhere")
+    assert verify_release(path) == ["test: symlink in a release (refused)"]
+
+
+def test_an_empty_parquet_file_in_place_of_a_split_fails(tmp_path, splits):
+    path = _write(tmp_path, splits)
+    (path / "test" / "part-00000.parquet").write_bytes(b"")
+    problems = verify_release(path)
+    assert "test/part-00000.parquet: size 0 != " in problems[0]
+
+
+def test_every_single_byte_edit_of_the_manifest_fails(tmp_path, splits):
+    """Each byte of manifest.json flipped (and deleted): the digest catches it, and so does recomputation
+    when the digest is forged to match."""
+    config = json.loads(sample_config().canonical_json())  # a real config: every kind of JSON value
+    path = write_release(tmp_path, "reasonvqa-sample", "0.1.0", splits, pool=pa.concat_tables(list(splits.values())),
+                         stats_dir=None, config=config, inputs={"knowledge": "sha256:ab12", "source:vg": "sha256:cd34"})
+    raw = (path / MANIFEST).read_bytes()
+    found = scan_release(path)
+    assert check_manifest(raw, path, found) == [] and check_digest(path, raw) == []
+    undetected = []
+    for pos in range(len(raw)):
+        for edited in (raw[:pos] + bytes([raw[pos] ^ 0x01]) + raw[pos + 1:], raw[:pos] + raw[pos + 1:]):
+            if not check_digest(path, edited):
+                undetected.append((pos, "digest"))
+            if not check_manifest(edited, path, found):  # a forger who also rewrote the digest file
+                undetected.append((pos, edited[max(0, pos - 20):pos + 20]))
+    assert undetected == []
+    assert len(raw) > 2000

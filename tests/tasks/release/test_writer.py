@@ -12,7 +12,7 @@ from reasonvqa.tasks.release.writer import EmptySplitError, ReleaseExistsError, 
 def _write(out, splits, version="1.0.0", **kw):
     pool = pa.concat_tables(list(splits.values()))
     return write_release(out, "demo", version, splits, pool=pool, stats_dir=None,
-                         config={"seed": 0}, config_hash="abc", inputs={"vg": "s1"}, **kw)
+                         config={"seed": 0}, inputs={"vg": "s1"}, **kw)
 
 
 def test_release_layout_manifest_and_sorted_rows(tmp_path, splits):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from reasonvqa.stage import read_table
-from reasonvqa.tasks.sources.gldv2 import ingest_gldv2, is_http_url
+from reasonvqa.tasks.sources.gldv2 import Gldv2Source, ingest_gldv2, is_http_url
 from reasonvqa.tasks.sources.gldv2_side import commons_category_name, image_key
 from reasonvqa.tasks.sources.seen_ids import SeenIds
 
@@ -38,7 +38,8 @@ def test_rows_to_images_and_whole_image_objects(tmp_path):
     assert images[1] == {"image_id": "gldv2:3ad87684c99c06e1", "source": "gldv2", "source_image_id": "3ad87684c99c06e1",
                          "width": None, "height": None,
                          "url": "http://upload.wikimedia.org/wikipedia/commons/2/2d/Tour_Eiffel.jpg",
-                         "file_path": "train/3/a/d/3ad87684c99c06e1.jpg", "group_id": "37914", "is_clean": True}
+                         "file_path": "train/3/a/d/3ad87684c99c06e1.jpg", "group_id": "37914", "is_clean": True,
+                         "visual_domain": "landmarks", "license": Gldv2Source.license, "context": None}
     assert [i["is_clean"] for i in images] == [False, True, False, False]
     objects = {o["object_id"]: o for o in rows(stage, "objects")}
     assert objects["gldv2:202cd79556f30760/o0"]["label"] == "Guayaquil, Ecuador"

@@ -1,4 +1,6 @@
-from reasonvqa.tasks.sources.jsonstream import StreamFailure, iter_json_array
+import pytest
+
+from reasonvqa.tasks.sources.jsonstream import JsonSourceError, StreamFailure, iter_json_array
 
 from tests.tasks.sources.conftest import write_text
 
@@ -26,11 +28,14 @@ def test_truncated_file_keeps_records_read_and_names_the_place(tmp_path):
     assert failure.location == f"objects.json#[2]@bytes[0:{len(text)}]"
 
 
-def test_syntax_error_is_a_parse_error_after_the_good_records(tmp_path):
-    items = _read(tmp_path, '[{"a": 1}, {"a": 2,, "b": 3}, {"a": 4}]')
-    assert items[0] == (0, {"a": 1})
-    assert items[1].reason == "json_parse_error" and items[1].index == 1
-    assert len(items) == 2
+def test_syntax_error_inside_the_array_stops_the_read_naming_record_and_bytes(tmp_path):
+    # JSON cannot resynchronise: record [2] and later would be lost, so this is an error, not a reject
+    path = tmp_path / "objects.json"
+    path.write_text('[{"a": 1}, {"a": 2,, "b": 3}, {"a": 4}]')
+    read = []
+    with pytest.raises(JsonSourceError, match=r"objects.json: invalid JSON in record \[1\] within bytes \[0:39\]"):
+        read.extend(iter_json_array(path))
+    assert read == [(0, {"a": 1})]
 
 
 def test_trailing_garbage_after_a_complete_array(tmp_path):
@@ -51,10 +56,20 @@ def test_utf8_bom_and_leading_whitespace_are_accepted(tmp_path):
     assert items == [(0, {"name": "café"})]
 
 
-def test_invalid_utf8_is_a_parse_error_not_a_crash(tmp_path):
-    items = _read(tmp_path, b'[{"a": 1}, {"a": "\xff\xfe"}]')
-    assert items[0] == (0, {"a": 1})
-    assert items[1].reason == "json_parse_error"
+def test_invalid_utf8_inside_the_array_is_an_error_naming_the_record(tmp_path):
+    with pytest.raises(JsonSourceError, match=r"invalid JSON in record \[1\] .*invalid bytes in UTF8"):
+        _read(tmp_path, b'[{"a": 1}, {"a": "\xff\xfe"}]')
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(tmp_path):
+    text = '[{"a": "' + "[" * 100 + '\\\\"}, {"b": "\\"' + "{" * 100 + '"}]'
+    items = _read(tmp_path, text)
+    assert [i for i, _ in items] == [0, 1] and items[1][1]["b"] == '"' + "{" * 100
+
+
+def test_nesting_beyond_the_bound_is_an_error_before_parsing(tmp_path):
+    with pytest.raises(JsonSourceError, match=r"nesting deeper than 8 levels at byte 18 \(records \[0:0\] were read\)"):
+        list(iter_json_array(write_text(tmp_path, "d.json", '[{"a": 1}, ' + "[" * 20 + "]" * 20 + "]"), max_depth=8))
 
 
 def test_byte_range_points_into_the_chunk_that_failed(tmp_path):

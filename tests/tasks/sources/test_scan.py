@@ -1,6 +1,11 @@
 import json
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from reasonvqa.cli import app
+from reasonvqa.paths import SAMPLE_DIR
 
 from reasonvqa.tasks.sources.scan import scan_source
 
@@ -10,7 +15,7 @@ from tests.tasks.sources.conftest import gldv2_folder
 def test_scan_vg_sample(vg_sample):
     summary = scan_source("vg", vg_sample, shard_size=2)
     assert summary == {"source": "vg", "path": str(vg_sample), "images": 5, "objects": 177, "relations": 143,
-                       "attributes": 167, "rejected": {"duplicate_relation": 15}, "shards": 3}
+                       "attributes": 167, "regions": 0, "rejected": {"duplicate_relation": 15}, "shards": 3}
     json.dumps(summary)  # JSON-able for the CLI
 
 
@@ -20,5 +25,23 @@ def test_scan_gldv2(tmp_path):
 
 
 def test_scan_unknown_kind(tmp_path):
-    with pytest.raises(ValueError, match="unknown source kind 'sa1b'"):
-        scan_source("sa1b", tmp_path)
+    with pytest.raises(ValueError, match="unknown source kind 'coco'"):
+        scan_source("coco", tmp_path)
+
+
+NUSCENES_V10_EXCERPT = Path(__file__).parent / "data" / "nuscenes_v1.0_excerpt"
+
+
+@pytest.mark.parametrize("kind, path, expected", [
+    ("sa1b", SAMPLE_DIR / "sa1b", {"images": 1, "objects": 0, "regions": 12, "rejected": {}}),
+    ("nuscenes", SAMPLE_DIR / "nuscenes", {"images": 7, "objects": 6, "regions": 6, "rejected": {}}),
+    ("droid", SAMPLE_DIR / "droid", {"images": 6, "objects": 0, "regions": 0, "rejected": {}}),
+    # the real nuScenes v1.0 excerpt: its sample_data rows point at samples the excerpt lacks
+    ("nuscenes", NUSCENES_V10_EXCERPT, {"images": 0, "objects": 0, "regions": 0,
+                                        "rejected": {"nuscenes_missing_token:sample": 2}}),
+])
+def test_sources_scan_cli_counts_grounded_sources(kind, path, expected):
+    result = CliRunner().invoke(app, ["sources", "scan", "--source", kind, "--path", str(path)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert {k: summary[k] for k in expected} == expected and summary["source"] == kind

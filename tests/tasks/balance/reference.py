@@ -2,7 +2,8 @@
 
 Used by the tests (it must give the same tables and reports as the vectorized engine in
 tasks/balance/balance.py and split.py) and by benchmarks/bench_balance_split.py as the baseline.
-Only the input read and the final row selection touch pyarrow; every decision is plain Python.
+Only the input read, the seeded keys (tasks/balance/keys.py) and the final row selection use
+numpy or pyarrow; every decision is plain Python.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 
+import numpy as np
 import pyarrow as pa
 
 from reasonvqa.tasks.balance import keys
@@ -60,7 +62,7 @@ def reference_balance(pool: pa.Table, config: BalanceConfig, seed: int) -> Balan
 
     valid = sorted((row for row in range(len(qids)) if row not in invalid), key=lambda r: qids[r])
     state = keys.salt(seed, "balance")
-    key = {row: keys.key_of(state, rank) for rank, row in enumerate(valid)}
+    key = dict(zip(valid, keys.keys_of(state, np.arange(len(valid))).tolist()))
     alive = set(valid)
     removed_in: dict[int, tuple[int, str]] = {}
     before = _group_counts(valid, props, answers)
@@ -197,7 +199,8 @@ def reference_split(questions: pa.Table, config: SplitConfig, seed: int) -> Spli
     label = {img: (merged if level1_size[lab] == 1 else lab) for img, lab in level1.items()}
 
     state = keys.salt(seed, "split")
-    key = {image: keys.key_of(state, rank) for rank, image in enumerate(sorted(questions_of))}
+    images_sorted = sorted(questions_of)
+    key = dict(zip(images_sorted, keys.keys_of(state, np.arange(len(images_sorted))).tolist()))
     layout = sorted(questions_of, key=lambda img: (label[img], -questions_of[img], key[img]))
     ratio = config.train_ratio
     is_train = {}

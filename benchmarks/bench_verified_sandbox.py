@@ -1,0 +1,196 @@
+"""Benchmark: verification programs through the sandbox, at PROVE scale (40,000 programs).
+
+Graphs are the Visual Genome sample's scene graphs (5 images, 177 objects), copied under new
+image ids; each graph gets PROVE-style programs (``def execute_command(scene_graph)``) written
+from eight templates over its entities: relations, attributes, counts, subgraph descriptions,
+and one in ten that fails (KeyError). Answers are the expected outputs, a fifth of them
+rephrased (so the similarity filter has work to do).
+
+* ``sandbox``: the code under test, ``Sandbox`` with ``--workers`` pre-warmed forking workers
+  (every layer on that this machine has: AST check, rlimits, seccomp, bwrap);
+* ``baseline``: one fresh ``python -I`` interpreter per program (same program, same graph,
+  same execution code, no other layers), ``--workers`` at a time, over ``--baseline`` programs;
+* ``end_to_end``: ``--programs`` programs through the sandbox, then the similarity filter
+  (all-MiniLM-L6-v2, unique texts encoded once), timed together;
+* ``embedding``: sentences embedded per second (batch 256, CPU).
+
+Run: ``python -m benchmarks.bench_verified_sandbox`` (``--programs 4000`` for a quick run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from reasonvqa.paths import SAMPLE_DIR
+from reasonvqa.stage import read_table
+from reasonvqa import schemas
+
+TEMPLATES = [
+    ("What is the {e} {r}?", "The {e} is {r} the {t}.",
+     "def execute_command(scene_graph):\n    for target, rels in scene_graph.get_outgoing_relations({e!r}).items():\n"
+     "        if {r!r} in rels.get('relations', []):\n            return f'The {e} is {r} the {{target}}.'\n    return None\n"),
+    ("How would you describe the {e}?", "{attrs}",
+     "def execute_command(scene_graph):\n    attrs = scene_graph.get_attributes({e!r}).get('attributes', [])\n"
+     "    return ', '.join(attrs)\n"),
+    ("How many things are related to the {e}?", "{n}",
+     "def execute_command(scene_graph):\n    out = scene_graph.get_outgoing_relations({e!r})\n"
+     "    inc = scene_graph.get_incoming_relations({e!r})\n    return str(len(set(out) | set(inc)))\n"),
+    ("Can you describe the {e} and its surroundings?", "{desc}",
+     "def execute_command(scene_graph):\n    near = [{e!r}] + list(scene_graph.get_outgoing_relations({e!r}))\n"
+     "    return scene_graph.describe(scene_graph.generate_subgraph(near))\n"),
+    ("Is there a {e} in the scene?", "yes",
+     "def verify(sg):\n    return {e!r} in sg.get_entities()\n"),
+    ("What points at the {e}?", "{inc}",
+     "def execute_command(scene_graph):\n    return sorted(scene_graph.get_incoming_relations({e!r}))\n"),
+    ("Which entities share an attribute with the {e}?", "{share}",
+     "def execute_command(scene_graph):\n    mine = set(scene_graph.get_attributes({e!r}).get('attributes', []))\n"
+     "    return sorted(x for x in scene_graph.get_entities() if x != {e!r} and mine & set(scene_graph.get_attributes(x).get('attributes', [])))\n"),
+    ("What is the {e}'s material?", "unknown",
+     "def execute_command(scene_graph):\n    return scene_graph.get_attributes({e!r})['material'][0]\n"),
+]
+
+BASELINE_RUNNER = """
+import json, sys
+from reasonvqa.tasks.verify.scene_graph import SceneGraph
+from reasonvqa.tasks.verify.sandbox_worker import execute
+job = json.loads(sys.stdin.read())
+print(json.dumps(execute(job["program"], SceneGraph.from_json(job["graph"]), True)))
+"""
+
+
+def sample_graphs() -> list:
+    from reasonvqa.tasks.sources.vg import ingest_vg
+    from reasonvqa.tasks.verify.scene_graph import from_tables
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ingest_vg(SAMPLE_DIR / "vg", Path(tmp))
+        graphs = from_tables(read_table(Path(tmp), "objects", schemas.OBJECTS),
+                             read_table(Path(tmp), "attributes", schemas.ATTRIBUTES),
+                             read_table(Path(tmp), "relations", schemas.RELATIONS))
+    return [graphs[k] for k in sorted(graphs)]
+
+
+def workload(n_programs: int, per_graph: int = 10) -> tuple[list, dict, dict]:
+    """(jobs, graphs json by key, answers by job id)."""
+    from reasonvqa.tasks.verify.sandbox import Job
+
+    base = sample_graphs()
+    jobs, graphs, answers = [], {}, {}
+    g = 0
+    while len(jobs) < n_programs:
+        graph = base[g % len(base)]
+        key = f"bench:{g}"
+        graphs[key] = graph.to_json()
+        entities = [e for e in graph.get_entities() if graph.get_outgoing_relations(e)] or graph.get_entities()
+        for k in range(per_graph):
+            if len(jobs) >= n_programs:
+                break
+            e = entities[(g * 7 + k) % len(entities)]
+            out = graph.get_outgoing_relations(e)
+            t, rels = next(iter(out.items())) if out else ("nothing", {"relations": ["near"]})
+            r = rels.get("relations", ["near"])[0]
+            attrs = ", ".join(graph.get_attributes(e).get("attributes", [])) or "plain"
+            q, a, p = TEMPLATES[k % len(TEMPLATES)]
+            fields = {"e": e, "r": r, "t": t, "attrs": attrs, "n": len(set(out) | set(graph.get_incoming_relations(e))),
+                      "desc": graph.describe(graph.generate_subgraph([e, *out])), "inc": ", ".join(sorted(graph.get_incoming_relations(e))),
+                      "share": "none"}
+            answer = a.format(**fields)
+            if (g + k) % 5 == 0:
+                answer = f"I think {answer.lower()}"
+            job_id = f"{key}#{k}"
+            jobs.append(Job(job_id, p.format(e=e, r=r), key))
+            answers[job_id] = answer
+        g += 1
+    return jobs, graphs, answers
+
+
+def bench_sandbox(jobs, graphs, workers: int) -> tuple[float, dict]:
+    from reasonvqa.tasks.verify.sandbox import Sandbox, SandboxConfig
+
+    with Sandbox(SandboxConfig(workers=workers)) as sandbox:
+        start = time.perf_counter()
+        results = sandbox.run(jobs, graphs)
+        seconds = time.perf_counter() - start
+        layers = sandbox.protections()
+    statuses: dict[str, int] = {}
+    for r in results.values():
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    return seconds, {"statuses": statuses, "layers": layers}
+
+
+def bench_baseline(jobs, graphs, workers: int) -> float:
+    def one(job) -> str:
+        payload = json.dumps({"program": job.program, "graph": graphs[job.graph]})
+        return subprocess.run([sys.executable, "-I", "-c", BASELINE_RUNNER], input=payload, capture_output=True,
+                              text=True, timeout=60, env={"PYTHONHASHSEED": "0"}).stdout
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        outputs = list(pool.map(one, jobs))
+    assert all(o.strip().startswith("{") for o in outputs), "baseline runner failed"
+    return time.perf_counter() - start
+
+
+def bench_end_to_end(jobs, graphs, answers, workers: int, embedder) -> dict:
+    from reasonvqa.tasks.verify.filters import output_text
+    from reasonvqa.tasks.verify.sandbox import Sandbox, SandboxConfig
+
+    start = time.perf_counter()
+    with Sandbox(SandboxConfig(workers=workers)) as sandbox:
+        results = sandbox.run(jobs, graphs)
+    sandbox_s = time.perf_counter() - start
+    ok = [j.id for j in jobs if results[j.id]["status"] == "ok"]
+    outputs = [output_text(results[i]["output"]) for i in ok]
+    sims = embedder.pair_similarity(outputs, [answers[i] for i in ok])
+    total = time.perf_counter() - start
+    unique = len(set(outputs) | {answers[i] for i in ok})
+    return {"programs": len(jobs), "ok": len(ok), "kept_at_0.5": int((sims >= 0.5).sum()), "unique_texts": unique,
+            "sandbox_s": round(sandbox_s, 1), "similarity_s": round(total - sandbox_s, 1), "total_s": round(total, 1)}
+
+
+def bench_embedding(embedder, n: int) -> float:
+    texts = [f"The {i % 97} small brown dogs are lying on the green grass number {i}." for i in range(n)]
+    start = time.perf_counter()
+    embedder.encode(texts)
+    return n / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--programs", type=int, default=40_000)
+    parser.add_argument("--throughput-programs", type=int, default=5_000)
+    parser.add_argument("--baseline", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--sentences", type=int, default=5_000)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from reasonvqa.tasks.verify.filters import Embedder
+
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    jobs, graphs, answers = workload(max(args.programs, args.throughput_programs))
+    sample = jobs[: args.throughput_programs]
+    seconds, info = bench_sandbox(sample, graphs, args.workers)
+    sandbox_rate = len(sample) / seconds
+    print(f"sandbox: {len(sample)} programs in {seconds:.1f} s = {sandbox_rate:.0f} programs/s; {info}", flush=True)
+    base_s = bench_baseline(jobs[: args.baseline], graphs, args.workers)
+    base_rate = args.baseline / base_s
+    print(f"baseline (fresh interpreter per program): {args.baseline} in {base_s:.1f} s = {base_rate:.1f} programs/s; "
+          f"ratio {sandbox_rate / base_rate:.1f}x", flush=True)
+    embedder = Embedder()
+    rate = bench_embedding(embedder, args.sentences)
+    print(f"embedding: {rate:.0f} sentences/s", flush=True)
+    e2e = bench_end_to_end(jobs[: args.programs], graphs, answers, args.workers, embedder)
+    print(f"end to end: {e2e}", flush=True)
+    print(f"load average after: {os.getloadavg()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""A local Prefect API server for one command, bound to its life.
+
+Without ``PREFECT_API_URL`` a flow call starts Prefect's temporary server as a plain child
+process, which SIGKILL of the command leaves running. The CLI starts a server itself
+instead (``prefect server start`` on a free 127.0.0.1 port) through ``reasonvqa.children``,
+so the kernel kills it with the command, and stops it when the flow returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+from reasonvqa.children import free_port, popen_bound, stop
+from reasonvqa.errors import DataError
+
+
+class PrefectApiError(DataError):
+    """The local Prefect API server did not start."""
+
+
+@contextlib.contextmanager
+def local_prefect_api(timeout_s: float = 180.0) -> Iterator[str | None]:
+    """Within the block, flows talk to a Prefect API on 127.0.0.1 started for it, unless one is configured.
+
+    The server is stopped after the block and killed by the kernel if this process dies first.
+    Yields its API URL (None when an API was already configured and is used as is).
+    """
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if PREFECT_API_URL.value():
+        yield None
+        return
+    port = free_port()
+    log_file = Path(tempfile.mkstemp(prefix="reasonvqa-prefect-server-", suffix=".log")[1])
+    with log_file.open("ab") as log:
+        process = popen_bound([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+                               "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/api"
+    before = os.environ.get("PREFECT_API_URL")
+    try:
+        _wait_healthy(url, process, log_file, timeout_s)
+        os.environ["PREFECT_API_URL"] = url  # for worker processes (Dask) started inside the block
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield url
+    finally:
+        if before is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = before
+        stop(process, grace_s=15)
+        log_file.unlink(missing_ok=True)
+
+
+def _wait_healthy(url: str, process: subprocess.Popen, log_file: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = " ".join(log_file.read_text(errors="replace").split()[-60:])
+            raise PrefectApiError(f"prefect server exited with code {process.returncode}: {tail}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, socket.timeout):
+            time.sleep(0.2)
+    raise PrefectApiError(f"prefect server on {url} not ready after {timeout_s:.0f} s (log: {log_file})")

@@ -1,0 +1,49 @@
+"""One questions shard: gather a source shard's tables and its entity links, then generate.
+
+The question index depends only on the merged facts and the config, so it is built once
+per worker process and shared by every shard that process runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from reasonvqa.stage import StageResult, part_name
+from reasonvqa.tasks.questions.bank import load_bank
+from reasonvqa.tasks.questions.config import QuestionConfig
+from reasonvqa.tasks.questions.index import KnowledgeIndex, build_index
+from reasonvqa.tasks.questions.templated import generate_questions
+from reasonvqa.tasks.sources.ingest import SourceShard
+
+_INDEX_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=2)
+def _index(facts_path: Path, config_json: str) -> KnowledgeIndex:
+    return build_index(pq.read_table(facts_path), load_bank(), QuestionConfig.model_validate_json(config_json))
+
+
+def shared_index(facts_path: Path, config: QuestionConfig) -> KnowledgeIndex:
+    """The question index of a build's facts, built once per worker process (not per shard)."""
+    with _INDEX_LOCK:
+        return _index(Path(facts_path), config.model_dump_json())
+
+
+def shard_links(link_dir: Path, shard: SourceShard) -> pa.Table:
+    """The entity links the linking stage wrote for ``shard`` (under its build-wide number)."""
+    return pq.read_table(Path(link_dir) / "entity_links" / f"{part_name(shard.number)}.parquet")
+
+
+def questions_for_shard(shard: SourceShard, link_dir: Path, facts_path: Path, config: QuestionConfig,
+                        seed: int, knowledge_snapshot: str) -> StageResult:
+    """Templated questions for the images of one source shard (written as questions shard ``shard.number``)."""
+    return generate_questions(
+        shard.table("images"), shard.table("objects"), shard.table("relations"), shard_links(link_dir, shard),
+        pq.read_table(facts_path), load_bank(), config, seed=seed, shard=shard.number,
+        knowledge_snapshot=knowledge_snapshot, index=shared_index(facts_path, config),
+    )

@@ -1,0 +1,236 @@
+"""Run LLM-written verification programs as hostile input: a pool of pre-warmed forking workers.
+
+Layers (each holds on its own; see ``program_check``, ``sandbox_worker``, ``seccomp_filter``):
+
+1. AST allow-list (in the child, after the limits are set);
+2. one forked child per program with resource limits, an empty environment, an empty temporary
+   working folder and no descriptors but its result pipe;
+3. seccomp: no sockets, exec, fork/clone, or opening files for writing;
+4. bubblewrap namespaces around each worker when ``bwrap`` exists and works here;
+5. deadlines: the worker kills a child at ``wall_seconds``; this parent kills a worker that
+   does not answer in ``wall_seconds + worker_grace_seconds`` and starts a new one.
+
+Results are ``{"status": "ok" | "rejected" | "error" | "timeout", "output", "reason"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reasonvqa.tasks.verify.sandbox_worker import HEADER
+
+WORKER_MODULE = "reasonvqa.tasks.verify.sandbox_worker"
+STATUSES = ("ok", "rejected", "error", "timeout")
+
+
+class SandboxConfig(BaseModel):
+    """Limits and layers of the program sandbox."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workers: int = Field(default=2, ge=1, description="Forking worker processes (one per core).")
+    cpu_seconds: int = Field(default=1, ge=1)
+    wall_seconds: float = Field(default=2.0, gt=0)
+    memory_mb: int = Field(default=256, ge=16, description="Address space a program may add to the worker's.")
+    output_bytes: int = Field(default=65536, ge=256, description="Largest JSON result accepted.")
+    open_files: int = Field(default=16, ge=4)
+    worker_grace_seconds: float = Field(default=5.0, gt=0)
+    seccomp: Literal["auto", "required", "off"] = Field(
+        default="auto", description="auto: use seccomp where pyseccomp and libseccomp load; required: refuse to run without.")
+    bwrap: Literal["auto", "off"] = "auto"
+
+    def limits(self) -> dict:
+        return {k: getattr(self, k) for k in ("cpu_seconds", "wall_seconds", "memory_mb", "output_bytes", "open_files")}
+
+
+class SandboxUnavailable(RuntimeError):
+    """A layer the configuration requires is not available on this machine."""
+
+
+@dataclass
+class Job:
+    """One program to run on one graph (``graph`` is a key of the graphs given to ``run``)."""
+
+    id: str
+    program: str
+    graph: str
+    check: bool = True  # False only in tests of the OS layers
+
+
+BWRAP_ARGS = ["--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev",
+              "--proc", "/proc", "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]
+
+
+@lru_cache(maxsize=1)
+def bwrap_prefix() -> tuple[tuple[str, ...], str]:
+    """The bubblewrap command prefix and its status; empty when bwrap is missing or fails here."""
+    binary = shutil.which("bwrap")
+    if binary is None:
+        return (), "off (no bwrap binary)"
+    probe = subprocess.run([binary, *BWRAP_ARGS, "--", "/bin/true"], capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return (), f"off (bwrap fails here: {probe.stderr.strip()[:200]})"
+    return (binary, *BWRAP_ARGS, "--"), "on"
+
+
+class _Worker:
+    """One worker process and its protocol pipes."""
+
+    def __init__(self, config: SandboxConfig, prefix: tuple[str, ...]) -> None:
+        self.tmp = tempfile.mkdtemp(prefix="reasonvqa-sandbox-")
+        env = {"PYTHONHASHSEED": "0", "PYTHONUTF8": "1"}  # set order, hence outputs, must not vary by run
+        setenv = [arg for k, v in env.items() for arg in ("--setenv", k, v)] if prefix else []
+        cmd = [*prefix[:-1], *setenv, *prefix[-1:], sys.executable, "-I", "-m", WORKER_MODULE]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=env, cwd=self.tmp, bufsize=0, start_new_session=True)
+        self.hello = self.receive(60.0)
+
+    def send(self, message: dict) -> None:
+        data = json.dumps(message, sort_keys=True).encode()
+        self.proc.stdin.write(HEADER.pack(len(data)) + data)
+
+    def receive(self, timeout: float) -> dict:
+        (length,) = HEADER.unpack(self._read(HEADER.size, timeout))
+        return json.loads(self._read(length, timeout))
+
+    def _read(self, n: int, timeout: float) -> bytes:
+        fd = self.proc.stdout.fileno()
+        data = b""
+        while len(data) < n:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                raise TimeoutError("worker did not answer in time")
+            chunk = os.read(fd, n - len(data))
+            if not chunk:
+                raise EOFError("worker exited")
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.kill()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+class Sandbox:
+    """A pool of sandbox workers; ``run`` spreads jobs over them (grouped by graph)."""
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        prefix, self.bwrap_status = bwrap_prefix() if self.config.bwrap == "auto" else ((), "off (configured)")
+        self._prefix = prefix
+        self._workers: list[_Worker | None] = [None] * self.config.workers
+        self._locks = [threading.Lock() for _ in range(self.config.workers)]
+        self.seccomp_status = "not started"
+        self.workers_restarted = 0
+
+    def __enter__(self) -> "Sandbox":
+        for i in range(self.config.workers):
+            self._worker(i)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def protections(self) -> dict[str, str]:
+        """Which layers are on (recorded in run stats)."""
+        return {"ast_allow_list": "on", "rlimits": "on", "seccomp": self.seccomp_status, "bwrap": self.bwrap_status}
+
+    def _worker(self, i: int) -> _Worker:
+        worker = self._workers[i]
+        if worker is None or worker.proc.poll() is not None:
+            worker = _Worker(self.config, self._prefix)
+            status = worker.hello.get("seccomp", "off (unknown)")
+            if self.config.seccomp == "required" and status != "on":
+                worker.close()
+                raise SandboxUnavailable(f"seccomp is required but {status}")
+            if self.config.seccomp == "off":
+                status = "off (configured)"
+            self.seccomp_status = status
+            self._workers[i] = worker
+        return worker
+
+    def run(self, jobs: list[Job], graphs: dict[str, dict]) -> dict[str, dict]:
+        """Results of ``jobs`` keyed by job id; ``graphs`` in ``SceneGraph.to_json`` or tuple form."""
+        groups: dict[str, list[Job]] = {}
+        for job in jobs:
+            groups.setdefault(job.graph, []).append(job)
+        batches = [[]]  # type: list[list[Job]]
+        for group in groups.values():  # batches of about 64 jobs, never splitting a graph's jobs needlessly
+            if len(batches[-1]) >= 64:
+                batches.append([])
+            batches[-1].extend(group)
+        n = self.config.workers
+        results: dict[str, dict] = {}
+
+        def work(i: int) -> None:
+            for batch in batches[i::n]:
+                results.update(self._run_batch(i, batch, graphs))
+
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            for future in [pool.submit(work, i) for i in range(n)]:
+                future.result()
+        return results
+
+    def _run_batch(self, i: int, batch: list[Job], graphs: dict[str, dict]) -> dict[str, dict]:
+        if not batch:
+            return {}
+        limits = self.config.limits()
+        if self.config.seccomp == "off":
+            limits["seccomp"] = False
+        needed = {job.graph: graphs.get(job.graph) for job in batch}
+        request = {"limits": limits, "graphs": {k: v for k, v in needed.items() if v is not None},
+                   "jobs": [{"id": j.id, "program": j.program, "graph": j.graph, "check": j.check} for j in batch]}
+        out: dict[str, dict] = {}
+        timeout = self.config.wall_seconds + self.config.worker_grace_seconds
+        with self._locks[i]:
+            worker = self._worker(i)
+            try:
+                worker.send(request)
+                for job in batch:
+                    reply = worker.receive(timeout)
+                    out[job.id] = {k: reply.get(k) for k in ("status", "output", "reason")}
+            except (TimeoutError, EOFError, OSError, ValueError) as exc:
+                worker.kill()
+                worker.close()
+                self._workers[i] = None
+                self.workers_restarted += 1
+                for job in batch:
+                    out.setdefault(job.id, {"status": "error", "output": None, "reason": f"worker_lost: {exc}"})
+        return out
+
+    def close(self) -> None:
+        for i, worker in enumerate(self._workers):
+            if worker is not None:
+                worker.close()
+                self._workers[i] = None
+
+
+def run_one(program: str, graph: dict, config: SandboxConfig | None = None) -> dict:
+    """Run a single program on a single graph (the CLI's ``sandbox run``)."""
+    with Sandbox((config or SandboxConfig()).model_copy(update={"workers": 1})) as sandbox:
+        return sandbox.run([Job("program", program, "graph")], {"graph": graph})["program"]

@@ -1,0 +1,123 @@
+"""Bad paths and bad requests end in one line and exit 2, and nothing is written outside --out."""
+
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+import typer
+
+from reasonvqa.cli import OneLineErrors, app, main
+from tests.reasonvqa.test_cli import _release
+from tests.tasks.release.test_verify import _resign
+
+runner = CliRunner()
+
+
+def files_under(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+
+
+def one_error_line(result, code):
+    assert result.exit_code == code, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert "Traceback" not in result.output
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("version", ["../../evil", "/abs/path", ".", ".."])
+def test_build_with_a_path_as_version_writes_nothing(tmp_path, version):
+    out = tmp_path / "a" / "out"
+    result = runner.invoke(app, ["build", "--sample", "--out", str(out), "--version", version, "--overwrite"])
+    assert "not a semantic version" in one_error_line(result, 2)
+    assert files_under(tmp_path) == []
+
+
+@pytest.mark.parametrize("release", ["{name: '..', version: 1.0.0}", "{name: ../x, version: 1.0.0}",
+                                     "{name: ok, version: ../../evil}"])
+def test_build_with_a_path_in_the_config_release_writes_nothing(tmp_path, release):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"sources: [{{kind: vg, path: vg}}]\nrelease: {release}\n")
+    result = runner.invoke(app, ["build", "--config", str(config), "--out", str(tmp_path / "out")])
+    assert "invalid config: release." in one_error_line(result, 2)
+    assert files_under(tmp_path) == ["c.yaml"]
+
+
+def test_out_that_is_a_file(tmp_path):
+    (tmp_path / "out").write_text("x")
+    result = runner.invoke(app, ["build", "--sample", "--out", str(tmp_path / "out")])
+    assert "exists and is not a folder" in one_error_line(result, 2)
+
+
+def test_domains_that_name_nothing(tmp_path):
+    result = runner.invoke(app, ["build", "--sample", "--out", str(tmp_path), "--domains", ","])
+    assert "names nothing" in one_error_line(result, 2)
+    assert files_under(tmp_path) == []
+
+
+def test_config_that_is_not_utf8(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_bytes(b"sources: [{kind: vg, path: \xff\xfe}]\n")
+    result = runner.invoke(app, ["build", "--config", str(config), "--out", str(tmp_path / "out")])
+    assert f"error: {config}: not UTF-8 text (byte 27: invalid start byte)" in one_error_line(result, 2)
+
+
+@pytest.mark.parametrize("knowledge, field", [
+    ("{endpoint: 'ftp://example.org/sparql'}", "knowledge.endpoint"),
+    ("{endpoint: 'file:///etc/passwd'}", "knowledge.endpoint"),
+    ('{contact: "me@example.org\\r\\nX-Injected: 1"}', "knowledge.contact"),
+    ('{contact: "me@example.org\\n"}', "knowledge.contact"),
+])
+def test_endpoint_and_contact_are_checked_by_the_config(tmp_path, knowledge, field):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"sources: [{{kind: vg, path: vg}}]\nknowledge: {knowledge}\n")
+    result = runner.invoke(app, ["build", "--config", str(config), "--out", str(tmp_path / "out")])
+    assert f"invalid config: {field}: String should match pattern" in one_error_line(result, 2)
+
+
+@pytest.mark.parametrize("field, value", [("name", "../../evil"), ("version", "../../evil"), ("version", "."),
+                                          ("name", "other")])
+def test_resplit_refuses_a_source_whose_manifest_names_another_place(tmp_path, field, value):
+    source = _release(tmp_path / "src")
+    _resign(source, lambda m: m.__setitem__(field, value))
+    before = files_under(tmp_path)
+    result = runner.invoke(app, ["resplit", str(source), "--out", str(tmp_path / "x" / "out")])
+    assert "fails verification" in one_error_line(result, 2)
+    assert files_under(tmp_path) == before
+
+
+def test_resplit_with_a_path_as_version(tmp_path):
+    source = _release(tmp_path / "src")
+    before = files_under(tmp_path)
+    result = runner.invoke(app, ["resplit", str(source), "--out", str(tmp_path / "o"), "--version", "../../evil"])
+    assert "not a semantic version" in one_error_line(result, 2)
+    assert files_under(tmp_path) == before
+
+
+def test_a_folder_where_a_vg_file_belongs_is_named(tmp_path):
+    (tmp_path / "vg").mkdir()
+    (tmp_path / "vg" / "image_data.json").write_text("[]")
+    (tmp_path / "vg" / "objects.json").write_text("[]")
+    (tmp_path / "vg" / "attributes.json").mkdir()  # silently ignored before
+    result = runner.invoke(app, ["sources", "scan", "--source", "vg", "--path", str(tmp_path / "vg")])
+    assert f"is not a file: {tmp_path / 'vg' / 'attributes.json'}" in one_error_line(result, 2)
+
+
+def _failing_app():
+    demo = typer.Typer(cls=OneLineErrors, pretty_exceptions_enable=False)
+    demo.callback()(main)
+
+    @demo.command()
+    def crash() -> None:
+        raise KeyError("multi\nline")
+
+    return demo
+
+
+def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback():
+    plain = runner.invoke(_failing_app(), ["crash"])
+    assert plain.exit_code == 1
+    assert plain.output == "error: KeyError: 'multi\\nline' (reasonvqa --debug ... shows the traceback)\n"
+    debug = runner.invoke(_failing_app(), ["--debug", "crash"])
+    assert isinstance(debug.exception, KeyError)

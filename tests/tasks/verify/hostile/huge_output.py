@@ -1,0 +1,2 @@
+def verify(sg):
+    return "x" * 5_000_000

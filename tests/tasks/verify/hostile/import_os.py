@@ -1,0 +1,5 @@
+import os
+
+
+def verify(sg):
+    return os.system("touch MARKER")

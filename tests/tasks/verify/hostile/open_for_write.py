@@ -1,0 +1,4 @@
+def verify(sg):
+    with open("MARKER", "w") as handle:
+        handle.write("pwned")
+    return "written"

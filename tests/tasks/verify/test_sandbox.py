@@ -1,0 +1,175 @@
+"""The hostile corpus: each program is contained with the allow-list on, and again with it off
+(so the OS layers alone are tested); the parent and the workers survive all of them."""
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from reasonvqa.tasks.verify.program_check import ProgramRejected, check_program
+from reasonvqa.tasks.verify.sandbox import WORKER_MODULE, Job, Sandbox, SandboxConfig
+from reasonvqa.tasks.verify.scene_graph import SceneGraph
+
+HOSTILE = Path(__file__).parent / "hostile"
+GRAPH = SceneGraph("A brown dog on green grass.", {
+    "dog": {"attributes": ["brown"], "relations_to": {"grass": ["on"]}},
+    "grass": {"attributes": ["green"], "relations_to": {}},
+}).to_json()
+GOOD = '''
+def execute_command(scene_graph):
+    """What is the dog on?"""
+    for target, rels in scene_graph.get_outgoing_relations("dog").items():
+        if "on" in rels.get("relations", []):
+            return f"The dog is on the {target}."
+    return None
+'''
+CHECKED_REASON = {
+    "infinite_loop": ("timeout", "cpu_limit"), "memory_bomb": ("error", "memory_limit"),
+    "import_os": ("rejected", "top_level_statement"), "open_for_write": ("rejected", "forbidden_syntax"),
+    "socket_connect": ("rejected", "top_level_statement"), "fork": ("rejected", "top_level_statement"),
+    "mro_escape": ("rejected", "dunder_attribute"), "getattr_escape": ("rejected", "forbidden_name"),
+    "format_escape": ("rejected", "forbidden_attribute"), "huge_output": ("error", "output_too_large"),
+    "kill_parent": ("rejected", "top_level_statement"), "raise_limits": ("rejected", "top_level_statement"),
+}
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(SandboxConfig(workers=2, wall_seconds=3.0)) as box:
+        yield box
+
+
+@pytest.fixture
+def listener():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.setblocking(False)
+    yield server
+    server.close()
+
+
+def _corpus(marker: Path, port: int) -> dict[str, str]:
+    return {p.stem: p.read_text().replace("MARKER", str(marker)).replace("PORT", str(port))
+            for p in sorted(HOSTILE.glob("*.py"))}
+
+
+def _assert_contained(sandbox, marker, listener):
+    assert not marker.exists(), "a hostile program wrote a file"
+    with pytest.raises(BlockingIOError):
+        listener.accept()  # nobody connected
+    for worker in sandbox._workers:
+        assert worker is not None and worker.proc.poll() is None
+        top = psutil.Process(worker.proc.pid)  # the worker, or the bwrap process that runs it
+        workers = [p for p in [top, *top.children(recursive=True)]
+                   if p.name() != "bwrap" and WORKER_MODULE in " ".join(p.cmdline())]
+        assert len(workers) == 1  # a forked child has the worker's command line: none outlived its limit
+    good = sandbox.run([Job("good", GOOD, "g")], {"g": GRAPH})["good"]
+    assert good == {"status": "ok", "output": "The dog is on the grass.", "reason": None}
+
+
+def test_hostile_corpus_with_the_allow_list(sandbox, tmp_path, listener):
+    marker = tmp_path / "pwned"
+    programs = _corpus(marker, listener.getsockname()[1])
+    assert set(programs) == set(CHECKED_REASON)
+    results = sandbox.run([Job(name, src, "g") for name, src in programs.items()], {"g": GRAPH})
+    got = {name: (r["status"], r["reason"].split(":")[0]) for name, r in results.items()}
+    if got["infinite_loop"] == ("timeout", "wall_clock_limit"):  # a loaded machine gives less than 1 CPU second in 3 s
+        got["infinite_loop"] = ("timeout", "cpu_limit")
+    assert got == CHECKED_REASON
+    _assert_contained(sandbox, marker, listener)
+
+
+@pytest.mark.parametrize("bwrap", ["off", "auto"])
+def test_hostile_corpus_without_the_allow_list_is_held_by_the_os_layers(bwrap, tmp_path, listener):
+    with Sandbox(SandboxConfig(workers=2, wall_seconds=3.0, bwrap=bwrap)) as sandbox:
+        if sandbox.seccomp_status != "on":
+            pytest.skip(f"seccomp {sandbox.seccomp_status}")
+        if bwrap == "auto" and sandbox.bwrap_status != "on":
+            pytest.skip(f"bwrap {sandbox.bwrap_status}")
+        _run_unchecked(sandbox, tmp_path, listener)
+
+
+def _run_unchecked(sandbox, tmp_path, listener):
+    marker = tmp_path / "pwned"
+    programs = _corpus(marker, listener.getsockname()[1])
+    start = time.monotonic()
+    results = sandbox.run([Job(name, src, "g", check=False) for name, src in programs.items()], {"g": GRAPH})
+    assert time.monotonic() - start < 30
+    status = {name: r["status"] for name, r in results.items()}
+    assert status["infinite_loop"] == "timeout"
+    assert results["memory_bomb"]["reason"] == "memory_limit"
+    assert results["huge_output"]["reason"].startswith("output_too_large")
+    assert results["import_os"]["output"] != 0 or results["import_os"]["status"] == "error"  # system() could not run
+    for name in ("open_for_write", "socket_connect", "fork", "kill_parent", "raise_limits"):
+        reason = results[name]["reason"] or ""
+        assert status[name] == "error" and ("not permitted" in reason or "not allowed" in reason), (name, results[name])
+    assert results["mro_escape"]["status"] in ("ok", "error")  # system() cannot fork: it returns -1 or raises
+    _assert_contained(sandbox, marker, listener)
+
+
+def test_wall_clock_deadline_kills_a_sleeping_program(tmp_path):
+    sleeper = "import time\ndef verify(sg):\n    time.sleep(60)\n"
+    with Sandbox(SandboxConfig(workers=1, wall_seconds=0.5)) as box:
+        start = time.monotonic()
+        result = box.run([Job("s", sleeper, "g", check=False)], {"g": GRAPH})["s"]
+        assert time.monotonic() - start < 5
+    assert result == {"status": "timeout", "output": None, "reason": "wall_clock_limit"}
+
+
+def test_outputs_are_json_and_deterministic(sandbox):
+    program = "def verify(sg):\n    return {'entities': set(sg.get_entities()), 'n': len(sg.get_entities()), 'sub': sg.generate_subgraph(['dog'])}\n"
+    first = sandbox.run([Job("a", program, "g")], {"g": GRAPH})["a"]
+    assert first == {"status": "ok", "reason": None,
+                     "output": {"entities": ["dog", "grass"], "n": 2, "sub": "The dog is brown."}}
+    assert sandbox.run([Job("a", program, "g")], {"g": GRAPH})["a"] == first
+
+
+def test_program_errors_and_unknown_graphs_are_reported(sandbox):
+    results = sandbox.run([Job("key", "def verify(sg):\n    return sg.get_attributes('cat')['color']\n", "g"),
+                           Job("nograph", GOOD, "missing")], {"g": GRAPH})
+    assert results["key"] == {"status": "error", "output": None, "reason": "KeyError: 'color'"}
+    assert results["nograph"]["reason"] == "unknown_graph"
+
+
+@pytest.mark.parametrize("source, reason", [
+    ("", "empty_program"), ("def verify(sg)\n  return 1", "syntax_error"),
+    ("def helper(x):\n    return x\n", "no_entry_point"), ("def verify(a, b):\n    return 1\n", "bad_signature"),
+    ("class A:\n    pass\ndef verify(sg):\n    return 1\n", "top_level_statement"),
+    ("def verify(sg):\n    return eval('1')\n", "forbidden_name"),
+    ("def verify(sg):\n    return sg._adj\n", "dunder_attribute"),
+    ("def verify(sg):\n    x = '__class__'\n    return x\n", "dunder_string"),
+    ("def verify(sg):\n    yield 1\n", "forbidden_syntax"),
+])
+def test_allow_list_reasons(source, reason):
+    with pytest.raises(ProgramRejected) as info:
+        check_program(source)
+    assert info.value.reason == reason
+
+
+def test_allow_list_accepts_prove_style_programs():
+    assert check_program(GOOD) == "execute_command"
+
+
+def test_cli_sandbox_run_prints_one_json_object_and_exits_0(tmp_path):
+    from typer.testing import CliRunner
+
+    from reasonvqa.cli import app
+
+    graph = tmp_path / "graph.json"
+    graph.write_text('{"dog": {"attributes": ["brown"], "relations_to": {"grass": ["on"]}}}')
+    good, bad = tmp_path / "good.py", tmp_path / "bad.py"
+    good.write_text(GOOD)
+    bad.write_text((HOSTILE / "mro_escape.py").read_text())
+    runner = CliRunner()
+    ok = runner.invoke(app, ["sandbox", "run", str(good), "--graph", str(graph)])
+    assert ok.exit_code == 0 and json.loads(ok.stdout) == {"status": "ok", "output": "The dog is on the grass.", "reason": None}
+    rejected = runner.invoke(app, ["sandbox", "run", str(bad), "--graph", str(graph)])
+    assert rejected.exit_code == 0
+    assert json.loads(rejected.stdout) == {"status": "rejected", "output": None, "reason": "dunder_attribute: line 2: .__subclasses__"}
+    graph.write_text("[1, 2]")
+    broken = runner.invoke(app, ["sandbox", "run", str(good), "--graph", str(graph)])
+    assert broken.exit_code == 2 and "graph.json" in broken.stderr
