@@ -165,6 +165,13 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     shards = list_shards([(s.kind, i, folder) for s, i, _, folder in units])
     write_shard_manifest(shards, work_dir / "shards.json", work_dir)
 
+    # 1b. region proposals (tasks/proposals): one task per source shard of sources with an image root
+    extra_tables: dict[str, pa.Table] = {}
+    if config.proposals is not None and config.proposals.enabled:
+        from reasonvqa.tasks.proposals.task import run_proposals
+
+        report["proposals"], extra_tables["regions"] = run_proposals(config.proposals, shards, work_dir / "proposals")
+
     from reasonvqa.knowledge.facts import linked_item_batches, merge_fact_shards
     from reasonvqa.tasks.questions.bank import load_bank
 
@@ -194,14 +201,14 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     pool = read_table(question_dir, "questions", schemas.QUESTIONS)
 
     # 5-7. balance, split, stats, release
-    release = finish_release(pool, config, out_dir, work_dir, inputs, report, overwrite)
+    release = finish_release(pool, config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
     logger.info("release written to %s", release)
     return str(release)
 
 
 def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str],
-                   report: dict[str, dict], overwrite: bool) -> Path:
-    """Balance the pool, split it, write stats and the release folder."""
+                   report: dict[str, dict], overwrite: bool, tables: dict[str, pa.Table] | None = None) -> Path:
+    """Balance the pool, split it, write stats and the release folder (with ``tables``, e.g. regions)."""
     from reasonvqa.tasks.balance.pipeline import balance_and_split
     from reasonvqa.tasks.balance.stats import write_stats
     from reasonvqa.tasks.release.writer import require_nonempty_splits, write_release
@@ -226,7 +233,7 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
         pool=done.pool, stats_dir=stats_dir, config=json.loads(config.canonical_json()),
         config_hash=config.config_hash(), inputs=inputs,
         stats_files={k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in stats_files.items()},
-        overwrite=overwrite,
+        overwrite=overwrite, tables=tables,
     )
     publish_artifacts(release)
     return release

@@ -13,6 +13,7 @@ from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.paths import RESOURCE_ROOTS, SAMPLE_DIR
 from reasonvqa.sources import SourceConfig, SourceEntry, parse_config
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.proposals.config import ProposalsConfig
 from reasonvqa.tasks.questions.config import QuestionConfig
 from reasonvqa.tasks.release.paths import check_release_name, check_release_version
 
@@ -47,6 +48,7 @@ class BuildConfig(BaseModel):
     balance: BalanceConfig = Field(default_factory=BalanceConfig)
     split: SplitConfig = Field(default_factory=SplitConfig)
     release: ReleaseConfig = Field(default_factory=ReleaseConfig)
+    proposals: ProposalsConfig | None = Field(default=None, description="Model region proposals (tasks/proposals); off when null.")
     seed: int = 0
     shard_size: int = Field(default=5000, ge=1, description="Records per shard (one Prefect task per shard).")
 
@@ -107,6 +109,8 @@ def load_config(path: Path) -> BuildConfig:
     for name in ("mirror_entities", "wordnet_table", "cache_dir"):
         if getattr(knowledge, name) is not None:
             setattr(knowledge, name, _resolve(base, getattr(knowledge, name)))
+    if cfg.proposals is not None:
+        cfg.proposals.resolve(base)
     return cfg
 
 

@@ -67,15 +67,15 @@ def sha256_file(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def _with_schema_metadata(table: pa.Table) -> pa.Table:
-    table = schemas.conform(table, schemas.QUESTIONS)
+def _with_schema_metadata(table: pa.Table, schema: pa.Schema = schemas.QUESTIONS) -> pa.Table:
+    table = schemas.conform(table, schema)
     return table.replace_schema_metadata({"reasonvqa.schema_version": schemas.SCHEMA_VERSION})
 
 
-def write_table_files(table: pa.Table, folder: Path) -> list[Path]:
-    """Write ``table`` as ``part-NNNNN.parquet`` files of at most ROWS_PER_FILE rows."""
+def write_table_files(table: pa.Table, folder: Path, schema: pa.Schema = schemas.QUESTIONS) -> list[Path]:
+    """Write ``table`` (conformed to ``schema``) as ``part-NNNNN.parquet`` files of at most ROWS_PER_FILE rows."""
     folder.mkdir(parents=True, exist_ok=True)
-    table = _with_schema_metadata(table)
+    table = _with_schema_metadata(table, schema)
     paths = []
     n_files = max(1, -(-table.num_rows // ROWS_PER_FILE))
     for i in range(n_files):
@@ -108,11 +108,13 @@ def write_release(
     card_notes: str = "",
     stats_files: dict[str, str] | None = None,
     overwrite: bool = False,
+    tables: dict[str, pa.Table] | None = None,
 ) -> Path:
     """Write ``<out_root>/<name>/<version>/`` and return its path.
 
     ``splits`` maps split names (train, test, ...) to QUESTIONS tables; ``pool`` is the
     pre-balancing question pool kept for re-splits. Rows are sorted by question_id.
+    ``tables`` are further record tables named as in ``schemas.TABLES`` (e.g. ``regions``), one folder each.
     If the version exists with identical content it is left as is; with different
     content a ReleaseExistsError is raised unless ``overwrite``. ``name`` and ``version`` are
     checked (ReleasePathError) and every path written resolves inside ``out_root``.
@@ -148,6 +150,9 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table]
             counts[split] = table.num_rows
         write_table_files(_sort_by_question_id(pool), tmp / "pool")
         counts["pool"] = pool.num_rows
+        for table_name, table in sorted((tables or {}).items()):
+            write_table_files(table, tmp / table_name, schemas.TABLES[table_name])
+            counts[table_name] = table.num_rows
         if stats_dir is not None and stats_dir.exists():
             shutil.copytree(stats_dir, tmp / "stats")
         bias_file = tmp / "stats" / "bias.json"

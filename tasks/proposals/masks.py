@@ -1,0 +1,159 @@
+"""SAM-family masks for boxes: one image embedding per image, box prompts in batches, COCO RLE out.
+
+Backends behind ``Segmenter``: segment-anything's ``SamPredictor`` (tested here with a small
+randomly initialized model built by the library's own builder) and SAM 2's
+``SAM2ImagePredictor`` from the ``sam2`` package (same calls; not installed or verified here).
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from reasonvqa.tasks.proposals.config import SegmenterConfig
+
+STABILITY_OFFSET = 1.0  # SAM's automatic mask generator default (stability_score_offset)
+
+
+@dataclass(frozen=True)
+class Masks:
+    """Per box: COCO RLE ``{"size": [h, w], "counts": str}``, mask area in pixels, predicted IoU,
+    and the stability score where the backend gives mask logits (None otherwise)."""
+
+    rles: list[dict]
+    areas: np.ndarray
+    predicted_iou: np.ndarray
+    stability: np.ndarray | None = None
+
+
+def encode_rle(masks: np.ndarray) -> list[dict]:
+    """Boolean ``(N, H, W)`` masks -> COCO compressed RLE with ``counts`` as str (pycocotools)."""
+    from pycocotools import mask as mask_utils
+
+    masks = np.asarray(masks, dtype=bool)
+    if masks.ndim != 3:
+        raise ValueError(f"masks must have shape (N, H, W), got {masks.shape}")
+    if not len(masks):
+        return []
+    encoded = mask_utils.encode(np.asfortranarray(masks.transpose(1, 2, 0).astype(np.uint8)))
+    return [{"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")} for rle in encoded]
+
+
+def decode_rle(rle: dict) -> np.ndarray:
+    """One COCO RLE (counts as str or bytes) -> boolean ``(H, W)`` mask."""
+    from pycocotools import mask as mask_utils
+
+    counts = rle["counts"]
+    return mask_utils.decode({"size": list(rle["size"]), "counts": counts.encode("ascii") if isinstance(counts, str) else counts}).astype(bool)
+
+
+class Segmenter(ABC):
+    """Masks for boxes of one image. ``name`` goes into the regions' origin."""
+
+    name: str
+
+    def __init__(self, predictor: Any, batch_size: int, device: str) -> None:
+        self.predictor = predictor
+        self.batch_size = batch_size
+        self.device = device
+        self.forward_seconds = 0.0
+
+    @abstractmethod
+    def _predict(self, boxes: np.ndarray, image_shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Masks ``(B, H, W)`` bool, predicted IoU ``(B,)`` and stability ``(B,)`` (or None) for
+        XYXY pixel boxes of the set image."""
+
+    def segment(self, image: np.ndarray, boxes: np.ndarray) -> Masks:
+        """Masks of XYXY pixel ``boxes`` in an RGB ``(H, W, 3)`` uint8 image (embedding computed once)."""
+        boxes = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)
+        if not len(boxes):
+            return Masks([], np.zeros(0), np.zeros(0, dtype=np.float32))
+        rles: list[dict] = []
+        ious: list[np.ndarray] = []
+        stability: list[np.ndarray] | None = []
+        started = time.perf_counter()
+        self.predictor.set_image(image)
+        self.forward_seconds += time.perf_counter() - started
+        try:
+            for start in range(0, len(boxes), self.batch_size):
+                started = time.perf_counter()
+                masks, iou, stable = self._predict(boxes[start : start + self.batch_size], image.shape[:2])
+                self.forward_seconds += time.perf_counter() - started
+                rles += encode_rle(masks)
+                ious.append(np.asarray(iou, dtype=np.float32).reshape(-1))
+                stability = None if stable is None or stability is None else stability + [np.asarray(stable, dtype=np.float32)]
+        finally:
+            self.predictor.reset_image()
+        from pycocotools import mask as mask_utils
+
+        areas = np.array([mask_utils.area({**r, "counts": r["counts"].encode("ascii")}) for r in rles], dtype=np.float64)
+        return Masks(rles, areas, np.concatenate(ious), np.concatenate(stability) if stability else None)
+
+
+class SamSegmenter(Segmenter):
+    """segment-anything 1.0: ``SamPredictor.predict_torch`` with a batch of boxes."""
+
+    def __init__(self, model: Any, batch_size: int, device: str, name: str = "sam") -> None:
+        from segment_anything import SamPredictor
+
+        model.to(device).eval()
+        super().__init__(SamPredictor(model), batch_size, device)
+        self.name = name
+
+    @classmethod
+    def from_config(cls, config: SegmenterConfig, device: str) -> "SamSegmenter":
+        """Load ``config.model_type`` from the local checkpoint with the library's model registry."""
+        from segment_anything import sam_model_registry
+
+        if config.weights is None or not config.weights.is_file():
+            raise FileNotFoundError(f"segmenter.weights: SAM checkpoint not found: {config.weights}")
+        if config.model_type not in sam_model_registry:
+            raise ValueError(f"segmenter.model_type {config.model_type!r} is not one of {sorted(sam_model_registry)}")
+        model = sam_model_registry[config.model_type](checkpoint=str(config.weights))
+        return cls(model, config.batch_size, device, name=f"sam:{config.model_type}")
+
+    def _predict(self, boxes: np.ndarray, image_shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        import torch
+        from segment_anything.utils.amg import calculate_stability_score
+
+        prompt = torch.as_tensor(boxes, device=self.predictor.device)
+        prompt = self.predictor.transform.apply_boxes_torch(prompt, image_shape)
+        with torch.no_grad():
+            logits, iou, _ = self.predictor.predict_torch(point_coords=None, point_labels=None, boxes=prompt,
+                                                          multimask_output=False, return_logits=True)
+            threshold = self.predictor.model.mask_threshold
+            stability = calculate_stability_score(logits[:, 0], threshold, STABILITY_OFFSET)
+        return ((logits[:, 0] > threshold).cpu().numpy(), iou[:, 0].float().cpu().numpy(),
+                stability.float().cpu().numpy())
+
+
+class Sam2Segmenter(Segmenter):
+    """SAM 2 (``sam2`` package): ``SAM2ImagePredictor.predict`` with a batch of boxes. Not verified here."""
+
+    def __init__(self, config: SegmenterConfig, device: str) -> None:
+        from sam2.build_sam import build_sam2
+        from sam2.sam2_image_predictor import SAM2ImagePredictor
+
+        if config.weights is None or not config.weights.is_file() or not config.sam2_config:
+            raise FileNotFoundError(f"segmenter.weights and segmenter.sam2_config are required for sam2: {config.weights}")
+        super().__init__(SAM2ImagePredictor(build_sam2(config.sam2_config, str(config.weights), device=device)),
+                         config.batch_size, device)
+        self.name = f"sam2:{config.sam2_config}"
+
+    def _predict(self, boxes: np.ndarray, image_shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, None]:
+        masks, iou, _ = self.predictor.predict(box=boxes, multimask_output=False)
+        masks, iou = np.asarray(masks), np.asarray(iou)
+        if masks.ndim == 3:  # one box: (1, H, W)
+            masks, iou = masks[None], iou[None]
+        return masks[:, 0] > 0, iou[:, 0], None
+
+
+def build_segmenter(config: SegmenterConfig, device: str) -> Segmenter:
+    """The configured segmenter, loaded on ``device``."""
+    if config.backend == "sam2":
+        return Sam2Segmenter(config, device)
+    return SamSegmenter.from_config(config, device)

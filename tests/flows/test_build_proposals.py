@@ -1,0 +1,50 @@
+"""End to end: the sample build with proposals enabled, random-weight GroundingDINO and SAM."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+pytest.importorskip("torch")
+pytest.importorskip("groundingdino")
+pytest.importorskip("segment_anything")
+
+from reasonvqa.config import sample_config  # noqa: E402
+from reasonvqa.flows.build_reasonvqa import build_reasonvqa  # noqa: E402
+from reasonvqa.paths import SAMPLE_DIR  # noqa: E402
+from reasonvqa.tasks.release.verify import verify_release  # noqa: E402
+from tests.tasks.proposals.test_stage import tiny_proposals_config  # noqa: E402
+from tests.tasks.proposals.tiny_models import register_tiny_sam  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+
+def write_sample_images(root: Path) -> None:
+    """Noise pictures at the sample's declared sizes and paths (the sample ships no pixels)."""
+    for n, image in enumerate(json.loads((SAMPLE_DIR / "vg" / "image_data.json").read_text())):
+        folder = image["url"].rstrip("/").split("/")[-2]
+        path = root / folder / f"{image['image_id']}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pixels = np.random.default_rng(n).integers(0, 255, (image["height"], image["width"], 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(path)
+
+
+def test_sample_build_with_proposals_writes_regions_with_masks(tmp_path):
+    register_tiny_sam()
+    write_sample_images(tmp_path / "vg_images")
+    config = sample_config()
+    config.proposals = tiny_proposals_config(tmp_path / "models", image_roots={"vg": tmp_path / "vg_images"})
+    release = Path(build_reasonvqa(config, str(tmp_path / "out")))
+    assert verify_release(release) == []
+    manifest = json.loads((release / "manifest.json").read_text())
+    regions = pq.read_table(release / "regions").to_pylist()
+    assert manifest["counts"]["regions"] == len(regions) > 0
+    assert {r["image_id"].split(":")[0] for r in regions} == {"vg"}  # GLDv2 has no image root: no proposals
+    assert all(r["mask"] is not None and r["origin"].startswith("model:grounding_dino+sam:") for r in regions)
+    stages = json.loads((release / "stats" / "stages.json").read_text())
+    assert stages["proposals"]["rows_out"] == len(regions)
+    assert stages["proposals"]["rows_in"] == stages["proposals"]["rows_out"] + sum(stages["proposals"]["rejected"].values())
+    assert manifest["config"]["proposals"]["enabled"] is True

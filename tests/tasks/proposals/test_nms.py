@@ -1,0 +1,142 @@
+"""NMS: the toy case of the issue, brute-force definitions on random cases, torchvision semantics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reasonvqa.tasks.proposals.nms import batched_nms, class_count_nms, class_counts, nms
+
+
+def iou_scalar(a, b) -> float:
+    """IoU of two XYXY boxes, written out like torchvision's box_iou (NaN when the union is 0)."""
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return float("nan") if union == 0 else inter / union
+
+
+def brute_force_greedy(boxes, key, threshold) -> list[int]:
+    """Visit indices sorted by ``key``; keep one unless an already kept box has IoU > threshold."""
+    kept: list[int] = []
+    for i in sorted(range(len(boxes)), key=key):
+        if not any(iou_scalar(boxes[j], boxes[i]) > threshold for j in kept):
+            kept.append(i)
+    return kept
+
+
+def brute_force_class_count_nms(boxes, scores, labels, threshold) -> list[int]:
+    count = {label: list(labels).count(label) for label in labels}
+    return brute_force_greedy(boxes, lambda i: (-count[labels[i]], -scores[i], i), threshold)
+
+
+def brute_force_nms(boxes, scores, threshold) -> list[int]:
+    return brute_force_greedy(boxes, lambda i: (-scores[i], i), threshold)
+
+
+# Toy case: three separate persons; person 2 overlaps a higher-scoring "man" box.
+TOY_BOXES = np.array([[0, 0, 10, 20], [50, 0, 60, 20], [100, 0, 110, 20], [101, 0, 111, 20]], dtype=float)
+TOY_SCORES = np.array([0.5, 0.6, 0.4, 0.9])
+TOY_LABELS = np.array(["person", "person", "person", "man"])
+
+
+def test_toy_score_nms_drops_the_overlapped_person():
+    assert nms(TOY_BOXES, TOY_SCORES, 0.5).tolist() == [3, 1, 0]
+
+
+def test_toy_class_count_nms_keeps_three_persons_and_drops_the_man():
+    result = class_count_nms(TOY_BOXES, TOY_SCORES, TOY_LABELS, 0.5)
+    assert result.keep.tolist() == [1, 0, 2]
+    assert result.suppressed_by.tolist() == [-1, -1, -1, 2]
+
+
+def test_class_counts():
+    assert class_counts(np.array(["a", "b", "a", "c", "a"])).tolist() == [3, 1, 3, 1, 3]
+
+
+def test_zero_area_boxes_never_suppress():
+    boxes = np.array([[5, 5, 5, 5], [5, 5, 5, 5], [0, 0, 10, 10]], dtype=float)
+    assert nms(boxes, np.array([0.9, 0.8, 0.7]), 0.0).tolist() == [0, 1, 2]
+
+
+def test_empty_input():
+    assert nms(np.zeros((0, 4)), np.zeros(0), 0.5).tolist() == []
+    result = class_count_nms(np.zeros((0, 4)), np.zeros(0), np.array([], dtype=object), 0.5)
+    assert result.keep.tolist() == [] and result.suppressed_by.tolist() == []
+
+
+def test_bad_box_shape_is_refused():
+    with pytest.raises(ValueError, match="shape"):
+        nms(np.zeros((3, 5)), np.zeros(3), 0.5)
+
+
+@st.composite
+def box_sets(draw, max_boxes=25):
+    """Boxes on a coarse integer grid (many exact ties, touching and identical boxes), scores with ties."""
+    n = draw(st.integers(0, max_boxes))
+    coords = st.integers(0, 12)
+    boxes, scores, labels = [], [], []
+    for _ in range(n):
+        x1, y1 = draw(coords), draw(coords)
+        boxes.append([x1, y1, x1 + draw(st.integers(0, 8)), y1 + draw(st.integers(0, 8))])
+        scores.append(draw(st.sampled_from([0.1, 0.25, 0.5, 0.75, 0.9])))
+        labels.append(draw(st.sampled_from(["a", "b", "c", "d"])))
+    threshold = draw(st.sampled_from([0.0, 0.2, 0.25, 0.5, 1 / 3, 0.7, 1.0]))
+    return np.array(boxes, dtype=float).reshape(-1, 4), np.array(scores), np.array(labels, dtype=object), threshold
+
+
+@settings(max_examples=300, deadline=None)
+@given(box_sets())
+def test_class_count_nms_matches_brute_force(case):
+    boxes, scores, labels, threshold = case
+    result = class_count_nms(boxes, scores, labels, threshold)
+    expected = brute_force_class_count_nms(boxes.tolist(), scores.tolist(), labels.tolist(), threshold)
+    assert result.keep.tolist() == expected
+    kept = set(expected)
+    for i, by in enumerate(result.suppressed_by.tolist()):
+        if i in kept:
+            assert by == -1
+        else:
+            assert by in kept and iou_scalar(boxes[by], boxes[i]) > threshold
+
+
+@settings(max_examples=300, deadline=None)
+@given(box_sets())
+def test_score_nms_matches_brute_force(case):
+    boxes, scores, _, threshold = case
+    assert nms(boxes, scores, threshold).tolist() == brute_force_nms(boxes.tolist(), scores.tolist(), threshold)
+
+
+@settings(max_examples=200, deadline=None)
+@given(box_sets())
+def test_batched_nms_matches_per_label_brute_force(case):
+    boxes, scores, labels, threshold = case
+    kept = []
+    for label in set(labels.tolist()):
+        idx = [i for i in range(len(labels)) if labels[i] == label]
+        kept += [idx[k] for k in brute_force_nms(boxes[idx].tolist(), scores[idx].tolist(), threshold)]
+    expected = sorted(kept, key=lambda i: (-scores[i], i))
+    assert batched_nms(boxes, scores, labels, threshold).tolist() == expected
+
+
+def random_boxes(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    xy = rng.uniform(0, 200, size=(n, 2))
+    wh = rng.uniform(1, 60, size=(n, 2))
+    return np.hstack([xy, xy + wh]), rng.permutation(n).astype(float) / n  # distinct scores
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_score_nms_matches_torchvision(torchvision_ops, seed):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(seed)
+    boxes, scores = random_boxes(rng, 300)
+    labels = rng.integers(0, 4, size=300)
+    for threshold in (0.3, 0.5, 0.7):
+        expected = torchvision_ops.nms(torch.from_numpy(boxes), torch.from_numpy(scores), threshold)
+        assert nms(boxes, scores, threshold).tolist() == expected.tolist()
+        expected = torchvision_ops.batched_nms(torch.from_numpy(boxes), torch.from_numpy(scores),
+                                               torch.from_numpy(labels), threshold)
+        assert batched_nms(boxes, scores, labels, threshold).tolist() == expected.tolist()

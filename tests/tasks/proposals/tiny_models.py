@@ -1,0 +1,128 @@
+"""Small randomly initialized models built from the libraries' own classes, saved where the
+product's loaders read them (no weights can be downloaded here).
+
+- text encoder: a ``BertTokenizerFast`` over a literal uncased word-piece vocabulary and a
+  one-layer ``BertModel``, saved with ``save_pretrained`` (what GroundingDINO's
+  ``text_encoder_type`` folder holds);
+- GroundingDINO: a model config file in groundingdino's own format (Swin-T backbone, one
+  encoder and one decoder layer, 30 queries) and a checkpoint ``{"model": state_dict}`` of
+  the model that groundingdino's ``build_model`` builds from it;
+- SAM: segment-anything's ``_build_sam`` with a 1-block, 32-wide image encoder, registered
+  in ``sam_model_registry`` under ``TINY_SAM`` and saved as a checkpoint.
+"""
+
+from __future__ import annotations
+
+import functools
+import string
+from pathlib import Path
+
+WORDS = ["person", "man", "car", "dog", "cat", "tree", "bus", "sky", "red", "mini", "traffic", "light", "window",
+         "building", "sign", "shirt", "table", "chair", "street", "clock", "tower", "wheel", "horse"]
+VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?", ",", "-"] + WORDS + list(string.ascii_lowercase)
+         + ["##" + c for c in string.ascii_lowercase] + ["##van"])
+TINY_SAM = "tiny_random"
+
+GDINO_CONFIG = '''
+batch_size = 1
+modelname = "groundingdino"
+backbone = "swin_T_224_1k"
+position_embedding = "sine"
+pe_temperatureH = 20
+pe_temperatureW = 20
+return_interm_indices = [1, 2, 3]
+backbone_freeze_keywords = None
+enc_layers = 1
+dec_layers = 1
+pre_norm = False
+dim_feedforward = 64
+hidden_dim = 256
+dropout = 0.0
+nheads = 8
+num_queries = 30
+query_dim = 4
+num_patterns = 0
+num_feature_levels = 4
+enc_n_points = 2
+dec_n_points = 2
+two_stage_type = "standard"
+two_stage_bbox_embed_share = False
+two_stage_class_embed_share = False
+transformer_activation = "relu"
+dec_pred_bbox_embed_share = True
+dn_box_noise_scale = 1.0
+dn_label_noise_ratio = 0.5
+dn_label_coef = 1.0
+dn_bbox_coef = 1.0
+embed_init_tgt = True
+dn_labelbook_size = 2000
+max_text_len = 256
+text_encoder_type = "bert-base-uncased"
+use_text_enhancer = True
+use_fusion_layer = True
+use_checkpoint = False
+use_transformer_ckpt = False
+use_text_cross_attention = True
+text_dropout = 0.0
+fusion_dropout = 0.0
+fusion_droppath = 0.1
+sub_sentence_present = True
+'''
+
+
+def write_text_encoder(folder: Path) -> Path:
+    """A BERT tokenizer + random one-layer BertModel saved in ``folder``."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512)
+    BertModel(config).save_pretrained(folder)
+    return folder
+
+
+def write_grounding_dino(folder: Path) -> dict[str, Path]:
+    """Config file, random checkpoint and text encoder of a small GroundingDINO under ``folder``."""
+    import torch
+    from groundingdino.models import build_model
+    from groundingdino.util.slconfig import SLConfig
+
+    folder.mkdir(parents=True, exist_ok=True)
+    encoder = write_text_encoder(folder / "text_encoder")
+    config_file = folder / "tiny_groundingdino.py"
+    config_file.write_text(GDINO_CONFIG, encoding="utf-8")
+    args = SLConfig.fromfile(str(config_file))
+    args.device = "cpu"
+    args.text_encoder_type = str(encoder)
+    torch.manual_seed(0)
+    model = build_model(args)
+    weights = folder / "tiny_groundingdino.pth"
+    torch.save({"model": model.state_dict()}, weights)
+    return {"config_file": config_file, "weights": weights, "text_encoder": encoder}
+
+
+def register_tiny_sam() -> None:
+    """Add ``TINY_SAM`` to segment-anything's model registry (its own ``_build_sam``, smaller encoder)."""
+    import importlib
+
+    build_sam = importlib.import_module("segment_anything.build_sam")  # the package exports a function of that name
+    build_sam.sam_model_registry[TINY_SAM] = functools.partial(
+        build_sam._build_sam, encoder_embed_dim=32, encoder_depth=1, encoder_num_heads=2, encoder_global_attn_indexes=[0])
+
+
+def write_sam(folder: Path) -> Path:
+    """A random TINY_SAM checkpoint under ``folder``."""
+    import torch
+    from segment_anything import sam_model_registry
+
+    register_tiny_sam()
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    model = sam_model_registry[TINY_SAM]()
+    path = folder / "tiny_sam.pth"
+    torch.save(model.state_dict(), path)
+    return path
