@@ -92,6 +92,9 @@ def verify_release(path: Path) -> list[str]:
         if split != "pool":
             problems += _check_questions(split, table)
     problems += _check_disjoint(tables, manifest["splits"])
+    for name in manifest.get("tables", []):
+        _, errors = _read_split(path, name, schemas.TABLES[name])
+        problems += errors
     return problems
 
 
@@ -117,7 +120,7 @@ def check_manifest(raw: bytes, root: Path, found: ReleaseFiles) -> list[str]:
         manifest = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return [f"{MANIFEST}: unreadable ({exc})"]
-    if not isinstance(manifest, dict) or set(manifest) != _MANIFEST_KEYS:
+    if not isinstance(manifest, dict) or set(manifest) - {"tables"} != _MANIFEST_KEYS:
         keys = sorted(manifest) if isinstance(manifest, dict) else type(manifest).__name__
         return [f"{MANIFEST}: keys {keys} are not {sorted(_MANIFEST_KEYS)}"]
     problems = [] if raw == manifest_bytes(manifest) else [f"{MANIFEST}: not in the writer's canonical JSON form"]
@@ -128,7 +131,12 @@ def check_manifest(raw: bytes, root: Path, found: ReleaseFiles) -> list[str]:
     ):
         problems.append(f"{MANIFEST}: inputs is not a map of names to snapshot ids")
     problems += _check_files(manifest["files"], found)
-    problems += _check_splits(manifest["splits"], manifest["counts"], found)
+    record_tables = manifest.get("tables", [])
+    if "tables" in manifest and (not isinstance(record_tables, list) or not record_tables
+                                 or record_tables != sorted(set(record_tables))
+                                 or not all(t in schemas.TABLES and t != "questions" for t in record_tables)):
+        return problems + [f"{MANIFEST}: tables is not a sorted list of record tables of the schema"]
+    problems += _check_splits(manifest["splits"], manifest["counts"], found, record_tables)
     if not problems:
         problems += _check_card(manifest, found.card)
     return problems
@@ -201,27 +209,31 @@ def _check_files(listed: object, found: ReleaseFiles) -> list[str]:
     return problems
 
 
-def _check_splits(splits: object, counts: object, found: ReleaseFiles) -> list[str]:
+def _check_splits(splits: object, counts: object, found: ReleaseFiles, record_tables: list[str] = ()) -> list[str]:
     if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits) or len(set(splits)) != len(splits):
         return [f"{MANIFEST}: splits is not a list of distinct names"]
     if not isinstance(counts, dict):
         return [f"{MANIFEST}: counts is not an object"]
     problems = []
-    expected = [*splits, "pool"]
+    if set(splits) & set(record_tables):
+        return [f"{MANIFEST}: a split is named like a record table"]
+    expected = [*splits, "pool", *record_tables]
     if sorted(found.rows) != sorted(expected) or "pool" in splits:
-        problems.append(f"{MANIFEST}: splits {splits} + pool do not match the folders holding part-NNNNN.parquet files {sorted(found.rows)}")
+        tables = f" + tables {list(record_tables)}" if record_tables else ""
+        problems.append(f"{MANIFEST}: splits {splits} + pool{tables} do not match the folders holding "
+                        f"part-NNNNN.parquet files {sorted(found.rows)}")
     if sorted(counts) != sorted(expected):
         problems.append(f"{MANIFEST}: counts name {sorted(counts)}, the release has {sorted(expected)}")
     for split in expected:
-        rows = found.rows.get(split)
-        if split in found.rows and rows is None:
+        rows = found.rows.get(split, 0)
+        if rows is None:
             problems.append(f"{split}: a Parquet part cannot be read")
         elif split in counts and (type(counts[split]) is not int or counts[split] != rows):
             problems.append(f"{split}: {rows} rows, manifest says {counts[split]!r}")
     return problems
 
 
-def _read_split(root: Path, split: str) -> tuple[pa.Table | None, list[str]]:
+def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS) -> tuple[pa.Table | None, list[str]]:
     parts = sorted((root / split).glob("*.parquet"))
     if not parts:
         return None, [f"{split}: no Parquet files"]
@@ -232,8 +244,8 @@ def _read_split(root: Path, split: str) -> tuple[pa.Table | None, list[str]]:
         except (pa.ArrowInvalid, OSError) as exc:
             problems.append(f"{part.relative_to(root)}: unreadable Parquet ({exc})")
             continue
-        if not table.schema.equals(schemas.QUESTIONS, check_metadata=False):
-            problems.append(f"{part.relative_to(root)}: schema differs from QUESTIONS {schemas.SCHEMA_VERSION}")
+        if not table.schema.equals(schema, check_metadata=False):
+            problems.append(f"{part.relative_to(root)}: schema differs from the record model {schemas.SCHEMA_VERSION}")
             continue
         tables.append(table)
     if problems:

@@ -131,13 +131,13 @@ def write_release(
     with exclusive_lock(lock, "release"):
         return _write_aside_and_publish(tmp, final, splits, pool=pool, stats_dir=stats_dir, config=config,
                                         config_hash=config_hash, inputs=inputs, card_notes=card_notes,
-                                        stats_files=stats_files, overwrite=overwrite)
+                                        stats_files=stats_files, overwrite=overwrite, tables=tables)
 
 
 def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table], *, pool: pa.Table,
                              stats_dir: Path | None, config: dict[str, Any], config_hash: str,
                              inputs: dict[str, str], card_notes: str, stats_files: dict[str, str] | None,
-                             overwrite: bool) -> Path:
+                             overwrite: bool, tables: dict[str, pa.Table] | None = None) -> Path:
     name, version = final.parent.name, final.name
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -174,6 +174,8 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table]
             "inputs": dict(sorted(inputs.items())),
             "files": _checksums(tmp),
         }
+        if tables:  # record tables beside the questions (e.g. regions); absent when there are none
+            manifest["tables"] = sorted(tables)
         raw = manifest_bytes(manifest)
         (tmp / MANIFEST).write_bytes(raw)
         (tmp / MANIFEST_DIGEST).write_text(digest_line(raw), encoding="utf-8")

@@ -142,3 +142,18 @@ def test_every_single_byte_edit_of_the_manifest_fails(tmp_path, splits):
                 undetected.append((pos, edited[max(0, pos - 20):pos + 20]))
     assert undetected == []
     assert len(raw) > 2000
+
+
+def test_a_record_table_beside_the_questions_is_listed_and_checked(tmp_path, splits):
+    from reasonvqa import schemas
+
+    regions = schemas.from_rows([{"region_id": "vg:1/g1", "image_id": "vg:1", "x": 1.0, "y": 2.0, "w": 3.0, "h": 4.0,
+                                  "origin": "annotation:sa1b"}], schemas.REGIONS)
+    path = write_release(tmp_path, "demo", "1.0.0", splits, pool=splits["train"], stats_dir=None,
+                         config={}, inputs={}, tables={"regions": regions})
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["tables"] == ["regions"] and manifest["counts"]["regions"] == 1
+    assert verify_release(path) == []
+    (path / "regions" / "part-00000.parquet").unlink()
+    problems = verify_release(path)
+    assert problems and all("regions" in p for p in problems)
