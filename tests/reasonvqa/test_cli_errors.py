@@ -52,7 +52,7 @@ def test_out_that_is_a_file(tmp_path):
 
 def test_domains_that_name_nothing(tmp_path):
     result = runner.invoke(app, ["build", "--sample", "--out", str(tmp_path), "--domains", ","])
-    assert "names nothing" in one_error_line(result, 2)
+    assert "empty domain name; valid domains: Places & Locations (places)" in one_error_line(result, 2)
     assert files_under(tmp_path) == []
 
 

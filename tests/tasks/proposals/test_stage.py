@@ -121,7 +121,8 @@ def test_a_killed_shard_reuses_its_finished_calls(config, shard, tmp_path):
     stage = _set_up(config)
     from reasonvqa.model_stage import CallCache, ShardContext
 
-    stage.process(shard, ShardContext(0, CallCache(cache)))
+    with CallCache(cache, fingerprint=stage.fingerprint()) as calls:  # as run_model_shard opens it
+        stage.process(shard, ShardContext(0, calls))
     again = run_model_shard(stage_dir, 0, stage, lambda: shard)
     assert again["calls_cached"] == 2 and again["calls_made"] == 0
     assert again["rows_out"] == first["rows_out"]
