@@ -34,7 +34,6 @@ output table against its declared schema, nested types included.
 from __future__ import annotations
 
 import atexit
-import hashlib
 import importlib.util
 import logging
 import multiprocessing.util

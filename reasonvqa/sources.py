@@ -81,6 +81,12 @@ class Source(ABC):
     # ``get`` sets it per instance (the runner passes a folder beside the work folder).
     scratch_dir: Path | None = None
 
+    def typed(self, config: SourceConfig) -> Any:
+        """``config`` as this source's own config model (a base ``SourceConfig`` is re-validated)."""
+        if isinstance(config, self.config_model):
+            return config
+        return self.config_model.model_validate(config.model_dump())
+
     @abstractmethod
     def check(self, config: SourceConfig) -> None:
         """Raise FileNotFoundError naming the first missing folder or required file."""

@@ -16,7 +16,6 @@ gains from an arbitrary tie-break. Targets (issue 11): each choice-only baseline
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 

@@ -55,7 +55,7 @@ class DroidSource(Source):
     description: ClassVar[str] = "DROID raw episodes: keyframes of the MP4 recordings, language instructions as context"
 
     def check(self, config: SourceConfig) -> None:
-        config = DroidConfig.model_validate(config.model_dump())
+        config = self.typed(config)
         if not config.path.is_dir():
             raise FileNotFoundError(f"DROID folder not found: {config.path}")
         if config.annotations_file is not None:
@@ -72,7 +72,7 @@ class DroidSource(Source):
         return sorted(str(f.relative_to(root)) for f in folders)
 
     def read(self, config: SourceConfig, unit: str, shard_size: int) -> Iterator[StageResult]:
-        config = DroidConfig.model_validate(config.model_dump())
+        config = self.typed(config)
         instructions = read_instructions(config.path / config.annotations_file) if config.annotations_file else {}
         yield from _Episode(config, unit, instructions, shard_size).shards()
 

@@ -19,10 +19,8 @@ as ``nuscenes_outside_cameras``.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, Iterator, Literal
 
 import numpy as np
@@ -60,21 +58,21 @@ class NuScenesSource(Source):
     description: ClassVar[str] = "nuScenes v1.0 tables: camera keyframes with projected 3D boxes, categories, attributes"
 
     def check(self, config: SourceConfig) -> None:
-        config = NuScenesConfig.model_validate(config.model_dump())
+        config = self.typed(config)
         if not config.path.is_dir():
             raise FileNotFoundError(f"nuScenes folder not found: {config.path}")
         load_tables(find_table_dir(config.path, config.version))
 
     def plan(self, config: SourceConfig, shard_size: int) -> list[str]:
         """Scene tokens sorted by scene name, then ``""`` when some rows have no scene or sample."""
-        config = NuScenesConfig.model_validate(config.model_dump())
+        config = self.typed(config)
         tables = load_tables(find_table_dir(config.path, config.version))
         scenes = sorted(tables.rows["scene"].values(), key=lambda s: (str(s.get("name", "")), s["token"]))
         units = [s["token"] for s in scenes]
         return units + [ORPHANS] if _orphan_samples(tables) or _orphan_rows(tables) else units
 
     def read(self, config: SourceConfig, unit: str, shard_size: int) -> Iterator[StageResult]:
-        config = NuScenesConfig.model_validate(config.model_dump())
+        config = self.typed(config)
         tables = load_tables(find_table_dir(config.path, config.version))
         reader = _SceneReader(tables, config, shard_size)
         if unit == ORPHANS:

@@ -68,7 +68,7 @@ class Sa1bSource(Source):
     description: ClassVar[str] = "SA-1B tar shards (sa_NNNNNN.tar): images with ~100 class-free SAM masks each"
 
     def check(self, config: SourceConfig) -> None:
-        config = Sa1bConfig.model_validate(config.model_dump())
+        config = self.typed(config)
         if not config.path.exists():
             raise FileNotFoundError(f"SA-1B folder not found: {config.path}")
         if config.links_file is not None:
@@ -83,7 +83,7 @@ class Sa1bSource(Source):
 
     def plan(self, config: SourceConfig, shard_size: int) -> list[str]:
         """The tar shards to read, sorted by name (one unit each)."""
-        config = Sa1bConfig.model_validate(config.model_dump())
+        config = self.typed(config)
         tars = [config.path] if config.path.is_file() else sorted(p for p in config.path.glob("sa_*.tar") if p.is_file())
         if config.links_file is not None:
             listed = read_links(_resolve(config, Path(config.links_file)))
@@ -91,7 +91,7 @@ class Sa1bSource(Source):
         return [str(p) for p in tars]
 
     def read(self, config: SourceConfig, unit: str, shard_size: int) -> Iterator[StageResult]:
-        config = Sa1bConfig.model_validate(config.model_dump())
+        config = self.typed(config)
         domains = read_domain_table(_resolve(config, config.domain_table)) if config.domain_table else {}
         links = read_links(_resolve(config, Path(config.links_file))) if config.links_file else {}
         reader = _TarReader(Path(unit), config, domains, links.get(Path(unit).name), shard_size)
