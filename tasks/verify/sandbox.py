@@ -74,16 +74,30 @@ BWRAP_ARGS = ["--unshare-all", "--die-with-parent", "--new-session", "--ro-bind"
               "--proc", "/proc", "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]
 
 
+def code_binds() -> list[str]:
+    """Read-only binds that bring back, over the empty /tmp, the interpreter, its environment and
+    the pipeline's code when they live under /tmp (a checkout or virtual environment there)."""
+    from reasonvqa.snapshot import code_packages
+
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable),
+                  *(p for p in sys.path if p), *(str(p) for p in code_packages().values())}
+    under_tmp = sorted({os.path.realpath(p) for p in candidates if os.path.realpath(p).startswith("/tmp/")})
+    kept = [p for p in under_tmp if os.path.exists(p) and not any(p.startswith(q + "/") for q in under_tmp)]
+    return [arg for path in kept for arg in ("--ro-bind", path, path)]
+
+
 @lru_cache(maxsize=1)
 def bwrap_prefix() -> tuple[tuple[str, ...], str]:
     """The bubblewrap command prefix and its status; empty when bwrap is missing or fails here."""
     binary = shutil.which("bwrap")
     if binary is None:
         return (), "off (no bwrap binary)"
-    probe = subprocess.run([binary, *BWRAP_ARGS, "--", "/bin/true"], capture_output=True, text=True, timeout=30)
+    args = [*BWRAP_ARGS, *code_binds()]
+    probe = subprocess.run([binary, *args, "--", sys.executable, "-I", "-c", "import " + WORKER_MODULE],
+                           capture_output=True, text=True, timeout=60)
     if probe.returncode != 0:
-        return (), f"off (bwrap fails here: {probe.stderr.strip()[:200]})"
-    return (binary, *BWRAP_ARGS, "--"), "on"
+        return (), f"off (bwrap fails here: {probe.stderr.strip()[-200:]})"
+    return (binary, *args, "--"), "on"
 
 
 class _Worker:
