@@ -46,6 +46,7 @@ WD = "http://www.wikidata.org/entity/"
 WIKIBASE = "http://wikiba.se/ontology#"
 XSD = "http://www.w3.org/2001/XMLSchema#"
 UNIT_ONE = "Q199"
+MAX_CLASS_DEPTH = 16  # levels of superclasses fetched above the classes the hops reach
 NUMERIC = {XSD + t for t in ("decimal", "integer", "double", "float", "long", "int")}
 
 
@@ -97,6 +98,11 @@ def fetch_facts(
         visited |= reached
 
     before = client.requests
+    class_facts, class_depth = _class_chains(candidates, client, config, config.max_hops + 1)
+    candidates.extend(class_facts)
+    requests_by_hop["classes"] = client.requests - before
+
+    before = client.requests
     wanted = {f["subject_qid"] for f in candidates} | {f["value_qid"] for f in candidates if f.get("value_qid")}
     wanted |= {f["unit_qid"] for f in candidates if f.get("unit_qid")}
     labels = labels_for(sorted(wanted), client, config.batch_size, config.label_language)
@@ -116,8 +122,40 @@ def fetch_facts(
             "requests_by_hop": requests_by_hop,
             "subjects_by_hop": subjects_by_hop,
             "facts_by_hop": {str(h): n for h, n in sorted(Counter(f["hop"] for f in facts).items())},
+            "class_chain_depth": class_depth,
         },
     )
+
+
+def _class_chains(
+    candidates: list[dict], client: SparqlClient, config: KnowledgeConfig, hop: int
+) -> tuple[list[dict], int]:
+    """P279 (subclass of) facts of every class the facts reach through P31/P279, up their chains.
+
+    Templates constrain their subject's type by class membership (``subject (P31|P279)/P279*
+    class``); the hops above stop at ``max_hops``, so the chain above a class met at the last hop
+    would be missing. These facts get ``hop`` = max_hops + 1: no question starts from them.
+    Returns the facts and how many chain levels were fetched.
+    """
+    found: list[dict] = []
+    frontier = sorted(
+        {f["value_qid"] for f in candidates if f.get("property_id") in ("P31", "P279") and f.get("value_qid")},
+        key=id_sort_key,
+    )
+    # a class that was already a subject of the hops has its P279 facts among the candidates
+    seen = {f["subject_qid"] for f in candidates}
+    frontier = [q for q in frontier if q not in seen]
+    depth = 0
+    while frontier and depth < MAX_CLASS_DEPTH:
+        depth += 1
+        level: list[dict] = []
+        for batch in batched(frontier, config.batch_size):
+            level.extend(_parse(row, hop) for row in client.select(queries.best_rank_statements(batch, ["P279"])))
+        found.extend(level)
+        seen |= set(frontier)
+        parents = {f["value_qid"] for f in level if f.get("value_type") == "item" and f.get("value_qid")}
+        frontier = sorted(parents - seen, key=id_sort_key)
+    return found, depth
 
 
 def _parse(row: Binding, hop: int) -> dict:

@@ -26,6 +26,7 @@ ALLOWED_VALUES = {"fixed": ("item", "string"), "date": ("time",), "number": ("qu
 # Properties that name an object's class ("this skyscraper"); always fetched, whatever the domains.
 NAMING_PROPERTIES = ("P31", "P279")
 SUBJECT = "{subject}"
+ANY_TYPE = "any"  # subject_types of a property that fits every subject
 ARTICLE = "{a}"
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 # keys a bank file may not set: the loader fills them from the file
@@ -104,6 +105,8 @@ class PropertyTemplate(_BankModel):
     # the value changes over time (population, head of government): asked only with its P585
     # point in time ("... as of 2020?"), never as an inner hop
     time_varying: StrictBool = False
+    # Wikidata classes the subject must belong to (P31/P279, subject_types.py), or ["any"]
+    subject_types: tuple[str, ...] = Field(min_length=1)
     source: str = ""
 
     @property
@@ -137,6 +140,21 @@ class PropertyTemplate(_BankModel):
             if known is not None and domain not in known:
                 raise ValueError(f"unknown domain {domain!r} (see domains.yaml)")
         return domains
+
+    @field_validator("subject_types")
+    @classmethod
+    def _known_classes(cls, types: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        known = (info.context or {}).get("classes")
+        if ANY_TYPE in types and len(types) > 1:
+            raise ValueError(f"{ANY_TYPE!r} stands alone")
+        for qid in types:
+            if qid == ANY_TYPE:
+                continue
+            if not re.fullmatch(r"Q[1-9]\d*", qid):
+                raise ValueError(f"{qid!r} is not a Wikidata class id (Q123) or {ANY_TYPE!r}")
+            if known is not None and qid not in known:
+                raise ValueError(f"class {qid} is not in classes.yaml")
+        return types
 
     @field_validator("main", mode="before")
     @classmethod
@@ -187,6 +205,7 @@ class TemplateBank:
     predicates: dict[str, str]
     naming_avoid: list[str]  # normalized labels of classes too vague to name an object
     root: Path
+    classes: dict[str, str] = field(default_factory=dict)  # class QID -> English label (classes.yaml)
 
     domain_slugs: dict[str, str] = field(default_factory=dict)  # slug -> domain name
 
@@ -248,6 +267,7 @@ def load_bank(templates_dir: Path = TEMPLATES_DIR) -> TemplateBank:
     units = _load_units(templates_dir / "units.yaml")
     predicates = _load_predicates(templates_dir / "predicates.yaml")
     naming_avoid = _load_naming(templates_dir / "naming.yaml")
+    classes = _load_classes(templates_dir / "classes.yaml")
     prop_dir = templates_dir / "properties"
     files = sorted(prop_dir.glob("*.yaml"))
     if not files:
@@ -261,9 +281,9 @@ def load_bank(templates_dir: Path = TEMPLATES_DIR) -> TemplateBank:
             pid = str(pid)
             if pid in properties:
                 raise BankError(path, pid, f"defined twice (also in {properties[pid].source})")
-            properties[pid] = _parse_property(path, pid, spec, set(domains))
+            properties[pid] = _parse_property(path, pid, spec, set(domains), classes)
     _check_compositions(prop_dir, properties)
-    fixed_files = ("units.yaml", "predicates.yaml", "naming.yaml")
+    fixed_files = ("units.yaml", "predicates.yaml", "naming.yaml", "classes.yaml")
     hashed = [domains_path, *(templates_dir / name for name in fixed_files), *files]
     return TemplateBank(
         version=files_digest(templates_dir, hashed)[:16],
@@ -274,6 +294,7 @@ def load_bank(templates_dir: Path = TEMPLATES_DIR) -> TemplateBank:
         predicates=predicates,
         naming_avoid=naming_avoid,
         root=templates_dir,
+        classes=classes,
     )
 
 
@@ -351,6 +372,20 @@ def _load_naming(path: Path) -> list[str]:
     return sorted({normalize_text(a) for a in avoid})
 
 
+def _load_classes(path: Path) -> dict[str, str]:
+    """{class QID: label}: the classes subject_types may name, each with its English label."""
+    entries = _section(path, "classes", dict, "expected a mapping of class item ids to labels")
+    out = {}
+    for qid, spec in entries.items():
+        label = spec.get("label") if isinstance(spec, dict) else None
+        if not re.fullmatch(r"Q[1-9]\d*", str(qid)):
+            raise BankError(path, f"classes.{qid}", "key must be a Wikidata item id (Q123)")
+        if not isinstance(label, str) or not label.strip():
+            raise BankError(path, f"classes.{qid}", "needs a non-empty label")
+        out[str(qid)] = label
+    return out
+
+
 def _check_compositions(prop_dir: Path, properties: dict[str, PropertyTemplate]) -> None:
     """Every sub-clause inside every main template must read without a doubled word
     ("... where X is located located?")."""
@@ -369,7 +404,7 @@ def _check_compositions(prop_dir: Path, properties: dict[str, PropertyTemplate])
                 )
 
 
-def _parse_property(path: Path, pid: str, spec, known_domains: set[str]) -> PropertyTemplate:
+def _parse_property(path: Path, pid: str, spec, known_domains: set[str], classes: dict[str, str]) -> PropertyTemplate:
     if not re.fullmatch(r"P[1-9]\d*", pid):
         raise BankError(path, pid, "key must be a Wikidata property id (P123)")
     if not isinstance(spec, dict):
@@ -379,7 +414,7 @@ def _parse_property(path: Path, pid: str, spec, known_domains: set[str]) -> Prop
             raise BankError(path, f"{pid}.{key}", "unknown key (set by the loader)")
     try:
         return PropertyTemplate.model_validate(
-            {**spec, "property_id": pid, "source": path.name}, context={"domains": known_domains}
+            {**spec, "property_id": pid, "source": path.name}, context={"domains": known_domains, "classes": classes}
         )
     except ValidationError as exc:
         raise _bank_error(path, pid, exc) from None

@@ -10,7 +10,9 @@ Distractors are whole steps of the rendered precision (years, months or days) wi
 ``window_years`` of the answer, never after ``latest_year`` unless the answer itself is later,
 three distinct values drawn from the question's seed: by default placed so that the answer's
 rank among the four is uniform and the set is exchangeable (exchangeable.py); with
-``method="paper"`` uniformly in the window around the answer (ReasonVQA 3.2.2). Day arithmetic uses the proleptic Gregorian
+``method="paper"`` uniformly in the window around the answer (ReasonVQA 3.2.2). Where the property has enough other real dates (at least the answer's rendered precision), the
+exchangeable distractors are the answer's neighbours among them at that precision, the answer at
+a uniform rank (real_values.py); the window covers the other rows. Day arithmetic uses the proleptic Gregorian
 calendar (Wikidata's Julian-calendar dates keep their written day; only the distractors are
 computed in the Gregorian system). A day its month lacks in that calendar ("30 February", or a
 Julian 29 February 1700) is rejected as ``unparsable_date`` rather than rolled into March.
@@ -24,6 +26,7 @@ import polars as pl
 from reasonvqa.tasks.questions.choice_frame import choice_frame
 from reasonvqa.tasks.questions.exchangeable import exchangeable_distractors
 from reasonvqa.tasks.questions.hashing import sample3
+from reasonvqa.tasks.questions.real_values import neighbour_distractors
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
 _UNITS_PER_YEAR = {9: 1, 10: 12, 11: 365}
@@ -54,8 +57,11 @@ def civil_from_days(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return y, m, d
 
 
-def date_choices(df: pl.DataFrame, seeds: np.ndarray, latest_year: int, method: str = "exchangeable") -> pl.DataFrame:
-    """Columns answer, reason, d1, d2, d3 for rows with ``time``, ``precision``, ``max_precision``, ``window_years``."""
+def date_choices(
+    df: pl.DataFrame, seeds: np.ndarray, latest_year: int, method: str = "exchangeable", real: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """Columns answer, reason, d1, d2, d3 for rows with ``time``, ``precision``, ``max_precision``,
+    ``window_years`` (and ``property_id`` when ``real``, the index's date pool, is given)."""
     parts = df.select(
         g=pl.col("time").fill_null("").str.extract_groups(_TIME),
         precision=pl.when(pl.col("precision").is_not_null()).then(
@@ -101,6 +107,10 @@ def date_choices(df: pl.DataFrame, seeds: np.ndarray, latest_year: int, method: 
         # all four choices within one window: every rank fits unless the latest year bounds it
         room_above = np.where(value > latest, span, np.minimum(span, latest - value))
         q, fits = exchangeable_distractors(value, span, span, room_above, seeds, stream=11)
+        if real is not None and len(value):
+            neighbours, found = _real_neighbours(df["property_id"].to_list(), value, prec, ok, seeds, real)
+            q = np.where(found[:, None], neighbours, q)
+            fits = fits | found
         reason[ok & ~fits] = "too_few_distractors"
         rendered = render(np.concatenate([value, q[:, 0], q[:, 1], q[:, 2]]), np.tile(prec, 4))
         return choice_frame(rendered, reason)
@@ -115,6 +125,41 @@ def date_choices(df: pl.DataFrame, seeds: np.ndarray, latest_year: int, method: 
 
     rendered = render(np.concatenate([value, q[:, 0], q[:, 1], q[:, 2]]), np.tile(prec, 4))
     return choice_frame(rendered, reason)
+
+
+def _real_neighbours(
+    properties: list[str], value: np.ndarray, prec: np.ndarray, ok: np.ndarray, seeds: np.ndarray, real: pl.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
+    """Real dates of the same property next to the answer at its rendered precision (real_values.py)."""
+    keys = np.array([f"{p}\x1f{int(q)}" if good else None for p, q, good in zip(properties, prec.tolist(), ok.tolist())],
+                    dtype=object)
+    pools = {}
+    for key in {k for k in keys.tolist() if k is not None}:
+        pid, p = key.rsplit("\x1f", 1)
+        times = real.filter(pl.col("property_id") == pid, pl.col("precision") >= int(p))
+        pools[key] = np.unique(_internal(times["time"], int(p)))
+    return neighbour_distractors(keys, value, pools, seeds)
+
+
+def _internal(times: pl.Series, precision: int) -> np.ndarray:
+    """Wikidata times as whole years, months since year 0 or days since 1970 (astronomical years);
+    a time that does not parse, or names a day its month lacks, is left out."""
+    parts = times.fill_null("").str.extract_groups(_TIME).struct.unnest()
+    sign, year, month, day = (parts.get_column(c) for c in parts.columns[:4])
+    y = year.cast(pl.Int64, strict=False).to_numpy()
+    good = ~np.isnan(y.astype(np.float64)) if y.dtype.kind == "f" else np.ones(len(y), dtype=bool)
+    y = np.nan_to_num(y.astype(np.float64)).astype(np.int64)
+    m = month.cast(pl.Int64, strict=False).fill_null(0).to_numpy()
+    d = day.cast(pl.Int64, strict=False).fill_null(0).to_numpy()
+    astro = np.where(sign.fill_null("").to_numpy() == "-", 1 - y, y)
+    if precision >= 10:
+        good &= (m >= 1) & (m <= 12)
+    mc, dc = np.clip(m, 1, 12), np.clip(d, 1, 31)
+    days = days_from_civil(astro, mc, dc)
+    if precision == 11:
+        good &= civil_from_days(days)[2] == d
+    value = astro if precision == 9 else astro * 12 + mc - 1 if precision == 10 else days
+    return value[good]
 
 
 def render(values: np.ndarray, precision: np.ndarray) -> pl.Series:

@@ -8,6 +8,8 @@
   values it has. Inner hops only follow single-valued item facts (an inner hop with two values
   would make the sub-clause ambiguous); such edges are counted in ``stats``, not expanded.
   No property repeats within a route and no route comes back to an item it passed through.
+- subject types: a fact is used only when its subject belongs to one of its property's subject
+  types (P31/P279 facts, subject_types.py), so every hop of a route fits its template.
 - route texts: the composed template of each route, split around the subject phrase.
 - pools: per literal property the distinct values (by normalized label) found on any subject,
   per fixed property its closed set; distractors are drawn from them.
@@ -28,6 +30,8 @@ from reasonvqa import schemas
 from reasonvqa.tasks.questions.bank import NAMING_PROPERTIES, SUBJECT, TemplateBank
 from reasonvqa.tasks.questions.config import QuestionConfig
 from reasonvqa.tasks.questions.hashing import stable_rank
+from reasonvqa.tasks.questions.real_values import date_pool, number_pool
+from reasonvqa.tasks.questions.subject_types import class_memberships, constraint_classes, typed_facts
 from reasonvqa.tasks.questions.text import capitalize_expr, clean_phrase_expr, normalize_expr, normalize_text, resolve_articles_expr
 
 VALUE_COLUMNS = ["value_kind", "value_qid", "value_label", "amount", "unit_qid", "unit_label", "time", "precision", "point_in_time"]
@@ -50,6 +54,9 @@ class KnowledgeIndex:
     pool_lookup: pl.DataFrame  # property_id, norm, pool_idx (fixed aliases included)
     pool_spans: pl.DataFrame  # property_id, pool_offset, pool_size
     stats: dict = field(default_factory=dict)
+    # real values of each number / date property, for distractors (real_values.py)
+    number_pool: pl.DataFrame | None = None  # property_id, unit_key, amount
+    date_pool: pl.DataFrame | None = None  # property_id, time, precision
     _route_spans: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
 
     def routes_for(self, qids: list[str]) -> pl.DataFrame:
@@ -66,6 +73,11 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
     clean = truthy_facts(facts, set(templates) | set(NAMING_PROPERTIES))
     clean = clean.with_columns(n_values=pl.col("value_key").n_unique().over("subject_qid", "property_id"))
     question_facts = clean.filter(pl.col("property_id").is_in(list(templates)))
+    # a fact whose subject is not of its property's subject types is neither asked nor passed through
+    memberships = class_memberships(clean, constraint_classes(templates))
+    fitting = typed_facts(question_facts, templates, memberships)
+    type_stats = {"facts_subject_type_mismatch": question_facts.height - fitting.height}
+    question_facts = fitting
     routes, route_stats = _routes(question_facts, templates, config.max_hops)
     route_texts = _route_texts(routes["route_key"].unique().sort().to_list(), templates, bank.domains)
     text_idx = route_texts.select("route_key", text_idx=pl.int_range(pl.len(), dtype=pl.UInt32))
@@ -87,7 +99,9 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
         pool=pool,
         pool_lookup=lookup,
         pool_spans=pool_spans,
-        stats={"facts_in": len(facts), "truthy_facts": clean.height, **route_stats},
+        stats={"facts_in": len(facts), "truthy_facts": clean.height, **type_stats, **route_stats},
+        number_pool=number_pool(question_facts, [p for p, t in templates.items() if t.category == "number"]),
+        date_pool=date_pool(question_facts, [p for p, t in templates.items() if t.category == "date"]),
         _route_spans=spans,
     )
 

@@ -10,6 +10,11 @@ answer's rendered precision, so distractors round like the answer (330 -> 270, 4
 8,213, 9,402): no trailing-digit or rounding tell. The span is 2 x ``spread`` x |answer|
 (at least 6 steps); distractors of a positive answer stay positive.
 
+Real values first (``method="exchangeable"`` with the index's number pool): where the property
+has enough other real amounts in the answer's unit, the distractors are the answer's neighbours
+among them, rounded to the answer's grid, with the answer at a uniform rank (real_values.py);
+the grid method above covers the other rows.
+
 Distractors (``method="paper"``, ReasonVQA 3.2.2 for reproduction): a window around the answer,
 answer + k * step for three distinct k in [-5, 5] \\ {0}, where step is ``spread`` x
 |answer| rounded down to 1, 2 or 5 x 10^n and never finer than the rendered precision, so every
@@ -27,15 +32,20 @@ from reasonvqa.tasks.questions.bank import UnitFormat
 from reasonvqa.tasks.questions.choice_frame import choice_frame
 from reasonvqa.tasks.questions.exchangeable import exchangeable_distractors
 from reasonvqa.tasks.questions.hashing import sample3
+from reasonvqa.tasks.questions.real_values import neighbour_distractors, pool_on_grid, unit_key_expr
 
 MAX_K = 5
 _UNITLESS = ("1", "Q199")
 _ENTITY_PREFIX = "http://www.wikidata.org/entity/"
 
 
-def number_choices(df: pl.DataFrame, seeds: np.ndarray, units: dict[str, UnitFormat], method: str = "exchangeable") -> pl.DataFrame:
+def number_choices(
+    df: pl.DataFrame, seeds: np.ndarray, units: dict[str, UnitFormat], method: str = "exchangeable",
+    real: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """Columns answer, reason, d1, d2, d3 for rows with ``amount``, ``unit_qid``, ``unit_label``,
-    ``decimals`` (null = automatic), ``spread`` and ``thousands``."""
+    ``decimals`` (null = automatic), ``spread`` and ``thousands`` (and ``property_id`` when ``real``,
+    the index's number pool, is given)."""
     unit_table = pl.DataFrame(
         {"unit_key": list(units), "symbol": [u.symbol for u in units.values()], "space": [u.space for u in units.values()]},
         schema={"unit_key": pl.String, "symbol": pl.String, "space": pl.Boolean},
@@ -70,6 +80,10 @@ def number_choices(df: pl.DataFrame, seeds: np.ndarray, units: dict[str, UnitFor
 
     if method == "exchangeable":
         distractors = _exchangeable(answer, decimals, frame["spread"].to_numpy(), seeds, reason)
+        if real is not None and len(answer):
+            neighbours, found = _real_neighbours(df, answer, decimals, seeds, real)
+            distractors = np.where(found[:, None], neighbours, distractors)
+            reason[found & (reason == "too_few_distractors")] = None
     else:
         distractors = _paper_window(answer, scale, frame["spread"].to_numpy(), seeds)
     values = np.concatenate([answer, distractors[:, 0], distractors[:, 1], distractors[:, 2]])
@@ -98,6 +112,30 @@ def _exchangeable(answer: np.ndarray, decimals: np.ndarray, spread: np.ndarray, 
     reason[~ok & (reason == None)] = "too_few_distractors"  # noqa: E711
     sign = np.where(answer < 0, -1.0, 1.0)
     return sign[:, None] * out * grid[:, None]
+
+
+def _real_neighbours(
+    df: pl.DataFrame, answer: np.ndarray, decimals: np.ndarray, seeds: np.ndarray, real: pl.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
+    """Real amounts of the same property and unit next to the answer, on its grid (real_values.py)."""
+    grid = rounding_grid(answer, decimals)
+    group = df.select(pl.col("property_id") + "\x1f" + unit_key_expr(pl.col("unit_qid"))).to_series().to_list()
+    keys = np.array([f"{g}\x1f{d!r}" for g, d in zip(group, grid.tolist())], dtype=object)
+    amounts = _grouped_amounts(real)
+    pools = {}
+    for key in set(keys.tolist()):
+        group_key, g = key.rsplit("\x1f", 1)
+        if group_key in amounts:
+            pools[key] = pool_on_grid(amounts[group_key], float(g))
+    steps = np.round(answer / grid).astype(np.int64)
+    out, ok = neighbour_distractors(keys, steps, pools, seeds)
+    ok &= (np.sign(out) == np.sign(steps)[:, None]).all(axis=1)  # "-1" and "1" read alike once punctuation goes
+    return out * grid[:, None], ok
+
+
+def _grouped_amounts(real: pl.DataFrame) -> dict[str, np.ndarray]:
+    grouped = real.group_by("property_id", "unit_key", maintain_order=True).agg("amount")
+    return {f"{p}\x1f{u}": np.asarray(a, dtype=np.float64) for p, u, a in grouped.iter_rows()}
 
 
 def _paper_window(answer: np.ndarray, scale: np.ndarray, spread: np.ndarray, seeds: np.ndarray) -> np.ndarray:

@@ -152,8 +152,8 @@ def _with_choices(
 ) -> pl.DataFrame:
     """answer, reason, d1..d3 per row, each category by its own rules."""
     makers = {
-        "date": lambda df, s: date_choices(df, s, config.latest_year, config.distractors),
-        "number": lambda df, s: number_choices(df, s, bank.units, config.distractors),
+        "date": lambda df, s: date_choices(df, s, config.latest_year, config.distractors, _real(index.date_pool, config)),
+        "number": lambda df, s: number_choices(df, s, bank.units, config.distractors, _real(index.number_pool, config)),
         "literal": lambda df, s: pool_choices(df, s, index, config.distractors),
         "fixed": lambda df, s: pool_choices(df, s, index, config.distractors),
     }
@@ -173,6 +173,11 @@ def _with_choices(
         return cand.with_columns(**empty)
     order = np.argsort(np.concatenate(rows), kind="stable")
     return pl.concat([cand, pl.concat(parts)[order]], how="horizontal")
+
+
+def _real(pool: pl.DataFrame | None, config: QuestionConfig) -> pl.DataFrame | None:
+    """The index's real-value pool where the configured method draws from it (not the paper's)."""
+    return pool if config.distractors == "exchangeable" else None
 
 
 def _with_reasons(cand: pl.DataFrame, config: QuestionConfig) -> pl.DataFrame:
