@@ -80,6 +80,7 @@ def fetch_facts(
     candidates: list[dict] = []
     visited = set(subjects)
     frontier = sorted(subjects, key=id_sort_key)
+    queried: set[str] = set()
     requests_by_hop: dict[str, int] = {}
     subjects_by_hop: dict[str, int] = {}
     for hop in range(1, config.max_hops + 1):
@@ -87,6 +88,7 @@ def fetch_facts(
             break
         before = client.requests
         subjects_by_hop[str(hop)] = len(frontier)
+        queried.update(frontier)
         found: list[dict] = []
         for batch in batched(frontier, config.batch_size):
             for row in client.select(queries.best_rank_statements(batch, pids)):
@@ -98,7 +100,7 @@ def fetch_facts(
         visited |= reached
 
     before = client.requests
-    class_facts, class_depth = _class_chains(candidates, client, config, config.max_hops + 1)
+    class_facts, class_depth = _class_chains(candidates, queried, client, config, config.max_hops + 1)
     candidates.extend(class_facts)
     requests_by_hop["classes"] = client.requests - before
 
@@ -128,22 +130,22 @@ def fetch_facts(
 
 
 def _class_chains(
-    candidates: list[dict], client: SparqlClient, config: KnowledgeConfig, hop: int
+    candidates: list[dict], queried: set[str], client: SparqlClient, config: KnowledgeConfig, hop: int
 ) -> tuple[list[dict], int]:
     """P279 (subclass of) facts of every class the facts reach through P31/P279, up their chains.
 
     Templates constrain their subject's type by class membership (``subject (P31|P279)/P279*
     class``); the hops above stop at ``max_hops``, so the chain above a class met at the last hop
     would be missing. These facts get ``hop`` = max_hops + 1: no question starts from them.
-    Returns the facts and how many chain levels were fetched.
+    ``queried``: the subjects the hops asked about. Returns the facts and how many chain levels were fetched.
     """
     found: list[dict] = []
     frontier = sorted(
         {f["value_qid"] for f in candidates if f.get("property_id") in ("P31", "P279") and f.get("value_qid")},
         key=id_sort_key,
     )
-    # a class that was already a subject of the hops has its P279 facts among the candidates
-    seen = {f["subject_qid"] for f in candidates}
+    # a class the hops already asked about has its P279 facts among the candidates
+    seen = set(queried)
     frontier = [q for q in frontier if q not in seen]
     depth = 0
     while frontier and depth < MAX_CLASS_DEPTH:

@@ -51,8 +51,10 @@ def test_sample_images_to_three_hop_facts(bundled_store, tmp_path):
     assert link_stats["requests"] <= 6  # P8814, hypernyms, sitelink, P373, labels: batched, not per object
 
     facts = read_table(tmp_path / "facts", "facts")
+    # hops 1-3 (4 would be the P279 chain above classes the hops did not ask about: none here)
     assert sorted(set(facts.column("hop").to_pylist())) == [1, 2, 3]
-    assert fact_stats["requests"] == 4  # one query per hop + one label query (all under batch size)
+    # one query per hop, one per class-chain level, one label query (all under batch size)
+    assert fact_stats["requests"] == 4 + fact_stats["requests_by_hop"]["classes"]
     rows = facts.to_pylist()
     assert ("Q213477", "P138", "Q33866", 1) in {(f["subject_qid"], f["property_id"], f["value_qid"], f["hop"]) for f in rows}
     assert ("Q30", "P36", "Q61", 3) in {(f["subject_qid"], f["property_id"], f["value_qid"], f["hop"]) for f in rows}

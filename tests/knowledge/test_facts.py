@@ -75,23 +75,31 @@ def test_facts_over_three_hops(client, tmp_path):
         (1, "widget", "P1082", (12.0, None), "normal"),  # unit "1": no unit
         (1, "widget", "P2048", (330.0, "metre"), "normal"),
         (2, "gadget", "P279", "device", "normal"),
-        (3, "device", "P279", "object", "normal"),  # object's own facts would be hop 4
+        (3, "device", "P279", "object", "normal"),
+        (4, "object", "P279", "entity", "normal"),  # the class chain above the last hop (subject types need it)
     ]
     reasons = sorted(r["reason"] for r in result.rejects.rows)
     assert reasons == ["duplicate_value", "unit_without_label", "unknown_value", "unsupported_value_type"]
-    assert result.rows_in == 12
+    assert result.rows_in == 13
     times = {f["property_id"]: f["point_in_time"] for f in result.outputs["facts"].to_pylist() if f["point_in_time"]}
     assert times == {"P1082": "+2020-01-01T00:00:00Z"}  # the P585 qualifier of the population statement
     stats = write_shard(tmp_path / "facts", 2, result)
-    assert stats["rows_out"] == 8 and stats["requests_by_hop"] == {"1": 1, "2": 1, "3": 1, "labels": 1}
+    assert stats["rows_out"] == 9
+    assert stats["requests_by_hop"] == {"1": 1, "2": 1, "3": 1, "classes": 2, "labels": 1}
     # hop 2 asks for gadget and for the unlabelled Q300 too: values are followed whatever their label
     assert stats["subjects_by_hop"] == {"1": 1, "2": 2, "3": 1}
 
 
 def test_max_hops_bounds_the_walk(client):
     result = fetch_facts(["Q100"], client, CONFIG.model_copy(update={"max_hops": 1}), ["P279"], 0)
-    assert _summary(result) == [(1, "widget", "P279", "gadget", "preferred")]
-    assert result.requests == 2  # one hop query, one label query
+    # the hop stops at 1; the class chain above gadget is fetched (hop 2 = max_hops + 1)
+    assert _summary(result) == [
+        (1, "widget", "P279", "gadget", "preferred"),
+        (2, "gadget", "P279", "device", "normal"),
+        (2, "device", "P279", "object", "normal"),
+        (2, "object", "P279", "entity", "normal"),
+    ]
+    assert result.requests == 2 + 4  # one hop query, four class levels (the last finds none), one label query
 
 
 def test_malformed_ids_never_reach_a_query(client):
@@ -114,7 +122,7 @@ def test_requests_are_batched_per_hop(tmp_path):
 
     result = fetch_facts([f"Q{200 + n}" for n in range(7)], client, config, ["P279"], 0)
 
-    expected = {"1": math.ceil(7 / 3), "2": math.ceil(7 / 3), "3": 1, "labels": math.ceil(15 / 3)}
+    expected = {"1": math.ceil(7 / 3), "2": math.ceil(7 / 3), "3": 1, "classes": 0, "labels": math.ceil(15 / 3)}
     assert result.extra["requests_by_hop"] == expected  # the root is asked at hop 3 (it has no facts)
     assert result.extra["subjects_by_hop"] == {"1": 7, "2": 7, "3": 1}
     assert result.outputs["facts"].num_rows == 14

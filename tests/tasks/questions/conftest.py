@@ -108,6 +108,21 @@ def fact_rows() -> list[dict]:
         quantity("Q90", "Paris", "P1082", 2165423, unit_qid=None, unit_label=None, hop=3),
         item("Q243", "Eiffel Tower", "P138", "Q1", None, rank="deprecated"),
     ]
+    return rows + typing_rows()
+
+
+def typing_rows() -> list[dict]:
+    """P31/P279 facts that template subject types check (class chains come at hop 4, as the facts stage fetches them)."""
+    people = ["Q2335264", "Q313", "Q1339", "Q255", "Q254", "Q1268", "Q7186", "Q937", "Q5593", "Q9036", "Q1370", "Q868"]
+    countries = [c[0] for c in COUNTRIES] + ["Q36", "Q39", "Q35"]
+    rows = [item(q, None, "P31", "Q5", "human", hop=2) for q in people]
+    rows += [item(q, None, "P31", "Q6256", "country", hop=2) for q in countries]
+    rows += [item(c[2], c[3], "P31", "Q515", "city", hop=3) for c in COUNTRIES]
+    rows += [
+        item("Q1022", "Mühlburg", "P31", "Q486972", "human settlement", hop=3),
+        item("Q1440476", "lattice tower", "P279", "Q12518", "tower", hop=4),
+        item("Q752870", "motor vehicle", "P279", "Q42889", "vehicle", hop=4),
+    ]
     return rows
 
 

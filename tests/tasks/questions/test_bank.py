@@ -20,7 +20,9 @@ PAPER_PROPERTIES = ["P84", "P50", "P17", "P2048", "P2049", "P37", "P38", "P36", 
 
 
 def test_shipped_bank_covers_the_paper_and_the_shared_list(bank):
-    assert len(bank.properties) >= 60
+    # the paper's bank size (ReasonVQA 3.2): at least 182 main templates and 100 sub-clauses
+    assert len(bank.properties) >= 182
+    assert sum(t.sub is not None for t in bank.properties.values()) >= 100
     assert len(bank.domains) == 20
     assert bank.domains[0] == "Places & Locations" and "Food & Nutrition" in bank.domains
     for pid in PAPER_PROPERTIES:
@@ -110,9 +112,20 @@ GOOD = """P9999:
   category: literal
   value: item
   domains: [Places & Locations]
+  subject_types: [Q6256]
   main: What is the test of {subject}?
   sub: the test of {subject}
 """
+
+
+def test_every_property_names_subject_types_from_the_class_list(bank):
+    for pid, t in bank.properties.items():
+        assert t.subject_types, pid
+        assert t.subject_types == ("any",) or set(t.subject_types) <= set(bank.classes), pid
+    assert bank.classes["Q6256"] == "country"
+    assert bank.properties["P2175"].subject_types == ("Q12140",)  # medical condition treated: medications only
+    assert "Q41176" not in bank.properties["P2175"].subject_types
+    assert bank.properties["P31"].subject_types == ("any",)
 
 
 @pytest.mark.parametrize(
