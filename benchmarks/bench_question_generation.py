@@ -91,6 +91,13 @@ def make_synthetic(folder: Path, scale: float = 1.0, seed: int = 0) -> None:
     facts.time_share(person, 1.0, "P569", 1700, 1990, 11, 2)
     facts.item(person, "P27", rng.integers(0, n_country, n_person), country, _labels("Country", n_country), 2)
     facts.item_share(person, 0.5, "P19", n_city, city, _labels("City", n_city), 2)
+    # typing facts that template subject types check (classes as in templates/classes.yaml; chains at hop 4)
+    facts.item(country, "P31", np.zeros(n_country, int), ["Q6256"], ["country"], 2)
+    facts.item(city, "P31", np.zeros(n_city, int), ["Q515"], ["city"], 3)
+    facts.item(person, "P31", np.zeros(n_person, int), ["Q5"], ["human"], 2)
+    landmark_classes = [f"Q{6_000_000 + i}" for i in range(60)]
+    facts.item(landmark_classes, "P279", np.arange(60) % 3, ["Q41176", "Q12518", "Q8502"], ["building", "tower", "mountain"], 4)
+    facts.item(supers, "P279", np.zeros(150, int), ["Q223557"], ["physical object"], 4)
     pq.write_table(facts.table(), folder / "facts.parquet")
 
     # images, objects, relations, links
