@@ -22,7 +22,7 @@ from reasonvqa import schemas
 from reasonvqa.stage import read_table
 from reasonvqa.tasks.questions.bank import TemplateBank
 from reasonvqa.tasks.questions.index import truthy_facts
-from reasonvqa.tasks.questions.subject_types import class_memberships, constraint_classes, typed_facts
+from reasonvqa.tasks.questions.subject_types import ANY, class_memberships, constraint_classes, property_types
 from reasonvqa.tasks.questions.text import normalize_expr, normalize_text
 
 
@@ -49,9 +49,10 @@ def scan_questions(questions: pl.DataFrame, facts: pl.DataFrame, links: pl.DataF
     clean = truthy_facts(facts, set(templates) | {"P31", "P279"}).with_columns(
         n_values=pl.col("value_key").n_unique().over("subject_qid", "property_id")
     )
-    fitting = typed_facts(clean, templates, class_memberships(clean, constraint_classes(templates))).select(
-        "subject_qid", "property_id", fits=pl.lit(True)
-    ).unique()
+    memberships = class_memberships(clean, constraint_classes(templates))
+    fitting = memberships.join(property_types(templates), on="class_qid").select("subject_qid", "property_id").unique()
+    fitting = fitting.with_columns(fits=pl.lit(True))
+    unconstrained = [pid for pid, t in templates.items() if ANY in t.subject_types]
     edges = clean.filter(pl.col("n_values") == 1, pl.col("value_kind") == "item").select(
         "subject_qid", "property_id", next_qid="value_qid"
     )
@@ -68,8 +69,9 @@ def scan_questions(questions: pl.DataFrame, facts: pl.DataFrame, links: pl.DataF
     max_hops = int(rows["route"].list.len().max() or 0)
     for hop in range(max_hops):
         here = subject.filter(pl.col("route").list.len() > hop).with_columns(property_id=pl.col("route").list.get(hop))
-        here = here.join(fitting, on=["subject_qid", "property_id"], how="left")
-        problems.append(here.filter(pl.col("subject_qid").is_not_null() & pl.col("fits").is_null())
+        here = here.join(fitting, on=["subject_qid", "property_id"], how="left")  # fits: true or null
+        misfit = pl.col("fits").is_null() & ~pl.col("property_id").is_in(unconstrained)
+        problems.append(here.filter(pl.col("subject_qid").is_not_null() & misfit)
                         .select("question_id", problem=pl.lit("subject_type_mismatch")))
         inner = here.filter(pl.col("route").list.len() > hop + 1)
         moved = inner.join(edges, on=["subject_qid", "property_id"], how="left")
