@@ -108,7 +108,7 @@ def date_choices(
         room_above = np.where(value > latest, span, np.minimum(span, latest - value))
         q, fits = exchangeable_distractors(value, span, span, room_above, seeds, stream=11)
         if real is not None and len(value):
-            neighbours, found = _real_neighbours(df["property_id"].to_list(), value, prec, ok, seeds, real)
+            neighbours, found = _real_neighbours(df["property_id"], value, prec, ok, seeds, real)
             q = np.where(found[:, None], neighbours, q)
             fits = fits | found
         reason[ok & ~fits] = "too_few_distractors"
@@ -128,11 +128,11 @@ def date_choices(
 
 
 def _real_neighbours(
-    properties: list[str], value: np.ndarray, prec: np.ndarray, ok: np.ndarray, seeds: np.ndarray, real: pl.DataFrame
+    properties: pl.Series, value: np.ndarray, prec: np.ndarray, ok: np.ndarray, seeds: np.ndarray, real: pl.DataFrame
 ) -> tuple[np.ndarray, np.ndarray]:
     """Real dates of the same property next to the answer at its rendered precision (real_values.py)."""
-    keys = np.array([f"{p}\x1f{int(q)}" if good else None for p, q, good in zip(properties, prec.tolist(), ok.tolist())],
-                    dtype=object)
+    keys = (properties + "\x1f" + pl.Series(prec).cast(pl.String)).to_numpy().astype(object)
+    keys[~ok] = None
     pools = {}
     for key in {k for k in keys.tolist() if k is not None}:
         pid, p = key.rsplit("\x1f", 1)

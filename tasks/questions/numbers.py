@@ -119,8 +119,9 @@ def _real_neighbours(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Real amounts of the same property and unit next to the answer, on its grid (real_values.py)."""
     grid = rounding_grid(answer, decimals)
-    group = df.select(pl.col("property_id") + "\x1f" + unit_key_expr(pl.col("unit_qid"))).to_series().to_list()
-    keys = np.array([f"{g}\x1f{d!r}" for g, d in zip(group, grid.tolist())], dtype=object)
+    keys = df.select(
+        pl.concat_str([pl.col("property_id"), unit_key_expr(pl.col("unit_qid")), pl.Series(grid).cast(pl.String)], separator="\x1f")
+    ).to_series().to_numpy().astype(object)
     amounts = _grouped_amounts(real)
     pools = {}
     for key in set(keys.tolist()):

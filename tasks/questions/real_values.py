@@ -64,9 +64,12 @@ def neighbour_distractors(
     ok = np.zeros(n, dtype=bool)
     rank = below(draw(seeds, RANK_STREAM), np.full(n, 4))
     keys = np.asarray(groups, dtype=object)
-    for key in {k for k in keys.tolist() if k is not None}:
-        rows = np.flatnonzero(keys == key)
-        values = pools.get(key)
+    names, inverse = np.unique(np.where(keys == None, "", keys).astype(str), return_inverse=True)  # noqa: E711
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(names) + 1))
+    for code, key in enumerate(names.tolist()):
+        rows = order[bounds[code]:bounds[code + 1]]
+        values = pools.get(key) if key else None
         if values is None or len(values) < 4:
             continue
         s = steps[rows]
