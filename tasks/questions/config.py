@@ -29,7 +29,8 @@ class QuestionConfig(BaseModel):
     )
     distractors: Literal["exchangeable", "paper"] = Field(
         default="exchangeable",
-        description="exchangeable: number/date distractors with the answer's rounding and a uniform rank, item/literal "
+        description="exchangeable: number/date distractors from real values of the same property where enough exist, "
+        "else on the answer's rounding grid, the answer at a uniform rank; item/literal "
         "distractors drawn in proportion to how often each value is an answer (a choice-only model is at chance); "
         "paper: ReasonVQA 3.2.2 (a window around the answer, uniform pool draws), for reproduction.",
     )
