@@ -52,17 +52,37 @@ def property_types(templates: dict) -> pl.DataFrame:
 
 def typed_facts(facts: pl.DataFrame, templates: dict, memberships: pl.DataFrame) -> pl.DataFrame:
     """The rows of ``facts`` whose subject belongs to one of its property's subject types
-    (all rows of ``any`` properties), in their original order."""
+    (all rows of ``any`` properties), in their original order.
+
+    Classes become bits of a mask (a subject's classes, a property's types) so the check is two
+    joins and a bitwise and, whatever the number of classes per property."""
+    classes = sorted(constraint_classes(templates))
+    bit = {qid: i for i, qid in enumerate(classes)}
+    words = max(1, -(-len(classes) // 64))
+    word_cols = [f"_w{w}" for w in range(words)]
+
+    values = {qid: 1 << (i % 64) for qid, i in bit.items()}
+
+    def masks(pairs: pl.DataFrame, key: str) -> pl.DataFrame:
+        pairs = pairs.with_columns(
+            _word=pl.col("class_qid").replace_strict(bit, return_dtype=pl.Int64) // 64,
+            _value=pl.col("class_qid").replace_strict(values, return_dtype=pl.UInt64),
+        )
+        cols = [
+            pl.when(pl.col("_word") == w).then(pl.col("_value")).otherwise(pl.lit(0, pl.UInt64)).sum().alias(c)
+            for w, c in enumerate(word_cols)
+        ]
+        return pairs.group_by(key).agg(cols)
+
+    # distinct classes per key, so the sum of their bits is their bitwise or
+    subject_masks = masks(memberships.filter(pl.col("class_qid").is_in(classes)).unique(), "subject_qid")
+    property_masks = masks(property_types(templates).unique(), "property_id").rename({c: c + "p" for c in word_cols})
     unconstrained = [pid for pid, t in templates.items() if ANY in t.subject_types]
-    fits = (
-        memberships.join(property_types(templates), on="class_qid")
-        .select("subject_qid", "property_id")
-        .unique()
-        .with_columns(_fits=pl.lit(True))
-    )
-    marked = facts.join(fits, on=["subject_qid", "property_id"], how="left", maintain_order="left")
-    keep = pl.col("_fits").fill_null(False) | pl.col("property_id").is_in(unconstrained)
-    return marked.filter(keep).drop("_fits")
+    marked = facts.join(subject_masks, on="subject_qid", how="left", maintain_order="left")
+    marked = marked.join(property_masks, on="property_id", how="left", maintain_order="left")
+    fits = pl.any_horizontal([(pl.col(c).fill_null(0) & pl.col(c + "p").fill_null(0)) != 0 for c in word_cols])
+    keep = fits | pl.col("property_id").is_in(unconstrained)
+    return marked.filter(keep).drop(*word_cols, *(c + "p" for c in word_cols))
 
 
 def constraint_classes(templates: dict) -> set[str]:
