@@ -97,6 +97,24 @@ def input_snapshots(config: BuildConfig) -> dict[str, str]:
     inputs = {f"source:{s.kind}": sources.get(s.kind).snapshot(s) for s in config.sources}
     inputs["knowledge"] = knowledge_snapshot(config.knowledge)
     inputs["knowledge_date"] = knowledge_date(config.knowledge)
+    return inputs | question_kind_inputs(config)
+
+
+def question_kind_inputs(config: BuildConfig) -> dict[str, str]:
+    """Versions of what non-template kinds are made from: grounded rules, VLM prompts, a verified-QA file."""
+    from reasonvqa.tasks.release.writer import sha256_file
+
+    inputs = {}
+    if config.grounded.enabled:
+        from reasonvqa.tasks.questions.grounded import rules_version
+
+        inputs["grounded_rules"] = rules_version()
+        if config.grounded.vlm is not None:
+            from reasonvqa.tasks.questions.grounded_vlm import prompt_versions
+
+            inputs |= {f"prompt:{name}": version for name, version in prompt_versions().items()}
+    if config.verified_questions is not None:
+        inputs["verified_questions"] = "sha256:" + sha256_file(Path(config.verified_questions))
     return inputs
 
 

@@ -88,6 +88,11 @@ def singular(label: str) -> str:
     return _ENGLISH.singular_noun(label) or label
 
 
+def be(label: str) -> str:
+    """"are" for a plural label ("curtains"), else "is"."""
+    return "are" if _ENGLISH.singular_noun(label) else "is"
+
+
 def question_id(kind: str, image_id: str, task_type: str, question: str, answer: str) -> str:
     """blake2b of kind, image, task type, question and answer, 20 hex characters."""
     text = json.dumps([kind, image_id, task_type, question, answer], separators=(",", ":"))
@@ -272,7 +277,9 @@ def attribute_questions(regions: list[Region], refs: dict[str, str]) -> list[Can
         if ref == f"the {r.label}" and r.label:
             for category in sorted({words[a] for a in r.attributes if a in words}):
                 values = sorted(a for a in r.attributes if words.get(a) == category)
-                question = f"What color is the {r.label}?" if category == "color" else f"What is the {r.label} made of?"
+                verb = be(r.label)
+                question = (f"What color {verb} the {r.label}?" if category == "color"
+                            else f"What {verb} the {r.label} made of?")
                 c = Candidate(r.image_id, "attribute", question, values[0], [r.region_id])
                 if len(values) > 1:
                     c.reason = "several_attribute_values"

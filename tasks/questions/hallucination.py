@@ -22,7 +22,7 @@ import re
 import polars as pl
 import pyarrow as pa
 
-from reasonvqa.tasks.questions.grounded import Candidate, plural, references, singular, stable_order
+from reasonvqa.tasks.questions.grounded import Candidate, be, plural, references, singular, stable_order
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.regions import Region
 
@@ -67,7 +67,7 @@ def forms(absent: str, named: list[str]) -> list[tuple[str, str]]:
     """(task type, question) forms of a hallucination question about ``absent``; ``named`` are
     phrases of present, uniquely named objects."""
     out = [("counting", f"How many {plural(absent)} are there in the image?"),
-           ("attribute", f"What color is the {absent}?"),
+           ("attribute", f"What color {be(absent)} the {absent}?"),
            ("identification", f"What is the object next to the {absent}?")]
     if named:
         out += [("spatial", f"Is the {absent} to the left or to the right of {named[0]}?"),

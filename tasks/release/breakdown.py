@@ -52,8 +52,8 @@ def breakdown(questions: pa.Table, domains: dict[str, str]) -> dict:
     evidence = column("evidence_region_ids", None)
     by_domain: dict[str, Counter] = {}
     for source, h in zip(sources, halluc):
-        by_domain.setdefault(domains.get(source, "unknown"), Counter())["hallucination" if h else "grounded"] += 1
-    multiplicity = Counter(_bin(len(e)) for e, k in zip(evidence, kinds) if e is not None)
+        by_domain.setdefault(domains.get(source, "unknown"), Counter())["hallucination" if h else "other"] += 1
+    multiplicity = Counter(_bin(len(e)) for e in evidence if e is not None)  # questions without evidence ids: not counted
     return {
         "questions": questions.num_rows,
         "task_type": dict(sorted(Counter(tasks).items())),
@@ -141,12 +141,12 @@ def breakdown_section(report: dict) -> list[str]:
              "(the asked thing is absent; empty evidence). Details in `stats/breakdown.json`.", "",
              "| task type | questions |", "| --- | ---: |"]
     lines += [f"| {k} | {v} |" for k, v in report["task_type"].items()]
-    lines += ["", "| visual domain | grounded | hallucination |", "| --- | ---: | ---: |"]
-    lines += [f"| {d} | {c.get('grounded', 0)} | {c.get('hallucination', 0)} |" for d, c in report["domain"].items()]
+    lines += ["", "| visual domain | non-hallucination | hallucination |", "| --- | ---: | ---: |"]
+    lines += [f"| {d} | {c.get('other', 0)} | {c.get('hallucination', 0)} |" for d, c in report["domain"].items()]
     lines += ["", "| kind | questions |", "| --- | ---: |"]
     lines += [f"| {k} | {v} |" for k, v in report["kind"].items()]
     lines += ["", "| evidence regions | questions |", "| --- | ---: |"]
-    lines += [f"| {b} | {n} |" for b, n in report["evidence_multiplicity"].items()]
+    lines += [f"| {b} | {report['evidence_multiplicity'].get(b, 0)} |" for b in MULTIPLICITY_BINS]
     if report.get("examples"):
         lines += ["", "Examples (evidence masks and boxes on a blank canvas of the image's size):", ""]
         for e in report["examples"]:
