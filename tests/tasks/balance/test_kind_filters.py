@@ -1,0 +1,43 @@
+import pyarrow as pa
+import pytest
+
+from reasonvqa import schemas
+from reasonvqa.tasks.balance.filters import EmptySelectionError
+from reasonvqa.tasks.balance.groups import group_key, with_group_keys
+from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds
+
+POOL = schemas.from_rows([
+    dict(question_id="t1", image_id="vg:1", answer="France", property_id="P17", kind="template", task_type="knowledge"),
+    dict(question_id="t0", image_id="vg:1", answer="Paris", property_id="P36"),  # a 1.x row: no kind
+    dict(question_id="g1", image_id="vg:1", answer="2", kind="grounded", task_type="counting", is_hallucination=False),
+    dict(question_id="g2", image_id="vg:1", answer="There are no dogs in the image.", kind="grounded",
+         task_type="counting", is_hallucination=True),
+    dict(question_id="v1", image_id="vg:2", answer="red", kind="verified", task_type="free_form", is_hallucination=False),
+], schemas.QUESTIONS)
+
+
+def ids(table: pa.Table) -> list[str]:
+    return table["question_id"].to_pylist()
+
+
+def test_kinds_task_types_and_hallucination_select_rows():
+    assert ids(select_kinds(POOL, KindSelection(kinds=["template"]))[0]) == ["t1", "t0"]
+    assert ids(select_kinds(POOL, KindSelection(task_types=["counting"], hallucination="exclude"))[0]) == ["g1"]
+    table, report = select_kinds(POOL, KindSelection(kinds=["grounded", "verified"], hallucination="only"))
+    assert ids(table) == ["g2"]
+    assert report["dropped_by"] == {"kinds": 2, "hallucination": 2} and report["filters"] == {
+        "kinds": ["grounded", "verified"], "hallucination": "only"}
+    assert ids(select_kinds(POOL, KindSelection())[0]) == ids(POOL)
+
+
+def test_an_empty_selection_names_what_exists():
+    with pytest.raises(EmptySelectionError, match="available"):
+        select_kinds(POOL, KindSelection(kinds=["grounded_vlm"]))
+
+
+def test_non_template_rows_balance_per_kind_and_task_type():
+    keyed = with_group_keys(POOL)
+    assert keyed["property_id"].to_pylist() == ["P17", "P36", "grounded:counting", "grounded:counting:hallucination",
+                                                "verified:free_form"]
+    assert group_key("grounded", "counting", True) == "grounded:counting:hallucination"
+    assert with_group_keys(POOL.slice(0, 2)).equals(POOL.slice(0, 2))
