@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.groups import with_group_keys
+from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_share
 from reasonvqa.tasks.balance.balance import REMOVED, BalanceResult, balance_questions
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.split import SplitResult, split_images
@@ -38,6 +39,7 @@ def balance_and_split(pool: pa.Table, balance: BalanceConfig, split: SplitConfig
     pool = with_group_keys(pool)  # verified and grounded rows balance per kind and task type
     balanced = balance_questions(pool, balance, seed, materialize=False)
     _apply_hop_mix(pool, balanced, balance.hop_shares, seed)
+    apply_hallucination_share(pool, balanced, balance.hallucination_share, seed, _add_removed)
     result = split_images(pool, split, seed, rows=balanced.kept_rows, materialize=False)
     if split.drop_test_pairs_seen_in_train:
         _drop_test_pairs_seen_in_train(pool, balanced, result)

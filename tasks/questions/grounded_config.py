@@ -37,10 +37,9 @@ class GroundedConfig(BaseModel):
 
     enabled: bool = Field(default=True, description="Generate grounded questions from the regions of every source.")
     task_types: list[str] = Field(default_factory=lambda: list(RULE_TASK_TYPES))
-    hallucination_share: float = Field(default=0.27, ge=0, lt=1, description="Target share of hallucination "
-                                       "questions among grounded ones (VistaQA 3.1: 314 of 1,157, about 27%).")
-    hallucination_candidates_per_image: int = Field(default=10, ge=0, description="Absent objects tried per image, "
-                                                    "most co-occurring first.")
+    hallucination_candidates_per_image: int = Field(default=25, ge=0, description="Hallucination questions made per "
+                                                    "image (absent objects, most co-occurring first); balancing then keeps "
+                                                    "balance.hallucination_share of the grounded questions.")
     spatial_margin: float = Field(default=0.02, ge=0, description="Least gap between two boxes along the asked axis, "
                                   "as a share of the image's width (left/right) or height (above/below); closer pairs are skipped.")
     depth_margin_m: float = Field(default=2.0, ge=0, description="Least difference in camera-frame depth (metres) for "

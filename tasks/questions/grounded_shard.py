@@ -16,7 +16,7 @@ from reasonvqa import schemas
 from reasonvqa.stage import Rejects, StageResult, part_name
 from reasonvqa.tasks.questions.grounded import STAGE, add_rejects, image_candidates, mark_duplicates, to_rows
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
-from reasonvqa.tasks.questions.hallucination import apply_share, cooccurrence_candidates, hallucination_candidates
+from reasonvqa.tasks.questions.hallucination import cooccurrence_candidates, hallucination_candidates
 from reasonvqa.tasks.questions.regions import regions_by_image, shard_regions, unlabeled_images
 
 
@@ -34,7 +34,6 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
     for image_id in sorted(image_rows):
         candidates += image_candidates(by_image.get(image_id, []), image_rows[image_id], config)
     mark_duplicates(candidates)
-    grounded = sum(c.reason is None for c in candidates)
 
     unlabeled = unlabeled_images(regions)
     eligible = sorted(i for i in image_rows if i not in unlabeled)
@@ -46,7 +45,6 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
     for image_id in eligible:
         halluc += hallucination_candidates(image_id, by_image.get(image_id, []), labels.get(image_id, set()),
                                            absent.get(image_id, []), config)
-    share = apply_share(halluc, grounded, config.hallucination_share)
     candidates += halluc
     mark_duplicates(candidates)
 
@@ -58,7 +56,8 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
     questions = to_rows(candidates, {i: r["source"] for i, r in image_rows.items()}, objects_of)
     add_rejects(rejects, candidates, source_file)
     return StageResult(outputs={"questions": questions, "regions": regions}, rejects=rejects, rows_in=len(candidates),
-                       rows_out=questions.num_rows, extra={"hallucination": share})
+                       rows_out=questions.num_rows,
+                       extra={"hallucination": sum(c.reason is None for c in halluc)})
 
 
 def grounded_for_shard(images: pa.Table, objects: pa.Table, attributes: pa.Table, source_regions: pa.Table,

@@ -10,9 +10,9 @@ here; its answer states the absence, its evidence is empty and ``is_hallucinatio
    image must have no region without a label (SA-1B masks may show anything; no candidate is made).
 3. The question takes one of the task-type forms (counting, attribute, spatial, comparison,
    identification) chosen by a stable hash; forms that need a named present object use one.
-4. Share: per shard, ``round(share / (1 - share) * n)`` hallucination questions for ``n`` grounded
-   ones, taken by rank within image then hash, so they spread over images; the rest are rejected
-   as ``over_hallucination_share``.
+4. Share: every valid candidate (at most ``hallucination_candidates_per_image``) goes to the pool;
+   after answer balancing, tasks/balance/hallucination_share.py keeps ``balance.hallucination_share``
+   (default 27%) of the kept grounded questions.
 """
 
 from __future__ import annotations
@@ -98,20 +98,3 @@ def hallucination_candidates(image_id: str, regions: list[Region], labels: set[s
         out.append(c)
     return out
 
-
-def apply_share(candidates: list[Candidate], grounded: int, share: float) -> dict:
-    """Keep ``round(share / (1 - share) * grounded)`` valid candidates (spread over images), reject the rest."""
-    target = int(share / (1 - share) * grounded + 0.5) if share > 0 else 0
-    valid = [c for c in candidates if c.reason is None]
-    rank: dict[str, int] = {}
-    order = []
-    for c in sorted(valid, key=lambda c: (c.image_id, stable_order(c.image_id, c.question))):
-        order.append((rank.get(c.image_id, 0), stable_order(c.image_id, c.question), c))
-        rank[c.image_id] = rank.get(c.image_id, 0) + 1
-    order.sort(key=lambda t: (t[0], t[1]))
-    for n, (_, _, c) in enumerate(order):
-        if n >= target:
-            c.reason = "over_hallucination_share"
-    kept = min(target, len(valid))
-    return {"target": target, "kept": kept, "grounded": grounded,
-            "share": round(kept / (kept + grounded), 4) if kept + grounded else None}

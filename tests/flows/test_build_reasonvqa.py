@@ -38,11 +38,12 @@ def test_release_verifies_and_is_byte_identical_across_builds_and_runners(two_bu
 def test_release_holds_every_kind_of_question(two_builds):
     release = two_builds[0]
     questions = pl.concat([pl.read_parquet(release / s / "*.parquet") for s in ("train", "test")])
-    assert set(questions["n_hop"].to_list()) == {1, 2, 3}
-    assert set(questions["image_source"].to_list()) == {"vg", "gldv2"}
+    assert set(questions["n_hop"].to_list()) == {0, 1, 2, 3}  # 0: grounded questions ask no knowledge hop
+    assert set(questions["image_source"].to_list()) == {"vg", "gldv2", "sa1b", "nuscenes"}
+    assert set(questions.filter(pl.col("kind") == "template")["image_source"].to_list()) == {"vg", "gldv2"}
     assert questions["has_scene_graph"].any()
     assert questions.filter(pl.col("answer").str.strip_chars() == "").height == 0
-    assert questions.select(
+    assert questions.filter(pl.col("kind") == "template").select(
         (pl.col("choices").list.len() == 4) & (pl.col("choices").list.n_unique() == 4)
         & pl.col("choices").list.contains(pl.col("answer"))
     ).to_series().all()
@@ -61,7 +62,8 @@ def test_every_shard_of_every_stage_adds_up(two_builds):
             assert shard["rows_in"] == shard["rows_out"] + sum(shard["rejected"].values()), (stage, shard)
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["counts"]["train"] + manifest["counts"]["test"] <= manifest["counts"]["pool"]
-    assert set(manifest["inputs"]) == {"source:vg", "source:gldv2", "knowledge", "knowledge_date"}
+    assert set(manifest["inputs"]) == {"source:vg", "source:gldv2", "source:sa1b", "source:nuscenes", "knowledge",
+                                       "knowledge_date", "grounded_rules"}
     assert manifest["inputs"]["knowledge_date"] == "2021-05-26"  # the bundled entities' newest `modified`
 
 

@@ -41,3 +41,23 @@ def test_non_template_rows_balance_per_kind_and_task_type():
                                                 "verified:free_form"]
     assert group_key("grounded", "counting", True) == "grounded:counting:hallucination"
     assert with_group_keys(POOL.slice(0, 2)).equals(POOL.slice(0, 2))
+
+
+def test_balancing_keeps_the_configured_hallucination_share():
+    from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+    from reasonvqa.tasks.balance.pipeline import balance_and_split
+
+    rows = [dict(question_id=f"g{i:02d}", image_id=f"vg:{i % 10}", question=f"How many {i}?", answer=str(i), kind="grounded",
+                 task_type="counting", is_hallucination=False, n_hop=0) for i in range(30)]
+    rows += [dict(question_id=f"h{i:02d}", image_id=f"vg:{i % 10}", question=f"How many dogs {i}?", answer=f"There are no dog{i}.",
+                  kind="grounded", task_type="counting", is_hallucination=True, n_hop=0) for i in range(40)]
+    pool = schemas.from_rows(rows, schemas.QUESTIONS)
+    done = balance_and_split(pool, BalanceConfig(hop_shares=None), SplitConfig(drop_test_pairs_seen_in_train=False), 0)
+    kept = pa.concat_tables([done.split.train, done.split.test])
+    assert sum(kept["is_hallucination"].to_pylist()) == 11  # round(0.27 / 0.73 * 30)
+    assert done.balance.report["hallucination_share"] == {
+        "target_share": 0.27, "grounded": 30, "hallucination_before": 40, "target": 11, "hallucination_after": 11,
+        "achieved_share": round(11 / 41, 4)}
+    assert done.balance.report["removed_by_reason"]["hallucination_share"] == 29
+    again = balance_and_split(pool, BalanceConfig(hop_shares=None), SplitConfig(drop_test_pairs_seen_in_train=False), 0)
+    assert again.pool.equals(done.pool)

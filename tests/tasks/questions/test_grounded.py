@@ -13,8 +13,8 @@ from pycocotools import mask as mask_utils
 from reasonvqa import schemas
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.grounded_shard import generate_grounded
-from reasonvqa.tasks.questions.hallucination import apply_share, cooccurrence_candidates, is_absent
-from reasonvqa.tasks.questions.grounded import Candidate, spatial_answer
+from reasonvqa.tasks.questions.hallucination import cooccurrence_candidates, is_absent
+from reasonvqa.tasks.questions.grounded import spatial_answer
 from reasonvqa.tasks.questions.regions import Region, image_labels, shard_regions
 
 IMAGES = schemas.from_rows([
@@ -155,7 +155,8 @@ def test_hallucination_questions_ask_about_absent_cooccurring_objects(shard):
     halluc = [q for q in questions if q["is_hallucination"]]
     grounded = [q for q in questions if not q["is_hallucination"]]
     assert halluc and all(q["evidence_region_ids"] == [] for q in halluc)
-    assert len(halluc) == int(0.27 / 0.73 * len(grounded) + 0.5) == result.extra["hallucination"]["kept"]
+    # vg:7 has every co-occurring absent object it can; nuScenes' car co-occurs with vg:7's classes too
+    assert len(halluc) == result.extra["hallucination"] > len(grounded) * 0.27 / 0.73
     pairs = image_labels(OBJECTS, regions).to_pydict()
     asked = set()
     for q in halluc:
@@ -179,14 +180,6 @@ def test_absence_is_checked_by_whole_words_both_ways():
 def test_cooccurrence_ranks_labels_seen_with_this_scene():
     corpus = pa.table({"image_id": ["a", "a", "b", "b", "c", "c", "d"], "label": ["tree", "car", "tree", "dog", "car", "dog", "cat"]})
     assert cooccurrence_candidates(corpus, ["a"], 2) == {"a": ["dog"]}  # two neighbours hold a dog; the cat none
-
-
-def test_the_share_is_met_and_spread_over_images():
-    cands = [Candidate(f"vg:{i}", "counting", f"q{i}-{k}", "a", [], True) for i in range(4) for k in range(3)]
-    report = apply_share(cands, 19, 0.27)
-    kept = [c for c in cands if c.reason is None]
-    assert report["target"] == 7 and len(kept) == 7 and len({c.image_id for c in kept}) == 4
-    assert report["share"] == round(7 / 26, 4)
 
 
 def test_spatial_margin_skips_close_pairs():
