@@ -12,7 +12,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reasonvqa import schemas
 from reasonvqa.stage import Rejects, StageResult, part_name
 from reasonvqa.tasks.questions.grounded import STAGE, add_rejects, image_candidates, mark_duplicates, to_rows
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
@@ -73,9 +72,3 @@ def proposals_part(proposals_dir: Path | None, shard: int) -> Path | None:
     """The proposals stage's regions file of build shard ``shard`` (may not exist)."""
     return None if proposals_dir is None else Path(proposals_dir) / "regions" / f"{part_name(shard)}.parquet"
 
-
-def empty_corpus() -> pa.Table:
-    return pa.table({"image_id": pa.array([], pa.string()), "label": pa.array([], pa.string())})
-
-
-__all__ = ["generate_grounded", "grounded_for_shard", "proposals_part", "empty_corpus", "schemas"]
