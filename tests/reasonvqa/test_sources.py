@@ -88,8 +88,8 @@ def test_the_sample_config_hash_is_pinned():
     # registry-validated sources serialize like the former hard-coded union did; the hash changes
     # only when config fields change (here: proposals, hop shares, seen-in-train, distractors; then the
     # grounded-questions issue added the grounded, verified_questions and select fields and the SA-1B and
-    # nuScenes excerpts to the sample)
-    assert sample_config().config_hash() == "f6a1dae277be6bd18e659097894c6923ec72ae52abd90ef6575615a5fc165c62"
+    # nuScenes excerpts to the sample, and balance.hallucination_share)
+    assert sample_config().config_hash() == "55f09c765c8c77c688aa845b8fb34c1674978f3b6bcf5917fe57a2bdc0f3405c"
 
 
 def test_images_get_the_declared_domain_and_license_where_the_reader_left_them_null():
