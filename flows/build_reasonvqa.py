@@ -97,6 +97,24 @@ def input_snapshots(config: BuildConfig) -> dict[str, str]:
     inputs = {f"source:{s.kind}": sources.get(s.kind).snapshot(s) for s in config.sources}
     inputs["knowledge"] = knowledge_snapshot(config.knowledge)
     inputs["knowledge_date"] = knowledge_date(config.knowledge)
+    return inputs | question_kind_inputs(config)
+
+
+def question_kind_inputs(config: BuildConfig) -> dict[str, str]:
+    """Versions of what non-template kinds are made from: grounded rules, VLM prompts, a verified-QA file."""
+    from reasonvqa.tasks.release.writer import sha256_file
+
+    inputs = {}
+    if config.grounded.enabled:
+        from reasonvqa.tasks.questions.grounded import rules_version
+
+        inputs["grounded_rules"] = rules_version()
+        if config.grounded.vlm is not None:
+            from reasonvqa.tasks.questions.grounded_vlm import prompt_versions
+
+            inputs |= {f"prompt:{name}": version for name, version in prompt_versions().items()}
+    if config.verified_questions is not None:
+        inputs["verified_questions"] = "sha256:" + sha256_file(Path(config.verified_questions))
     return inputs
 
 
@@ -167,10 +185,23 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
 
     # 1b. region proposals (tasks/proposals): one task per source shard of sources with an image root
     extra_tables: dict[str, pa.Table] = {}
+    proposals_dir = None
     if config.proposals is not None and config.proposals.enabled:
         from reasonvqa.tasks.proposals.task import run_proposals
 
-        report["proposals"], extra_tables["regions"] = run_proposals(config.proposals, shards, work_dir / "proposals")
+        proposals_dir = work_dir / "proposals"
+        report["proposals"], extra_tables["regions"] = run_proposals(config.proposals, shards, proposals_dir)
+
+    # 1c. grounded questions from regions (tasks/questions/grounded*): one task per source shard
+    extra_pools: list[pa.Table] = []
+    if config.grounded.enabled:
+        from reasonvqa.tasks.questions.grounded_task import run_grounded, run_grounded_vlm
+
+        report["grounded"], grounded, extra_tables["regions"] = run_grounded(config.grounded, shards, work_dir, proposals_dir)
+        extra_pools.append(grounded)
+        if config.grounded.vlm is not None:
+            report["grounded_vlm"], vlm = run_grounded_vlm(config.grounded.vlm, shards, work_dir)
+            extra_pools.append(vlm)
 
     from reasonvqa.knowledge.facts import linked_item_batches, merge_fact_shards
     from reasonvqa.tasks.questions.bank import load_bank
@@ -198,7 +229,9 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     question_futures = [questions_shard.submit(shard, link_dir, question_dir, facts_path, config.questions,
                                                config.seed, snapshot) for shard in shards]
     report["questions"] = summarize([f.result() for f in question_futures])
-    pool = read_table(question_dir, "questions", schemas.QUESTIONS)
+    pool = merge_kinds(read_table(question_dir, "questions", schemas.QUESTIONS), extra_pools, config, report)
+    if "regions" in extra_tables:  # the pixel evidence of the images that have questions
+        extra_tables["regions"] = regions_of_pool(extra_tables["regions"], pool)
 
     # 5-7. balance, split, stats, release
     release = finish_release(pool, config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
@@ -206,11 +239,29 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     return str(release)
 
 
+def merge_kinds(templated: pa.Table, others: list[pa.Table], config: BuildConfig, report: dict) -> pa.Table:
+    """One pool of every question kind (template, grounded, verified), filtered by ``config.select``."""
+    from reasonvqa.tasks.balance.kind_filters import select_kinds
+    from reasonvqa.tasks.questions.merge import merge_pools
+
+    pool = merge_pools(templated, others, config.verified_questions)
+    pool, report["select"] = select_kinds(pool, config.select)
+    return pool
+
+
+def regions_of_pool(regions: pa.Table, pool: pa.Table) -> pa.Table:
+    """The regions of the images that have a question in ``pool``."""
+    import pyarrow.compute as pc
+
+    return regions.filter(pc.is_in(regions["image_id"], pc.unique(pool["image_id"])))
+
+
 def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str],
                    report: dict[str, dict], overwrite: bool, tables: dict[str, pa.Table] | None = None) -> Path:
     """Balance the pool, split it, write stats and the release folder (with ``tables``, e.g. regions)."""
     from reasonvqa.tasks.balance.pipeline import balance_and_split
     from reasonvqa.tasks.balance.stats import write_stats
+    from reasonvqa.tasks.release.breakdown import write_breakdown
     from reasonvqa.tasks.release.writer import require_nonempty_splits, write_release
 
     done = balance_and_split(pool, config.balance, config.split, config.seed)
@@ -219,6 +270,8 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
     if stats_dir.exists():
         shutil.rmtree(stats_dir)
     stats_files = write_stats(done.pool, done.balance, done.split, stats_dir)
+    stats_files.update(write_breakdown(pa.concat_tables([done.split.train, done.split.test]),
+                                       (tables or {}).get("regions"), stats_dir))
     write_json(release_stage_counts(report), stats_dir / "stages.json")
     stats_files["stages.json"] = stats_dir / "stages.json"
     write_json(report, work_dir / RUN_REPORT)  # with the run-dependent figures, outside the release

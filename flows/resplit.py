@@ -13,13 +13,17 @@ import json
 import tempfile
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import DomainMatch, filter_pool
+from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds
 from reasonvqa.tasks.balance.pipeline import balance_and_split
 from reasonvqa.tasks.balance.stats import write_stats
+from reasonvqa.tasks.release.breakdown import write_breakdown
 from reasonvqa.tasks.release.reader import read_split
 from reasonvqa.tasks.release.writer import MANIFEST, sha256_file, write_release
 
@@ -39,8 +43,10 @@ def resplit(
     seed: int | None = None,
     domain_match: DomainMatch = "route",
     overwrite: bool = False,
+    kinds: KindSelection | None = None,
 ) -> Path:
-    """Write a new release version from ``source``'s pool filtered by domains / sources / hops.
+    """Write a new release version from ``source``'s pool filtered by domains / sources / hops
+    and by question kind, task type and hallucination flag (``kinds``).
 
     Balancing and split settings come from the source manifest's config; ``seed`` defaults to
     the source's. The default version is ``<source version>-resplit-<8 hex>``, the hex being a
@@ -65,6 +71,10 @@ def resplit(
         selection.report["warnings"] = [bank_warning]
     selected, filter_report = selection.table, selection.report
     del selection
+    selected, kind_report = select_kinds(selected, kinds or KindSelection())
+    filter_report["filters"].update(kind_report["filters"])
+    filter_report["questions_out"] = selected.num_rows
+    filter_report["dropped_by"].update(kind_report["dropped_by"])
     request = {"filters": filter_report["filters"], "seed": seed, "source_pool": pool_id}
     request_id = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
     version = version or f"{manifest['version']}-resplit-{request_id[:8]}"
@@ -87,6 +97,8 @@ def resplit(
     with tempfile.TemporaryDirectory(prefix="resplit-stats-") as tmp:
         stats_dir = Path(tmp) / "stats"
         files = write_stats(pool, balanced, split, stats_dir)
+        tables = carried_tables(source, manifest, pool)
+        files.update(write_breakdown(pa.concat_tables([split.train, split.test]), tables.get("regions"), stats_dir))
         _write_json(filter_report, stats_dir / "filter_report.json")
         files["filter_report.json"] = stats_dir / "filter_report.json"
         return write_release(
@@ -102,7 +114,19 @@ def resplit(
             card_notes=_card_notes(manifest, filter_report, balanced.report, split.report),
             stats_files={name: f"stats/{name}" for name in sorted(files)},
             overwrite=overwrite,
+            tables=tables or None,
         )
+
+
+def carried_tables(source: Path, manifest: dict, pool: pa.Table) -> dict[str, pa.Table]:
+    """The source release's record tables (regions), restricted to the images of the new pool."""
+    from reasonvqa import schemas
+
+    out = {}
+    for name in manifest.get("tables", []):
+        table = read_split(source, name, schemas.TABLES[name])
+        out[name] = table.filter(pc.is_in(table["image_id"], pc.unique(pool["image_id"])))
+    return out
 
 
 def _property_domains(pool) -> tuple[dict[str, tuple[str, ...]], str | None]:
@@ -171,11 +195,12 @@ def _card_notes(manifest: dict, selection: dict, balance: dict, split: dict) -> 
 
 
 @task(name="resplit-release", cache_policy=NO_CACHE)
-def resplit_task(source: str, out: str, domains, sources, hops, version, seed, domain_match, overwrite) -> str:
+def resplit_task(source: str, out: str, domains, sources, hops, version, seed, domain_match, overwrite,
+                 kinds: KindSelection | None = None) -> str:
     """One task: the whole re-split is seconds of vectorized work over one pool."""
     return str(
         resplit(Path(source), Path(out), domains=domains, sources=sources, hops=hops, version=version, seed=seed,
-                domain_match=domain_match, overwrite=overwrite)
+                domain_match=domain_match, overwrite=overwrite, kinds=kinds)
     )
 
 
@@ -190,11 +215,12 @@ def resplit_flow(
     seed: int | None = None,
     domain_match: DomainMatch = "route",
     overwrite: bool = False,
+    kinds: KindSelection | None = None,
 ) -> str:
     """Prefect flow ``resplit``: re-split a release and publish its stats as artifacts."""
     from reasonvqa.flows.artifacts import publish_artifacts
 
-    release = Path(resplit_task(source, out, domains, sources, hops, version, seed, domain_match, overwrite))
+    release = Path(resplit_task(source, out, domains, sources, hops, version, seed, domain_match, overwrite, kinds))
     publish_artifacts(release)
     print(f"re-split release written to {release}")
     return str(release)

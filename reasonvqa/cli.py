@@ -99,6 +99,12 @@ def _domain_list(value: Optional[str], strict: bool) -> Optional[list[str]]:
     return out or None
 
 
+KINDS_HELP = "Comma-separated question kinds to keep: template, verified, grounded, grounded_vlm."
+TASK_TYPES_HELP = ("Comma-separated task types to keep: knowledge, free_form, identification, attribute, ocr, "
+                   "spatial, counting, comparison.")
+HALLUCINATION_HELP = "only: keep hallucination questions only; exclude: drop them."
+
+
 @app.command()
 def build(
     sample: Annotated[bool, typer.Option("--sample", help="Build from the bundled sample data.")] = False,
@@ -112,6 +118,9 @@ def build(
     overwrite: Annotated[bool, typer.Option(help="Replace an existing release version.")] = False,
     dask_workers: Annotated[int, typer.Option(help="Run shards on a local Dask cluster of N processes.")] = 0,
     dask_address: Annotated[Optional[str], typer.Option(help="Run shards on an existing Dask scheduler.")] = None,
+    kinds: Annotated[Optional[str], typer.Option(help=KINDS_HELP)] = None,
+    task_types: Annotated[Optional[str], typer.Option(help=TASK_TYPES_HELP)] = None,
+    hallucination: Annotated[Optional[str], typer.Option(help=HALLUCINATION_HELP)] = None,
 ) -> None:
     """Run the build-reasonvqa flow and print the release folder."""
     from reasonvqa.config import sample_config
@@ -124,6 +133,8 @@ def build(
         cfg.questions.domains = _domain_list(domains, strict=True)
     if version is not None:
         cfg.release.version = _checked_version(version)
+    if kinds is not None or task_types is not None or hallucination is not None:
+        cfg.select = _kind_selection(kinds, task_types, hallucination)
     _quiet_prefect()
     from reasonvqa.flows.build_reasonvqa import build_reasonvqa, check_build_inputs
     from reasonvqa.flows.runners import make_task_runner
@@ -145,6 +156,15 @@ def build(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     typer.echo(release)
+
+
+def _kind_selection(kinds: Optional[str], task_types: Optional[str], hallucination: Optional[str]):
+    """The --kinds / --task-types / --hallucination flags as a KindSelection (bad values exit 2)."""
+    from reasonvqa.tasks.balance.kind_filters import KindSelection
+
+    if hallucination not in (None, "only", "exclude"):
+        raise typer.BadParameter("is one of only, exclude", param_hint="--hallucination")
+    return KindSelection(kinds=_split_list(kinds), task_types=_split_list(task_types), hallucination=hallucination)
 
 
 def _check_out_folder(out: Path) -> None:
@@ -214,6 +234,9 @@ def resplit(
     domain_match: Annotated[str, typer.Option(
         help="route: every property on the question's route is in a selected domain (as a build with "
              "--domains); any: tagged with a selected domain; all: every tag selected.")] = "route",
+    kinds: Annotated[Optional[str], typer.Option(help=KINDS_HELP)] = None,
+    task_types: Annotated[Optional[str], typer.Option(help=TASK_TYPES_HELP)] = None,
+    hallucination: Annotated[Optional[str], typer.Option(help=HALLUCINATION_HELP)] = None,
 ) -> None:
     """Filter, re-balance and re-split a release without touching the network."""
     from reasonvqa.flows.resplit import SourceReleaseError, resplit as run_resplit
@@ -227,7 +250,8 @@ def resplit(
         _checked_version(version)
     try:
         path = run_resplit(source, out, domains=_domain_list(domains, strict=False), sources=_split_list(sources),
-                           hops=hop_list, version=version, seed=seed, domain_match=domain_match)
+                           hops=hop_list, version=version, seed=seed, domain_match=domain_match,
+                           kinds=_kind_selection(kinds, task_types, hallucination))
     except (EmptySelectionError, SourceReleaseError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)

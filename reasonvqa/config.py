@@ -13,8 +13,10 @@ from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.paths import RESOURCE_ROOTS, SAMPLE_DIR
 from reasonvqa.sources import SourceConfig, SourceEntry, parse_config
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.balance.kind_filters import KindSelection
 from reasonvqa.tasks.proposals.config import ProposalsConfig
 from reasonvqa.tasks.questions.config import QuestionConfig
+from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.release.paths import check_release_name, check_release_version
 
 
@@ -49,6 +51,11 @@ class BuildConfig(BaseModel):
     split: SplitConfig = Field(default_factory=SplitConfig)
     release: ReleaseConfig = Field(default_factory=ReleaseConfig)
     proposals: ProposalsConfig | None = Field(default=None, description="Model region proposals (tasks/proposals); off when null.")
+    grounded: GroundedConfig = Field(default_factory=GroundedConfig)
+    verified_questions: Path | None = Field(default=None, description="questions.parquet of build-verified-qa, "
+                                            "merged into the pool (balanced and split with the other kinds).")
+    select: KindSelection = Field(default_factory=KindSelection, description="Question kinds, task types and "
+                                  "hallucination flag the release keeps.")
     seed: int = 0
     shard_size: int = Field(default=5000, ge=1, description="Records per shard (one Prefect task per shard).")
 
@@ -82,11 +89,16 @@ def _relative_paths(value):
 
 
 def sample_config() -> BuildConfig:
-    """The embedded default: bundled Visual Genome and GLDv2 samples, local knowledge mirror."""
+    """The embedded default: bundled Visual Genome, GLDv2, SA-1B and nuScenes samples, local knowledge mirror.
+
+    (The bundled DROID episode is left out: it has no regions or objects, so it yields no question.)
+    """
     return BuildConfig(
         sources=[
             parse_config({"kind": "vg", "path": SAMPLE_DIR / "vg"}),
             parse_config({"kind": "gldv2", "path": SAMPLE_DIR / "gldv2"}),
+            parse_config({"kind": "sa1b", "path": SAMPLE_DIR / "sa1b"}),
+            parse_config({"kind": "nuscenes", "path": SAMPLE_DIR / "nuscenes"}),
         ]
     )
 
@@ -111,6 +123,10 @@ def load_config(path: Path) -> BuildConfig:
             setattr(knowledge, name, _resolve(base, getattr(knowledge, name)))
     if cfg.proposals is not None:
         cfg.proposals.resolve(base)
+    if cfg.verified_questions is not None:
+        cfg.verified_questions = _resolve(base, cfg.verified_questions)
+    if cfg.grounded.vlm is not None:
+        cfg.grounded.vlm.image_roots = {k: _resolve(base, v) for k, v in cfg.grounded.vlm.image_roots.items()}
     return cfg
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.0.0"
+# 2.0.0: QUESTIONS gained task_type, evidence_region_ids, is_hallucination (one schema for template,
+# verified and grounded questions); a 1.x reader cannot read 2.x question tables.
+SCHEMA_VERSION = "2.0.0"
 
 RLE = pa.struct([("size", pa.list_(pa.int32())), ("counts", pa.string())])
 
@@ -51,7 +53,12 @@ OBJECTS = pa.schema(
 
 # Pixel evidence: one row per region (an annotated or proposed box, optionally with a mask).
 # Region ids: ``<image_id>/g<native id>``. Sources with existing annotations (SA-1B, nuScenes)
-# write this table; the proposals stage adds model regions with origin, score and prompt.
+# write this table; the proposals stage adds model regions with origin, score and prompt; the
+# grounded-questions stage adds box-only regions for annotated objects without one (Visual Genome,
+# ``<image_id>/g<object native id>``, origin ``annotation:vg``). A release's ``regions/`` table has
+# this schema; questions point into it through ``evidence_region_ids``. The box is x, y, w, h
+# (XYWH, pixels); ``mask`` is a COCO RLE {size: [height, width], counts: compressed string}
+# (pycocotools ``decode`` reads it).
 REGIONS = pa.schema(
     [
         ("region_id", pa.string()),
@@ -148,13 +155,18 @@ QUESTIONS = pa.schema(
         ("template_ids", pa.list_(pa.string())),
         ("template_version", pa.string()),
         ("knowledge_snapshot", pa.string()),
-        # verified free-form questions (PROVE); null for templated questions
-        ("kind", pa.string()),  # "verified"; null means templated
+        # one schema for every question kind; the columns below are null where a kind has no value
+        ("kind", pa.string()),  # "template", "verified" (PROVE), "grounded" (regions), "grounded_vlm"; null: a 1.x templated row
         ("generator_model", pa.string()),
         ("program", pa.string()),  # the verification program, def execute_command(scene_graph) / def verify(sg)
         ("program_output", pa.string()),  # its output on the scene graph, as JSON text
         ("similarity", pa.float32()),  # cosine(program output, answer)
         ("evidence_object_ids", pa.list_(pa.string())),
+        # VistaQA task type: identification, attribute, ocr, spatial, counting, comparison; "knowledge" for
+        # templated questions, "free_form" for verified ones
+        ("task_type", pa.string()),
+        ("evidence_region_ids", pa.list_(pa.string())),  # regions (release regions/ table) proving the answer; [] for hallucination
+        ("is_hallucination", pa.bool_()),  # the asked thing is absent: the answer says so and the evidence is empty
     ]
 )
 
@@ -191,9 +203,10 @@ def from_rows(rows: list[dict], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-# Nullable QUESTIONS columns of verified free-form questions: tables without them (templated
-# questions, releases written before they existed) conform with nulls there.
-OPTIONAL_COLUMNS = frozenset({"kind", "generator_model", "program", "program_output", "similarity", "evidence_object_ids"})
+# Nullable QUESTIONS columns of the non-template kinds: tables without them (templated questions,
+# tables written before they existed) conform with nulls there.
+OPTIONAL_COLUMNS = frozenset({"kind", "generator_model", "program", "program_output", "similarity", "evidence_object_ids",
+                              "task_type", "evidence_region_ids", "is_hallucination"})
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

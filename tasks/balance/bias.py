@@ -54,8 +54,9 @@ def _ties(scores: pl.Expr, best: str) -> pl.Expr:
 def bias_report(train: pa.Table, test: pa.Table) -> dict:
     """Accuracy on ``test`` of the choice-only and question-only baselines, chance, and the targets."""
     cols = ["question", "answer", "choices", "answer_category"]
-    tr = pl.from_arrow(train.select(cols))
-    te = pl.from_arrow(test.select(cols)).with_row_index("row")
+    multiple_choice = pl.col("choices").is_not_null()  # free-form kinds (verified, grounded) have no choices
+    tr = pl.from_arrow(train.select(cols)).filter(multiple_choice)
+    te = pl.from_arrow(test.select(cols)).filter(multiple_choice).with_row_index("row")
     long = te.select("row", "answer", "choices").explode("choices").with_columns(k=pl.int_range(pl.len()).over("row"))
     index = long.filter(pl.col("choices") == pl.col("answer")).group_by("row").agg(answer_index=pl.col("k").min())
     te = te.join(index, on="row", how="left").with_columns(pl.col("answer_index").fill_null(-1)).sort("row")

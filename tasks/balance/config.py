@@ -55,6 +55,11 @@ class BalanceConfig(BaseModel):
         "question counts (the removal preference) are refreshed between small steps.",
     )
 
+    hallucination_share: float | None = Field(
+        default=0.27, ge=0, lt=1,
+        description="Share of hallucination questions among the grounded questions kept by balancing "
+        "(VistaQA 3.1: 314 of 1,157, about 27%); extra ones are removed as hallucination_share. null: keep all.",
+    )
     hop_shares: dict[int, float] | None = Field(
         default_factory=lambda: {1: 0.305, 2: 0.634, 3: 0.061},
         description="Target share of questions per hop count after balancing (default: ReasonVQA-U, 23,767 / "

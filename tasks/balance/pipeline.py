@@ -9,6 +9,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reasonvqa.tasks.balance import codes, keys
+from reasonvqa.tasks.balance.groups import with_group_keys
+from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_share
 from reasonvqa.tasks.balance.balance import REMOVED, BalanceResult, balance_questions
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.split import SplitResult, split_images
@@ -34,8 +36,10 @@ def balance_and_split(pool: pa.Table, balance: BalanceConfig, split: SplitConfig
     two copies of the pool (the caller's and the reordered one) instead of four. Callers
     should drop their own reference and keep using ``result.pool`` (same rows, new order).
     """
+    pool = with_group_keys(pool)  # verified and grounded rows balance per kind and task type
     balanced = balance_questions(pool, balance, seed, materialize=False)
     _apply_hop_mix(pool, balanced, balance.hop_shares, seed)
+    apply_hallucination_share(pool, balanced, balance.hallucination_share, seed, _add_removed)
     result = split_images(pool, split, seed, rows=balanced.kept_rows, materialize=False)
     if split.drop_test_pairs_seen_in_train:
         _drop_test_pairs_seen_in_train(pool, balanced, result)

@@ -49,6 +49,8 @@ from reasonvqa.tasks.questions.references import build_references, columns
 from reasonvqa.tasks.questions.text import capitalize_expr, normalize_expr
 
 STAGE = "questions"
+KIND = "template"  # the QUESTIONS kind of these rows
+TASK_TYPE = "knowledge"  # beside VistaQA's six perception/reasoning task types
 _PERMUTATIONS = np.array(list(itertools.permutations(range(4))), dtype=np.int64)
 
 
@@ -239,6 +241,9 @@ def _release_rows(good: pl.DataFrame, index: KnowledgeIndex, snapshot: str, vers
         template_ids="template_ids",
         template_version=pl.lit(version),
         knowledge_snapshot=pl.lit(snapshot),
+        kind=pl.lit(KIND),
+        task_type=pl.lit(TASK_TYPE),
+        is_hallucination=pl.lit(False),
     )
     return schemas.conform(out.to_arrow(), schemas.QUESTIONS)
 

@@ -284,7 +284,8 @@ class VerifiedQAStage(ModelStage):
                 "answer_category": "free_form", "has_scene_graph": True,
                 "template_version": self.versions["generate_qa"], "kind": KIND, "generator_model": config.llm.model,
                 "program": c["program"], "program_output": json.dumps(c["result"]["output"], sort_keys=True),
-                "similarity": c["similarity"], "evidence_object_ids": evidence}
+                "similarity": c["similarity"], "evidence_object_ids": evidence, "task_type": "free_form",
+                "is_hallucination": False}
 
 
 def _verdicts(value: Any, n: int) -> dict[int, Any]:

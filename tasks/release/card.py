@@ -5,6 +5,7 @@ from __future__ import annotations
 import yaml
 
 from reasonvqa import schemas
+from reasonvqa.tasks.release.breakdown import breakdown_section, regions_section
 
 _COLUMNS = {
     "question_id": "stable hash of image, objects, route and template version",
@@ -24,12 +25,16 @@ _COLUMNS = {
     "template_ids": "templates used to render the question",
     "template_version": "content hash of the template bank",
     "knowledge_snapshot": "content hash of the knowledge base the facts came from",
-    "kind": "`verified` for verified free-form questions (PROVE); null for templated questions",
+    "kind": "`template`, `verified` (PROVE), `grounded` (region rules) or `grounded_vlm` (written by a VLM)",
     "generator_model": "the LLM that wrote a verified question",
     "program": "its verification program (runs on the scene graph)",
     "program_output": "the program's output on the scene graph, as JSON",
     "similarity": "cosine of program output and answer (all-MiniLM-L6-v2)",
     "evidence_object_ids": "objects the question, answer or program name",
+    "task_type": "VistaQA task type (identification, attribute, ocr, spatial, counting, comparison); `knowledge` "
+                 "for templated, `free_form` for verified questions",
+    "evidence_region_ids": "regions (`regions/` table) whose masks or boxes prove the answer, in the order the question names them; empty for hallucination questions",
+    "is_hallucination": "the asked object is absent: the answer states the absence and the evidence is empty",
 }
 
 
@@ -44,6 +49,7 @@ def render_card(
     stats_files: dict[str, str],
     notes: str = "",
     bias: dict | None = None,
+    breakdown: dict | None = None,
 ) -> str:
     """Markdown dataset card; its YAML header lets `datasets.load_dataset` find the splits."""
     header = {
@@ -96,6 +102,10 @@ def render_card(
     ]
     if bias:
         lines += ["", *bias_section(bias)]
+    if breakdown:
+        lines += ["", *breakdown_section(breakdown)]
+    if "regions" in counts:
+        lines += ["", *regions_section()]
     if stats_files:
         lines += ["", "## Statistics", ""]
         lines += [f"- [{label}]({path})" for label, path in sorted(stats_files.items())]

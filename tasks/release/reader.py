@@ -21,12 +21,12 @@ class Release:
     pool: pa.Table
 
 
-def read_split(path: Path, split: str) -> pa.Table:
-    """All Parquet files of one split folder as one QUESTIONS table."""
+def read_split(path: Path, split: str, schema: pa.Schema = schemas.QUESTIONS) -> pa.Table:
+    """All Parquet files of one split (or record table) folder as one table of ``schema``."""
     parts = sorted((path / split).glob("*.parquet"))
     if not parts:
         raise FileNotFoundError(f"{path / split}: no Parquet files")
-    return schemas.conform(pa.concat_tables([pq.read_table(p) for p in parts]), schemas.QUESTIONS)
+    return schemas.conform(pa.concat_tables([pq.read_table(p) for p in parts]), schema)
 
 
 def read_release(path: Path) -> Release:

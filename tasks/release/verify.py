@@ -92,9 +92,23 @@ def verify_release(path: Path) -> list[str]:
         if split != "pool":
             problems += _check_questions(split, table)
     problems += _check_disjoint(tables, manifest["splits"])
+    records: dict[str, pa.Table] = {}
     for name in manifest.get("tables", []):
-        _, errors = _read_split(path, name, schemas.TABLES[name])
+        records[name], errors = _read_split(path, name, schemas.TABLES[name])
         problems += errors
+    problems += _check_regions(tables, records.get("regions"), "regions" in manifest.get("tables", []))
+    return problems
+
+
+def _check_regions(questions: dict[str, pa.Table], regions: pa.Table | None, listed: bool) -> list[str]:
+    """The regions table and every split's evidence ids against it (tasks/release/verify_regions.py)."""
+    from reasonvqa.tasks.release.verify_regions import check_evidence, check_regions
+
+    if listed and regions is None:
+        return []  # unreadable: already reported
+    problems = check_regions(regions) if regions is not None else []
+    for split, table in sorted(questions.items()):
+        problems += check_evidence(split, table, regions)
     return problems
 
 
@@ -261,12 +275,14 @@ def _check_questions(split: str, table: pa.Table) -> list[str]:
     empty = pc.sum(pc.equal(pc.utf8_length(answers), 0)).as_py() or 0
     if empty:
         problems.append(f"{split}: {empty} questions with an empty answer")
-    choices = pl.from_arrow(table.select(["answer", "choices"]))
+    choices = pl.from_arrow(table.select(["answer", "choices", "kind"]))
     good = (
         (pl.col("choices").list.len() == 4)
         & (pl.col("choices").list.n_unique() == 4)
         & pl.col("choices").list.contains(pl.col("answer"))
     ).fill_null(False)
+    # free-form kinds (verified, grounded) may have no choices; templated questions always have four
+    good = good | (pl.col("choices").is_null() & ~pl.col("kind").fill_null("template").is_in(["template"]))
     bad_choices = choices.select((~good).sum()).item()
     if bad_choices:
         problems.append(f"{split}: {bad_choices} questions whose choices are not the answer + 3 distinct distractors")

@@ -157,10 +157,12 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table]
             shutil.copytree(stats_dir, tmp / "stats")
         bias_file = tmp / "stats" / "bias.json"
         bias = json.loads(bias_file.read_text(encoding="utf-8")) if bias_file.exists() else None
+        breakdown_file = tmp / "stats" / "breakdown.json"  # tasks/release/breakdown.py
+        breakdown = json.loads(breakdown_file.read_text(encoding="utf-8")) if breakdown_file.exists() else None
         (tmp / CARD).write_text(
             render_card(name=name, version=version, splits=list(_ordered(splits)), counts=counts,
                         config_hash=config_hash, inputs=inputs, stats_files=stats_files or {},
-                        notes=card_notes, bias=bias),
+                        notes=card_notes, bias=bias, breakdown=breakdown),
             encoding="utf-8",
         )
         manifest = {

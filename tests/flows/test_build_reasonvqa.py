@@ -1,6 +1,7 @@
 """End to end: build-reasonvqa on the bundled sample, with the real Oxigraph mirror and Prefect API."""
 
 import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -38,11 +39,12 @@ def test_release_verifies_and_is_byte_identical_across_builds_and_runners(two_bu
 def test_release_holds_every_kind_of_question(two_builds):
     release = two_builds[0]
     questions = pl.concat([pl.read_parquet(release / s / "*.parquet") for s in ("train", "test")])
-    assert set(questions["n_hop"].to_list()) == {1, 2, 3}
-    assert set(questions["image_source"].to_list()) == {"vg", "gldv2"}
+    assert set(questions["n_hop"].to_list()) == {0, 1, 2, 3}  # 0: grounded questions ask no knowledge hop
+    assert set(questions["image_source"].to_list()) == {"vg", "gldv2", "sa1b", "nuscenes"}
+    assert set(questions.filter(pl.col("kind") == "template")["image_source"].to_list()) == {"vg", "gldv2"}
     assert questions["has_scene_graph"].any()
     assert questions.filter(pl.col("answer").str.strip_chars() == "").height == 0
-    assert questions.select(
+    assert questions.filter(pl.col("kind") == "template").select(
         (pl.col("choices").list.len() == 4) & (pl.col("choices").list.n_unique() == 4)
         & pl.col("choices").list.contains(pl.col("answer"))
     ).to_series().all()
@@ -76,8 +78,86 @@ def test_every_shard_of_every_stage_adds_up(two_builds):
             assert shard["rows_in"] == shard["rows_out"] + sum(shard["rejected"].values()), (stage, shard)
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["counts"]["train"] + manifest["counts"]["test"] <= manifest["counts"]["pool"]
-    assert set(manifest["inputs"]) == {"source:vg", "source:gldv2", "knowledge", "knowledge_date"}
+    assert set(manifest["inputs"]) == {"source:vg", "source:gldv2", "source:sa1b", "source:nuscenes", "knowledge",
+                                       "knowledge_date", "grounded_rules"}
     assert manifest["inputs"]["knowledge_date"] == "2021-05-26"  # the bundled entities' newest `modified`
+
+
+def _released(release: Path) -> pl.DataFrame:
+    return pl.concat([pl.read_parquet(release / s / "*.parquet") for s in ("train", "test")])
+
+
+def test_grounded_questions_of_the_sample_are_proved_by_the_release_regions(two_builds):
+    release = two_builds[0]
+    work = next((release.parents[1] / ".work").iterdir())
+    questions = _released(release).filter(pl.col("kind") == "grounded")
+    regions = {r["region_id"]: r for r in pl.read_parquet(release / "regions" / "*.parquet").to_dicts()}
+    assert set(questions["task_type"]) == {"identification", "attribute", "spatial", "counting", "comparison"}  # no text: no OCR
+    assert {"vg", "sa1b", "nuscenes"} <= set(questions["image_source"])
+    halluc = questions.filter(pl.col("is_hallucination"))
+    assert abs(halluc.height / questions.height - 0.27) < 0.03
+    assert any(regions[r]["mask"] is not None for q in questions["evidence_region_ids"] for r in q)  # SA-1B masks
+    for q in questions.to_dicts():
+        evidence = [regions[r] for r in q["evidence_region_ids"]]
+        assert all(r["image_id"] == q["image_id"] for r in evidence)
+        if q["is_hallucination"]:
+            assert evidence == []
+        elif q["task_type"] == "counting":
+            assert int(q["answer"]) == len(evidence) and len({r["label"] for r in evidence}) == 1
+        elif q["task_type"] == "spatial" and "nearest" not in q["question"]:
+            a, b = evidence
+            if q["answer"] in ("left", "right"):
+                assert (a["x"] + a["w"] < b["x"] if q["answer"] == "left" else b["x"] + b["w"] < a["x"])
+            elif q["answer"] in ("above", "below"):
+                assert (a["y"] + a["h"] < b["y"] if q["answer"] == "above" else b["y"] + b["h"] < a["y"])
+            else:
+                assert (a["center_3d"][2] < b["center_3d"][2]) == (q["answer"] == "in front of")
+        elif q["task_type"] == "spatial":
+            by_x = sorted(evidence, key=lambda r: r["x"])
+            nearest = min(by_x, key=lambda r: r["center_3d"][2])
+            names = {2: ["left", "right"], 3: ["leftmost", "middle", "rightmost"]}[len(by_x)]
+            assert q["answer"] == f"the {names[by_x.index(nearest)]} one"
+    labels = pl.read_parquet(work / "corpus_labels.parquet")
+    for q in halluc.to_dicts():
+        absent = q["answer"].removeprefix("There is no ").removeprefix("There are no ").removesuffix(" in the image.")
+        present = set(labels.filter(pl.col("image_id") == q["image_id"])["label"])
+        assert absent in q["question"] and absent not in present
+        assert not any(f" {absent} " in f" {label} " for label in present)
+
+
+def test_the_card_shows_the_breakdown_and_example_pictures(two_builds):
+    release = two_builds[0]
+    card = (release / "README.md").read_text()
+    assert "## Question breakdown" in card and "| evidence regions | questions |" in card and "## Regions" in card
+    pictures = re.findall(r"!\[[^]]*\]\((stats/examples/[^)]+\.png)\)", card)
+    assert len(pictures) >= 5 and all((release / p).is_file() for p in pictures)
+    assert json.loads((release / "stats" / "breakdown.json").read_text())["hallucination"] > 0
+
+
+def test_resplit_filters_by_kind_task_type_and_hallucination(two_builds, tmp_path):
+    from typer.testing import CliRunner
+
+    from reasonvqa.cli import app
+
+    release = two_builds[0]
+    runner = CliRunner()
+    result = runner.invoke(app, ["resplit", str(release), "--out", str(tmp_path), "--kinds", "grounded",
+                                 "--hallucination", "exclude", "--task-types", "spatial,counting,comparison"])
+    assert result.exit_code == 0, result.output
+    path = Path(result.output.strip().splitlines()[-1])
+    assert verify_release(path) == []
+    pool = pl.read_parquet(path / "pool" / "*.parquet")
+    assert set(pool["kind"]) == {"grounded"} and not pool["is_hallucination"].any()
+    assert set(pool["task_type"]) == {"spatial", "counting", "comparison"}
+    regions = pl.read_parquet(path / "regions" / "*.parquet")
+    assert set(regions["image_id"]) == set(pool["image_id"])
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["config"]["resplit"]["filters"]["hallucination"] == "exclude"
+    only = runner.invoke(app, ["resplit", str(release), "--out", str(tmp_path), "--hallucination", "only",
+                               "--kinds", "template"])
+    assert only.exit_code == 2 and "match none" in only.output
+    bad = runner.invoke(app, ["resplit", str(release), "--out", str(tmp_path), "--hallucination", "some"])
+    assert bad.exit_code == 2
 
 
 # A hand-made build: VG v1.4 shapes (`id`, `merged_object_ids`, subject_id/object_id relations)

@@ -4,6 +4,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from reasonvqa import schemas
 from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release
 from reasonvqa.tasks.release.writer import EmptySplitError, ReleaseExistsError, require_nonempty_splits, write_release
@@ -25,7 +26,7 @@ def test_release_layout_manifest_and_sorted_rows(tmp_path, splits):
                                       "test/part-00000.parquet", "pool/part-00000.parquet"}
     train = pq.read_table(path / "train" / "part-00000.parquet")
     assert train["question_id"].to_pylist() == ["q1", "q2", "q3"]
-    assert train.schema.metadata[b"reasonvqa.schema_version"] == b"1.0.0"
+    assert train.schema.metadata[b"reasonvqa.schema_version"] == schemas.SCHEMA_VERSION.encode()
     assert [p.name for p in (tmp_path / "demo").iterdir()] == ["1.0.0"]  # no temp folder left
 
 

@@ -14,6 +14,19 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+def text_of(content) -> str:
+    """A message's text: the string, or the text parts of a multimodal content list (images skipped)."""
+    if isinstance(content, list):
+        return "\n".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
+    return content
+
+
+def images_of(body: dict) -> list[str]:
+    """The image URLs attached to a request's messages."""
+    return [part["image_url"]["url"] for message in body["messages"] if isinstance(message["content"], list)
+            for part in message["content"] if isinstance(part, dict) and part.get("type") == "image_url"]
+
+
 class FixtureLLM:
     def __init__(self, generations: dict[str, str] | None = None, text_verdicts: dict[str, str] | None = None,
                  entailment: dict[str, bool] | None = None, fail_status: int | None = None) -> None:
@@ -37,7 +50,7 @@ class FixtureLLM:
                     return self._send(404, {"error": {"message": "not found"}})
                 if fixture.fail_status is not None:
                     return self._send(fixture.fail_status, {"error": {"message": "fixture failure", "type": "server_error"}})
-                content = fixture.reply(body["messages"][-1]["content"])
+                content = fixture.reply(text_of(body["messages"][-1]["content"]))
                 self._send(200, {"id": "chatcmpl-fixture", "object": "chat.completion", "created": 0, "model": body["model"],
                                  "choices": [{"index": 0, "finish_reason": "stop",
                                               "message": {"role": "assistant", "content": content}}],

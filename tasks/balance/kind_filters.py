@@ -1,0 +1,66 @@
+"""Select questions by kind, task type and hallucination flag (``--kinds``, ``--task-types``, ``--hallucination``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict, Field
+
+from reasonvqa.tasks.balance.filters import EmptySelectionError
+
+Hallucination = Literal["only", "exclude"]
+
+
+class KindSelection(BaseModel):
+    """Which question kinds a build or re-split keeps (null: no filter on that field)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kinds: list[str] | None = Field(default=None, description="template, verified, grounded, grounded_vlm.")
+    task_types: list[str] | None = Field(default=None, description="knowledge, free_form, identification, attribute, "
+                                         "ocr, spatial, counting, comparison.")
+    hallucination: Hallucination | None = Field(default=None, description="only: hallucination questions only; "
+                                                "exclude: none of them.")
+
+    def active(self) -> dict:
+        """The filters that are set, as recorded in a re-split's filter report."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+def _column(pool: pa.Table, name: str, default) -> pa.ChunkedArray | pa.Array:
+    if name in pool.column_names:
+        return pc.fill_null(pool[name], default)
+    return pa.array([default] * pool.num_rows)
+
+
+def select_kinds(pool: pa.Table, selection: KindSelection) -> tuple[pa.Table, dict]:
+    """The rows of ``pool`` that pass ``selection`` and a report of what each filter dropped.
+
+    A row without ``kind`` (a 1.x templated row) counts as ``template``; without ``is_hallucination``
+    as not a hallucination. Raises EmptySelectionError when nothing is left.
+    """
+    keep = pa.array([True] * pool.num_rows)
+    dropped: dict[str, int] = {}
+    checks = []
+    if selection.kinds is not None:
+        checks.append(("kinds", pc.is_in(_column(pool, "kind", "template"), pa.array(sorted(set(selection.kinds))))))
+    if selection.task_types is not None:
+        checks.append(("task_types", pc.fill_null(pc.is_in(_column(pool, "task_type", ""),
+                                                            pa.array(sorted(set(selection.task_types)))), False)))
+    if selection.hallucination is not None:
+        flag = _column(pool, "is_hallucination", False)
+        checks.append(("hallucination", flag if selection.hallucination == "only" else pc.invert(flag)))
+    for name, passed in checks:
+        dropped[name] = int(pc.sum(pc.and_(keep, pc.invert(passed))).as_py() or 0)
+        keep = pc.and_(keep, passed)
+    table = pool.filter(keep)
+    available = {"kinds": sorted(set(_column(pool, "kind", "template").to_pylist())),
+                 "task_types": sorted({t for t in _column(pool, "task_type", "").to_pylist() if t})}
+    report = {"filters": selection.active(), "questions_in": pool.num_rows, "questions_out": table.num_rows,
+              "dropped_by": dropped, "available": available}
+    if checks and table.num_rows == 0:
+        raise EmptySelectionError(f"the filters {selection.active()} match none of the {pool.num_rows} questions "
+                                  f"(dropped by filter: {dropped}; available: {available})", report)
+    return table, report

@@ -1,0 +1,352 @@
+"""Grounded questions from regions, without an LLM (VistaQA 3.1 task types; the ``grounded`` stage).
+
+One shard of images with its regions (source, proposals, and box-only regions of annotated
+objects, see regions.py) -> questions whose ``evidence_region_ids`` prove the answer:
+
+- counting: "How many cars are there in the image?" -> "3", evidence = every region of the class;
+  skipped (``duplicate_boxes``) when two boxes of the class overlap by ``duplicate_iou`` or more
+  (duplicate annotations make the count unreliable), and above ``max_count`` (``count_too_large``);
+- spatial: left/right and above/below from box geometry, in front of/behind from camera-frame
+  depth (nuScenes 3D boxes), and "which of the cars is nearest" among 2-3 instances of one class
+  told apart by their left-to-right order; pairs closer than the margin are ``ambiguous_spatial``;
+- comparison: which of two regions is larger (area ratio at least ``size_ratio``, else
+  ``ambiguous_size``), which of two classes has more instances (``equal_counts`` otherwise);
+- identification: "What is the red object in the image?" when one region has that attribute;
+- attribute: "What color is the car?" from Visual Genome attribute words (templates/grounded/attributes.yaml).
+
+Evidence region ids are listed in the order the question mentions the regions (subject first),
+else in region id order. A region is referred to as "the <label>" when its label is unique in the image, "the <attribute>
+<label>" when that pair is, and "the segment in box [x, y, w, h]" when it has no label (SA-1B);
+otherwise it is not referred to. Hallucination questions are added by hallucination.py.
+
+Accounting (rows_in): every candidate question examined ends as one question or one reject.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import inflect
+import pyarrow as pa
+import yaml
+
+from reasonvqa import schemas
+from reasonvqa.paths import TEMPLATES_DIR
+from reasonvqa.stage import Rejects
+from reasonvqa.tasks.questions.grounded_config import GroundedConfig
+from reasonvqa.tasks.questions.regions import Region, box_iou
+
+KIND = "grounded"
+STAGE = "grounded"
+ATTRIBUTES_FILE = TEMPLATES_DIR / "grounded" / "attributes.yaml"
+_ENGLISH = inflect.engine()
+_ORDINALS = {2: ("left", "right"), 3: ("leftmost", "middle", "rightmost")}
+
+
+@dataclass
+class Candidate:
+    """One candidate question of an image; ``reason`` set when it is rejected."""
+
+    image_id: str
+    task_type: str
+    question: str
+    answer: str
+    evidence: list[str]
+    is_hallucination: bool = False
+    reason: str | None = None
+    detail: dict = field(default_factory=dict)
+
+
+@lru_cache(maxsize=1)
+def attribute_words() -> dict[str, str]:
+    """attribute word -> its category (color, material), from templates/grounded/attributes.yaml."""
+    data = yaml.safe_load(ATTRIBUTES_FILE.read_text(encoding="utf-8"))
+    return {word: category for category, words in sorted(data.items()) for word in words}
+
+
+@lru_cache(maxsize=1)
+def rules_version() -> str:
+    """Content hash of this module and the attribute words: the ``template_version`` of grounded rows."""
+    digest = hashlib.sha256(ATTRIBUTES_FILE.read_bytes())
+    digest.update(open(__file__, "rb").read())
+    return "grounded:" + digest.hexdigest()[:16]
+
+
+@lru_cache(maxsize=8192)
+def plural(label: str) -> str:
+    """English plural of a label ("car" -> "cars", "traffic light" -> "traffic lights")."""
+    return _ENGLISH.plural_noun(label) or label
+
+
+@lru_cache(maxsize=8192)
+def singular(label: str) -> str:
+    """English singular of a label ("cars" -> "car"); the label itself when it is not a plural."""
+    return _ENGLISH.singular_noun(label) or label
+
+
+def be(label: str) -> str:
+    """"are" for a plural label ("curtains"), else "is"."""
+    return "are" if _ENGLISH.singular_noun(label) else "is"
+
+
+def question_id(kind: str, image_id: str, task_type: str, question: str, answer: str) -> str:
+    """blake2b of kind, image, task type, question and answer, 20 hex characters."""
+    text = json.dumps([kind, image_id, task_type, question, answer], separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
+
+
+def stable_order(*parts: str) -> str:
+    """A sort key that is stable across runs but unrelated to the text (pair selection)."""
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).hexdigest()
+
+
+def box_text(r: Region) -> str:
+    return f"[{round(r.x)}, {round(r.y)}, {round(r.w)}, {round(r.h)}]"
+
+
+def references(regions: list[Region]) -> dict[str, str]:
+    """region_id -> noun phrase naming exactly that region in its image (regions not nameable are absent)."""
+    by_label: dict[str, list[Region]] = {}
+    for r in regions:
+        if r.label:
+            by_label.setdefault(r.label, []).append(r)
+    words = attribute_words()
+    refs: dict[str, str] = {}
+    for r in regions:
+        if not r.label:
+            refs[r.region_id] = f"the segment in box {box_text(r)}"
+        elif len(by_label[r.label]) == 1:
+            refs[r.region_id] = f"the {r.label}"
+        else:
+            for attr in sorted(a for a in r.attributes if a in words):
+                same = [o for o in by_label[r.label] if attr in o.attributes]
+                if len(same) == 1:
+                    refs[r.region_id] = f"the {attr} {r.label}"
+                    break
+    return refs
+
+
+def _bare(ref: str) -> str:
+    return ref[4:] if ref.startswith("the ") else ref
+
+
+def counting(regions: list[Region], config: GroundedConfig) -> list[Candidate]:
+    """One candidate per class of the image."""
+    out = []
+    by_label: dict[str, list[Region]] = {}
+    for r in regions:
+        if r.label:
+            by_label.setdefault(r.label, []).append(r)
+    for label, rs in sorted(by_label.items()):
+        c = Candidate(rs[0].image_id, "counting", f"How many {plural(label)} are there in the image?", str(len(rs)),
+                      [r.region_id for r in rs])
+        if len(rs) > config.max_count:
+            c.reason = "count_too_large"
+        elif any(box_iou(a, b) >= config.duplicate_iou for a, b in itertools.combinations(rs, 2)):
+            c.reason = "duplicate_boxes"
+        out.append(c)
+    return out
+
+
+def class_counts(candidates: list[Candidate]) -> dict[str, list[str]]:
+    """plural label -> evidence of the counting candidates that were kept."""
+    return {c.question[len("How many "):-len(" are there in the image?")]: c.evidence
+            for c in candidates if c.task_type == "counting" and c.reason is None}
+
+
+def spatial_pairs(regions: list[Region], refs: dict[str, str], image: dict, config: GroundedConfig) -> list[Candidate]:
+    """Left/right, above/below and (with depth) in front of/behind for pairs of nameable regions.
+
+    Pairs are examined in a stable hash order; examination stops once ``max_pairs_per_image``
+    candidates were kept, so rejects count only the pairs looked at.
+    """
+    named = [r for r in regions if r.region_id in refs]
+    pairs = sorted(itertools.permutations(named, 2), key=lambda p: stable_order(p[0].region_id, p[1].region_id))
+    out, kept = [], 0
+    width, height = image.get("width") or 0, image.get("height") or 0
+    for a, b in pairs:
+        if kept >= config.max_pairs_per_image:
+            break
+        if refs[a.region_id] == refs[b.region_id]:
+            continue
+        ra, rb = refs[a.region_id], refs[b.region_id]
+        axes = [("horizontal", f"Is {ra} to the left or to the right of {rb}?"),
+                ("vertical", f"Is {ra} above or below {rb}?")]
+        if a.depth is not None and b.depth is not None:
+            axes.append(("depth", f"Is {ra} in front of or behind {rb}?"))
+        axis, question = axes[int(stable_order(a.region_id, b.region_id, "axis"), 16) % len(axes)]
+        answer = spatial_answer(a, b, axis, width, height, config)
+        c = Candidate(a.image_id, "spatial", question[0].upper() + question[1:], answer or "", [a.region_id, b.region_id],
+                      detail={"axis": axis})
+        if answer is None:
+            c.reason = "ambiguous_spatial"
+        else:
+            kept += 1
+        out.append(c)
+    return out
+
+
+def spatial_answer(a: Region, b: Region, axis: str, width: float, height: float, config: GroundedConfig) -> str | None:
+    """Where ``a`` is relative to ``b`` along ``axis``; None when the boxes are closer than the margin."""
+    if axis == "horizontal":
+        gap = config.spatial_margin * width
+        return "left" if a.right + gap <= b.x else "right" if b.right + gap <= a.x else None
+    if axis == "vertical":
+        gap = config.spatial_margin * height
+        return "above" if a.bottom + gap <= b.y else "below" if b.bottom + gap <= a.y else None
+    if abs(a.depth - b.depth) < config.depth_margin_m:
+        return None
+    return "in front of" if a.depth < b.depth else "behind"
+
+
+def nearest_of_class(regions: list[Region], image: dict, config: GroundedConfig) -> list[Candidate]:
+    """"Which of the 3 cars is nearest to the camera: the leftmost, the middle or the rightmost one?"
+    for classes with 2-3 instances that all have depth, in a clear left-to-right order."""
+    out = []
+    by_label: dict[str, list[Region]] = {}
+    for r in regions:
+        if r.label and r.depth is not None:
+            by_label.setdefault(r.label, []).append(r)
+    for label, rs in sorted(by_label.items()):
+        if len(rs) not in _ORDINALS or len(rs) != sum(r.label == label for r in regions):
+            continue
+        rs = sorted(rs, key=lambda r: r.x)
+        names = _ORDINALS[len(rs)]
+        options = ", the ".join(names[:-1]) + f" or the {names[-1]}"
+        question = f"Which of the {len(rs)} {plural(label)} is nearest to the camera: the {options} one?"
+        by_depth = sorted(range(len(rs)), key=lambda i: rs[i].depth)
+        c = Candidate(rs[0].image_id, "spatial", question, f"the {names[by_depth[0]]} one", [r.region_id for r in rs],
+                      detail={"axis": "nearest"})
+        gap = config.spatial_margin * (image.get("width") or 0)
+        if any(left.right + gap > right.x for left, right in zip(rs, rs[1:])):
+            c.reason = "ambiguous_spatial"
+        elif rs[by_depth[1]].depth - rs[by_depth[0]].depth < config.depth_margin_m:
+            c.reason = "ambiguous_spatial"
+        out.append(c)
+    return out
+
+
+def comparisons(regions: list[Region], refs: dict[str, str], counts: dict[str, list[str]],
+                config: GroundedConfig) -> list[Candidate]:
+    """Size comparison of two nameable regions and count comparison of two counted classes."""
+    out = []
+    named = [r for r in regions if r.region_id in refs]
+    pairs = sorted(itertools.combinations(named, 2), key=lambda p: stable_order(p[0].region_id, p[1].region_id, "size"))
+    kept = 0
+    for a, b in pairs:
+        if kept >= config.max_pairs_per_image:
+            break
+        if refs[a.region_id] == refs[b.region_id] or (a.label and a.label == b.label):
+            continue
+        question = f"Which appears larger in the image, {refs[a.region_id]} or {refs[b.region_id]}?"
+        big, small = (a, b) if a.area >= b.area else (b, a)
+        c = Candidate(a.image_id, "comparison", question, _bare(refs[big.region_id]), [a.region_id, b.region_id],
+                      detail={"compare": "size"})
+        if small.area <= 0 or big.area / small.area < config.size_ratio:
+            c.reason = "ambiguous_size"
+        else:
+            kept += 1
+        out.append(c)
+    image_id = regions[0].image_id if regions else ""
+    labels = sorted(counts)
+    kept = 0
+    for pa_, pb in sorted(itertools.combinations(labels, 2), key=lambda p: stable_order(image_id, *p)):
+        if kept >= config.max_pairs_per_image:
+            break
+        na, nb = len(counts[pa_]), len(counts[pb])
+        c = Candidate(image_id, "comparison", f"Are there more {pa_} or more {pb} in the image?",
+                      pa_ if na > nb else pb, sorted(counts[pa_] + counts[pb]), detail={"compare": "count"})
+        if na == nb:
+            c.reason = "equal_counts"
+        else:
+            kept += 1
+        out.append(c)
+    return out
+
+
+def attribute_questions(regions: list[Region], refs: dict[str, str]) -> list[Candidate]:
+    """Attribute questions about uniquely named regions, and identification questions by a unique attribute."""
+    words = attribute_words()
+    out = []
+    for r in regions:
+        ref = refs.get(r.region_id)
+        if ref == f"the {r.label}" and r.label:
+            for category in sorted({words[a] for a in r.attributes if a in words}):
+                values = sorted(a for a in r.attributes if words.get(a) == category)
+                verb = be(r.label)
+                question = (f"What color {verb} the {r.label}?" if category == "color"
+                            else f"What {verb} the {r.label} made of?")
+                c = Candidate(r.image_id, "attribute", question, values[0], [r.region_id])
+                if len(values) > 1:
+                    c.reason = "several_attribute_values"
+                out.append(c)
+    holders: dict[str, list[Region]] = {}
+    for r in regions:
+        for a in r.attributes:
+            if a in words and r.label:
+                holders.setdefault(a, []).append(r)
+    for attr, rs in sorted(holders.items()):
+        noun = "object" if words[attr] == "color" else "thing"
+        c = Candidate(rs[0].image_id, "identification", f"What is the {attr} {noun} in the image?", rs[0].label,
+                      [r.region_id for r in rs])
+        if len({r.label for r in rs}) > 1:
+            c.reason = "ambiguous_identification"
+        elif len(rs) > 1:
+            c.question = f"What are the {attr} {noun}s in the image?"
+            c.answer = plural(rs[0].label)
+        out.append(c)
+    return out
+
+
+def image_candidates(regions: list[Region], image: dict, config: GroundedConfig) -> list[Candidate]:
+    """Every rule-based candidate of one image, for the configured task types."""
+    refs = references(regions)
+    count = counting(regions, config)
+    found = count + spatial_pairs(regions, refs, image, config) + nearest_of_class(regions, image, config)
+    found += comparisons(regions, refs, class_counts(count), config) + attribute_questions(regions, refs)
+    return [c for c in found if c.task_type in config.task_types]
+
+
+def mark_duplicates(candidates: list[Candidate]) -> None:
+    """Reject a second kept candidate with the same image and question (``duplicate_question``)."""
+    seen: set[tuple[str, str]] = set()
+    for c in candidates:
+        if c.reason is None:
+            key = (c.image_id, c.question)
+            if key in seen:
+                c.reason = "duplicate_question"
+            seen.add(key)
+
+
+def to_rows(candidates: list[Candidate], sources: dict[str, str], objects_of: dict[str, str], kind: str = KIND,
+            generator_model: str | None = None) -> pa.Table:
+    """Kept candidates as QUESTIONS rows, sorted by question_id."""
+    version = rules_version()
+    rows = []
+    for c in candidates:
+        if c.reason is not None:
+            continue
+        objects = sorted({objects_of[r] for r in c.evidence if r in objects_of})
+        rows.append({
+            "question_id": question_id(kind, c.image_id, c.task_type, c.question, c.answer), "image_id": c.image_id,
+            "image_source": sources.get(c.image_id), "object_ids": objects, "question": c.question, "answer": c.answer,
+            "answer_category": "number" if c.task_type == "counting" and c.answer.isdigit() else "literal",
+            "n_hop": 0, "has_scene_graph": False, "template_version": version, "kind": kind,
+            "generator_model": generator_model, "evidence_object_ids": objects, "task_type": c.task_type,
+            "evidence_region_ids": c.evidence, "is_hallucination": c.is_hallucination,
+        })
+    rows.sort(key=lambda r: r["question_id"])
+    return schemas.from_rows(rows, schemas.QUESTIONS)
+
+
+def add_rejects(rejects: Rejects, candidates: list[Candidate], source_file: str) -> None:
+    """One reject per rejected candidate, located by file and image."""
+    for c in candidates:
+        if c.reason is not None:
+            rejects.add(c.reason, f"{source_file}#{c.image_id}",
+                        {"task_type": c.task_type, "question": c.question, "answer": c.answer, "evidence": c.evidence,
+                         **c.detail})

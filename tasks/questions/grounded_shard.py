@@ -1,0 +1,74 @@
+"""One grounded-questions shard: a source shard's regions -> rule questions + hallucination questions.
+
+Outputs ``questions`` (QUESTIONS, kind ``grounded``) and ``regions`` (every region of the shard's
+images, the release's pixel evidence). ``rows_in`` counts candidate questions; ``rows_out`` the
+questions kept (regions are a by-product, not records of this stage's accounting).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from reasonvqa.stage import Rejects, StageResult, part_name
+from reasonvqa.tasks.questions.grounded import STAGE, add_rejects, image_candidates, mark_duplicates, to_rows
+from reasonvqa.tasks.questions.grounded_config import GroundedConfig
+from reasonvqa.tasks.questions.hallucination import cooccurrence_candidates, hallucination_candidates
+from reasonvqa.tasks.questions.regions import regions_by_image, shard_regions, unlabeled_images
+
+
+def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa.Table | None,
+                      regions: pa.Table, corpus: pa.Table, config: GroundedConfig, shard: int,
+                      source_file: str = "regions") -> StageResult:
+    """Grounded questions of one shard whose every region is in ``regions`` (see ``shard_regions``).
+
+    ``corpus`` holds (image_id, label) of every image of the build, for hallucination candidates.
+    """
+    rejects = Rejects(STAGE, shard)
+    image_rows = {r["image_id"]: r for r in images.select(["image_id", "source", "width", "height"]).to_pylist()}
+    by_image = regions_by_image(regions)
+    candidates = []
+    for image_id in sorted(image_rows):
+        candidates += image_candidates(by_image.get(image_id, []), image_rows[image_id], config)
+    mark_duplicates(candidates)
+
+    unlabeled = unlabeled_images(regions)
+    eligible = sorted(i for i in image_rows if i not in unlabeled)
+    absent = cooccurrence_candidates(corpus, eligible, config.hallucination_candidates_per_image)
+    labels: dict[str, set[str]] = {}
+    for image_id, label in zip(corpus["image_id"].to_pylist(), corpus["label"].to_pylist()):
+        labels.setdefault(image_id, set()).add(label)
+    halluc = []
+    for image_id in eligible:
+        halluc += hallucination_candidates(image_id, by_image.get(image_id, []), labels.get(image_id, set()),
+                                           absent.get(image_id, []), config)
+    candidates += halluc
+    mark_duplicates(candidates)
+
+    objects_of = {}
+    if objects is not None and objects.num_rows:
+        for oid in objects["object_id"].to_pylist():
+            image_id, _, native = oid.rpartition("/o")
+            objects_of[f"{image_id}/g{native}"] = oid
+    questions = to_rows(candidates, {i: r["source"] for i, r in image_rows.items()}, objects_of)
+    add_rejects(rejects, candidates, source_file)
+    return StageResult(outputs={"questions": questions, "regions": regions}, rejects=rejects, rows_in=len(candidates),
+                       rows_out=questions.num_rows,
+                       extra={"hallucination": sum(c.reason is None for c in halluc)})
+
+
+def grounded_for_shard(images: pa.Table, objects: pa.Table, attributes: pa.Table, source_regions: pa.Table,
+                       proposals_file: Path | None, corpus_path: Path, config: GroundedConfig, shard: int,
+                       source_file: str) -> StageResult:
+    """Read the shard's proposal regions (if the proposals stage wrote any) and generate."""
+    proposals = pq.read_table(proposals_file) if proposals_file is not None and Path(proposals_file).exists() else None
+    regions = shard_regions(objects, attributes, source_regions, proposals)
+    return generate_grounded(images, objects, attributes, regions, pq.read_table(corpus_path), config, shard, source_file)
+
+
+def proposals_part(proposals_dir: Path | None, shard: int) -> Path | None:
+    """The proposals stage's regions file of build shard ``shard`` (may not exist)."""
+    return None if proposals_dir is None else Path(proposals_dir) / "regions" / f"{part_name(shard)}.parquet"
+

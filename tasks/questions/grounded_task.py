@@ -1,0 +1,75 @@
+"""Prefect wiring of grounded questions: corpus labels once, then one task per source shard;
+the VLM stage (optional) as one task per shard of the images that have regions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from reasonvqa import schemas
+from reasonvqa.model_stage import instance, run_model_shard
+from reasonvqa.stage import part_name, read_table, run_shard, summarize, write_parquet
+from reasonvqa.tasks.questions.grounded_config import GroundedConfig, VLMConfig
+from reasonvqa.tasks.questions.grounded_shard import grounded_for_shard, proposals_part
+from reasonvqa.tasks.questions.regions import image_labels
+from reasonvqa.tasks.sources.ingest import SourceShard
+
+
+def write_corpus_labels(shards: list[SourceShard], proposals_dir: Path | None, path: Path) -> Path:
+    """(image_id, label) of every object name and region label of the build, one Parquet file."""
+    parts = []
+    for shard in shards:
+        parts.append(image_labels(shard.table("objects"), shard.table("regions")))
+        proposals = proposals_part(proposals_dir, shard.number)
+        if proposals is not None and proposals.exists():
+            parts.append(image_labels(None, pq.read_table(proposals)))
+    table = pa.concat_tables(parts) if parts else image_labels(None, None)
+    write_parquet(table.sort_by([("image_id", "ascending"), ("label", "ascending")]), path)
+    return path
+
+
+@task(name="grounded-shard", cache_policy=NO_CACHE)
+def grounded_shard(shard: SourceShard, proposals_dir: Path | None, stage_dir: Path, corpus_path: Path,
+                   config: GroundedConfig) -> dict:
+    """Grounded and hallucination questions of one source shard (written as shard ``shard.number``)."""
+    source_file = shard.file("regions").relative_to(stage_dir.parent).as_posix()
+    return run_shard(stage_dir, shard.number, lambda: grounded_for_shard(
+        shard.table("images"), shard.table("objects"), shard.table("attributes"), shard.table("regions"),
+        proposals_part(proposals_dir, shard.number), corpus_path, config, shard.number, source_file))
+
+
+def run_grounded(config: GroundedConfig, shards: list[SourceShard], work_dir: Path,
+                 proposals_dir: Path | None) -> tuple[dict, pa.Table, pa.Table]:
+    """Submit one grounded task per source shard; return the stage totals, the questions and every region."""
+    stage_dir = work_dir / "grounded"
+    corpus = write_corpus_labels(shards, proposals_dir, work_dir / "corpus_labels.parquet")
+    futures = [grounded_shard.submit(s, proposals_dir, stage_dir, corpus, config) for s in shards]
+    report = summarize([f.result() for f in futures])
+    questions = read_table(stage_dir, "questions", schemas.QUESTIONS)
+    regions = read_table(stage_dir, "regions", schemas.REGIONS).sort_by([("region_id", "ascending")])
+    return report, questions, regions
+
+
+@task(name="grounded-vlm-shard", cache_policy=NO_CACHE)
+def grounded_vlm_shard(images_path: Path, regions_path: Path, shard: int, stage_dir: Path, config_json: str) -> dict:
+    """VLM-written grounded questions of one source shard (its images and the grounded stage's regions)."""
+    from reasonvqa.tasks.questions.grounded_vlm import GroundedVLMStage
+
+    config = VLMConfig.model_validate_json(config_json)
+    return run_model_shard(stage_dir, shard, instance(GroundedVLMStage, config),
+                           lambda: {"images": pq.read_table(images_path), "regions": pq.read_table(regions_path)})
+
+
+def run_grounded_vlm(config: VLMConfig, shards: list[SourceShard], work_dir: Path) -> tuple[dict, pa.Table]:
+    """One VLM task per source shard whose images have regions (after ``run_grounded``); totals and questions."""
+    stage_dir = work_dir / "grounded_vlm"
+    regions_dir = work_dir / "grounded" / "regions"
+    calls = [(s.file("images"), regions_dir / f"{part_name(s.number)}.parquet", s.number)
+             for s in shards if s.file("images").exists() and pq.ParquetFile(regions_dir / f"{part_name(s.number)}.parquet").metadata.num_rows]
+    config_json = config.model_dump_json()
+    report = summarize([f.result() for f in [grounded_vlm_shard.submit(i, r, n, stage_dir, config_json) for i, r, n in calls]])
+    return report, read_table(stage_dir, "questions", schemas.QUESTIONS)

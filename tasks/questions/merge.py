@@ -1,0 +1,28 @@
+"""One question pool of every kind: templated, grounded, VLM-grounded and verified (PROVE) questions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from reasonvqa import schemas
+
+
+def merge_pools(templated: pa.Table, others: list[pa.Table], verified_questions: Path | None = None) -> pa.Table:
+    """Concatenate question tables in the one QUESTIONS schema, sorted by question_id.
+
+    ``verified_questions`` is the ``questions.parquet`` of a build-verified-qa run; a question id
+    that occurs twice is an error (kinds hash different parts, so it means the same file twice).
+    """
+    tables = [schemas.conform(templated, schemas.QUESTIONS)] + [schemas.conform(t, schemas.QUESTIONS) for t in others]
+    if verified_questions is not None:
+        verified = pq.read_table(verified_questions)
+        tables.append(schemas.conform(verified, schemas.QUESTIONS))
+    pool = pa.concat_tables(tables)
+    ids = pool["question_id"]
+    if pc.count_distinct(ids).as_py() != pool.num_rows:
+        raise ValueError("the merged question pool repeats a question_id (the same questions merged twice?)")
+    return pool.sort_by([("question_id", "ascending")])

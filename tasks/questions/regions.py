@@ -1,0 +1,127 @@
+"""The regions of one shard of images, as grounded questions read them and the release stores them.
+
+A shard's regions are the source's own (SA-1B masks, nuScenes projected boxes), the proposals
+stage's, and one box-only region per annotated object that has none (Visual Genome): region id
+``<image_id>/g<object native id>``, origin the object's, the object's attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from reasonvqa import schemas
+
+READ_COLUMNS = ("region_id", "image_id", "label", "x", "y", "w", "h", "area", "origin", "attributes", "center_3d")
+
+
+def object_region_id(object_id: str) -> str:
+    """``vg:1/o5049`` -> ``vg:1/g5049`` (the region of an annotated object)."""
+    image_id, _, native = object_id.rpartition("/o")
+    return f"{image_id}/g{native}"
+
+
+def object_regions(objects: pa.Table | None, attributes: pa.Table | None, existing: set[str]) -> pa.Table:
+    """Box-only regions for the objects with a box whose region id is not in ``existing``."""
+    if objects is None or objects.num_rows == 0:
+        return schemas.empty(schemas.REGIONS)
+    attrs: dict[str, list[str]] = {}
+    if attributes is not None:
+        for oid, attr in zip(attributes["object_id"].to_pylist(), attributes["attribute"].to_pylist()):
+            if attr and attr.strip():
+                attrs.setdefault(oid, []).append(attr.strip().lower())
+    rows = []
+    for o in objects.select(["object_id", "image_id", "label", "x", "y", "w", "h", "origin"]).to_pylist():
+        rid = object_region_id(o["object_id"])
+        if rid in existing or None in (o["x"], o["y"], o["w"], o["h"]) or o["w"] <= 0 or o["h"] <= 0:
+            continue
+        rows.append({**o, "region_id": rid, "area": o["w"] * o["h"], "label": (o["label"] or "").strip().lower() or None,
+                     "attributes": sorted(set(attrs.get(o["object_id"], []))) or None})
+        del rows[-1]["object_id"]
+    return schemas.from_rows(rows, schemas.REGIONS)
+
+
+def shard_regions(objects: pa.Table | None, attributes: pa.Table | None, *regions: pa.Table | None) -> pa.Table:
+    """Every region of a shard (given tables first, then object boxes), sorted by region_id, ids unique."""
+    given = [schemas.conform(t, schemas.REGIONS) for t in regions if t is not None and t.num_rows]
+    table = pa.concat_tables(given) if given else schemas.empty(schemas.REGIONS)
+    if table.num_rows:  # one row per id: the first given wins (source before proposals)
+        table = table.take(pa.array(sorted({rid: i for i, rid in reversed(list(enumerate(table["region_id"].to_pylist())))}.values())))
+    derived = object_regions(objects, attributes, set(table["region_id"].to_pylist()))
+    table = pa.concat_tables([table, derived]) if derived.num_rows else table
+    return table.sort_by([("region_id", "ascending")])
+
+
+@dataclass
+class Region:
+    """The fields of a region that question rules read."""
+
+    region_id: str
+    image_id: str
+    label: str | None
+    x: float
+    y: float
+    w: float
+    h: float
+    area: float
+    origin: str | None
+    attributes: list[str] = field(default_factory=list)
+    center_3d: list[float] | None = None
+
+    @property
+    def right(self) -> float:
+        return self.x + self.w
+
+    @property
+    def bottom(self) -> float:
+        return self.y + self.h
+
+    @property
+    def depth(self) -> float | None:
+        """Distance along the camera's optical axis (z of the camera-frame center), where known."""
+        return self.center_3d[2] if self.center_3d and len(self.center_3d) == 3 else None
+
+
+def regions_by_image(table: pa.Table) -> dict[str, list[Region]]:
+    """Regions grouped by image, each image's in region_id order."""
+    out: dict[str, list[Region]] = {}
+    cols = [c for c in READ_COLUMNS if c in table.column_names]
+    for row in table.select(cols).sort_by([("region_id", "ascending")]).to_pylist():
+        label = (row["label"] or "").strip().lower() or None
+        out.setdefault(row["image_id"], []).append(Region(
+            region_id=row["region_id"], image_id=row["image_id"], label=label, x=row["x"], y=row["y"], w=row["w"],
+            h=row["h"], area=row["area"] if row["area"] is not None else row["w"] * row["h"], origin=row["origin"],
+            attributes=[a for a in (row.get("attributes") or []) if a], center_3d=row.get("center_3d")))
+    return out
+
+
+def box_iou(a: Region, b: Region) -> float:
+    """Intersection over union of two boxes."""
+    ix = max(0.0, min(a.right, b.right) - max(a.x, b.x))
+    iy = max(0.0, min(a.bottom, b.bottom) - max(a.y, b.y))
+    inter = ix * iy
+    union = a.w * a.h + b.w * b.h - inter
+    return inter / union if union > 0 else 0.0
+
+
+def image_labels(objects: pa.Table | None, regions: pa.Table | None) -> pa.Table:
+    """(image_id, label) pairs of every object name and region label, lower-cased, distinct."""
+    parts = []
+    if objects is not None and objects.num_rows:
+        names = objects.select(["image_id", "names"]).to_pylist()
+        pairs = [(r["image_id"], n) for r in names for n in (r["names"] or [])]
+        pairs += list(zip(objects["image_id"].to_pylist(), objects["label"].to_pylist()))
+        parts.append(pairs)
+    if regions is not None and regions.num_rows:
+        parts.append(list(zip(regions["image_id"].to_pylist(), regions["label"].to_pylist())))
+    seen = sorted({(i, n.strip().lower()) for part in parts for i, n in part if i and n and n.strip()})
+    return pa.table({"image_id": pa.array([i for i, _ in seen], pa.string()), "label": pa.array([n for _, n in seen], pa.string())})
+
+
+def unlabeled_images(regions: pa.Table | None) -> set[str]:
+    """Images with at least one region without a class label (absence cannot be checked there)."""
+    if regions is None or regions.num_rows == 0:
+        return set()
+    return set(pc.unique(regions.filter(pc.is_null(regions["label"]))["image_id"]).to_pylist())

@@ -1,0 +1,174 @@
+"""The dataset card's breakdown (VistaQA figure 2) and its example pictures with masks drawn.
+
+``write_breakdown`` writes ``breakdown.json`` and ``examples/*.png`` into a release's stats folder;
+``breakdown_section`` renders them as the card's "Question breakdown" section. Counts are over the
+released questions (train + test): per task type, per visual domain (hallucination or not), per
+kind, and per evidence multiplicity (number of evidence regions; 0 = hallucination).
+
+Pictures are drawn on a blank canvas of the image's size (the release does not redistribute
+images): each evidence region's COCO RLE mask filled in a translucent colour (pycocotools
+decodes it), its box outlined. PNG bytes depend only on the inputs (no timestamps, no fonts).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+MULTIPLICITY_BINS = ("0", "1", "2", "3", "4", "5-9", "10+")
+EXAMPLES_PER_TASK = 2
+MAX_SIDE = 512
+_COLOURS = [(230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30, 180), (70, 240, 240),
+            (240, 50, 230), (210, 245, 60)]
+
+
+def visual_domains() -> dict[str, str]:
+    """source kind -> the visual domain its class declares (reasonvqa.sources registry)."""
+    from reasonvqa import sources
+
+    return {kind: sources.source_class(kind).visual_domain or "unknown" for kind in sources.kinds()}
+
+
+def _bin(n: int) -> str:
+    return str(n) if n < 5 else "5-9" if n < 10 else "10+"
+
+
+def breakdown(questions: pa.Table, domains: dict[str, str]) -> dict:
+    """Counts per task type, visual domain (by hallucination flag), kind and evidence multiplicity."""
+    def column(name: str, default):
+        if name not in questions.column_names:
+            return [default] * questions.num_rows
+        return [default if v is None else v for v in questions[name].to_pylist()]
+
+    kinds = column("kind", "template")
+    tasks = column("task_type", "none")
+    halluc = column("is_hallucination", False)
+    sources = column("image_source", "unknown")
+    evidence = column("evidence_region_ids", None)
+    by_domain: dict[str, Counter] = {}
+    for source, h in zip(sources, halluc):
+        by_domain.setdefault(domains.get(source, "unknown"), Counter())["hallucination" if h else "other"] += 1
+    multiplicity = Counter(_bin(len(e)) for e in evidence if e is not None)  # questions without evidence ids: not counted
+    return {
+        "questions": questions.num_rows,
+        "task_type": dict(sorted(Counter(tasks).items())),
+        "kind": dict(sorted(Counter(kinds).items())),
+        "domain": {d: dict(sorted(c.items())) for d, c in sorted(by_domain.items())},
+        "evidence_multiplicity": {b: multiplicity.get(b, 0) for b in MULTIPLICITY_BINS},
+        "hallucination": sum(bool(h) for h in halluc),
+    }
+
+
+def pick_examples(questions: pa.Table, per_task: int = EXAMPLES_PER_TASK) -> list[dict]:
+    """The first ``per_task`` questions (by question_id) of each task type that have evidence regions."""
+    if "evidence_region_ids" not in questions.column_names or questions.num_rows == 0:
+        return []
+    has = pc.fill_null(pc.greater(pc.list_value_length(questions["evidence_region_ids"]), 0), False)
+    rows = questions.filter(has).select(["question_id", "image_id", "task_type", "question", "answer",
+                                         "evidence_region_ids"]).sort_by("question_id").to_pylist()
+    out, taken = [], Counter()
+    for row in rows:
+        if taken[row["task_type"]] < per_task:
+            taken[row["task_type"]] += 1
+            out.append(row)
+    return sorted(out, key=lambda r: (r["task_type"], r["question_id"]))
+
+
+def canvas_size(regions: list[dict]) -> tuple[int, int]:
+    """(width, height) of an image: a mask's size when one has a mask, else the boxes' extent."""
+    for r in regions:
+        if r.get("mask"):
+            h, w = r["mask"]["size"]
+            return int(w), int(h)
+    return (max(1, int(np.ceil(max(r["x"] + r["w"] for r in regions)))),
+            max(1, int(np.ceil(max(r["y"] + r["h"] for r in regions)))))
+
+
+def draw_example(regions: list[dict], path: Path) -> None:
+    """A PNG of the regions' masks (filled) and boxes (outlined) on a grey canvas, longest side MAX_SIDE."""
+    from PIL import Image, ImageDraw
+    from pycocotools import mask as mask_utils
+
+    width, height = canvas_size(regions)
+    scale = min(1.0, MAX_SIDE / max(width, height))
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    canvas = Image.new("RGB", size, (128, 128, 128))
+    for n, r in enumerate(regions):
+        colour = _COLOURS[n % len(_COLOURS)]
+        if r.get("mask"):
+            rle = {"size": list(r["mask"]["size"]), "counts": r["mask"]["counts"].encode("ascii")}
+            bits = Image.fromarray(mask_utils.decode(rle) * 255).resize(size, Image.NEAREST)
+            canvas.paste(Image.blend(canvas, Image.new("RGB", size, colour), 0.6), mask=bits)
+        box = [r["x"] * scale, r["y"] * scale, (r["x"] + r["w"]) * scale, (r["y"] + r["h"]) * scale]
+        ImageDraw.Draw(canvas).rectangle(box, outline=colour, width=2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    canvas.save(path, format="PNG", optimize=False)
+
+
+def write_breakdown(questions: pa.Table, regions: pa.Table | None, stats_dir: Path) -> dict[str, Path]:
+    """Write ``breakdown.json`` and the example pictures under ``stats_dir``; return {name: path}."""
+    stats_dir = Path(stats_dir)
+    report = breakdown(questions, visual_domains())
+    examples = []
+    if regions is not None and regions.num_rows:
+        wanted = pick_examples(questions)
+        ids = sorted({rid for q in wanted for rid in q["evidence_region_ids"]})
+        found = {r["region_id"]: r for r in regions.filter(pc.is_in(regions["region_id"], pa.array(ids, pa.string())))
+                 .select(["region_id", "x", "y", "w", "h", "mask"]).to_pylist()}
+        for q in wanted:
+            shown = [found[rid] for rid in q["evidence_region_ids"] if rid in found]
+            if not shown:
+                continue
+            name = f"examples/{q['task_type']}-{q['question_id']}.png"
+            draw_example(shown, stats_dir / name)
+            examples.append({"file": name, "task_type": q["task_type"], "question": q["question"], "answer": q["answer"],
+                             "regions": len(shown)})
+    report["examples"] = examples
+    path = stats_dir / "breakdown.json"
+    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return {"breakdown.json": path}
+
+
+def breakdown_section(report: dict) -> list[str]:
+    """The card's "Question breakdown" section (markdown lines) from ``breakdown.json``."""
+    lines = ["## Question breakdown", "",
+             f"{report['questions']} released questions, {report['hallucination']} of them hallucination questions "
+             "(the asked thing is absent; empty evidence). Details in `stats/breakdown.json`.", "",
+             "| task type | questions |", "| --- | ---: |"]
+    lines += [f"| {k} | {v} |" for k, v in report["task_type"].items()]
+    lines += ["", "| visual domain | non-hallucination | hallucination |", "| --- | ---: | ---: |"]
+    lines += [f"| {d} | {c.get('other', 0)} | {c.get('hallucination', 0)} |" for d, c in report["domain"].items()]
+    lines += ["", "| kind | questions |", "| --- | ---: |"]
+    lines += [f"| {k} | {v} |" for k, v in report["kind"].items()]
+    lines += ["", "| evidence regions | questions |", "| --- | ---: |"]
+    lines += [f"| {b} | {report['evidence_multiplicity'].get(b, 0)} |" for b in MULTIPLICITY_BINS]
+    if report.get("examples"):
+        lines += ["", "Examples (evidence masks and boxes on a blank canvas of the image's size):", ""]
+        for e in report["examples"]:
+            lines += [f"- {e['task_type']}: {e['question']} -> {e['answer']} ({e['regions']} region(s))",
+                      f"  ![{e['task_type']} example](stats/{e['file']})"]
+    return lines
+
+
+REGION_COLUMNS = {
+    "region_id": "`<image_id>/g<native id>`; questions' `evidence_region_ids` point here",
+    "image_id": "the image, as in the questions",
+    "label": "class name (null for SA-1B masks, which have none)",
+    "x, y, w, h": "box XYWH in pixels of the original image",
+    "mask": "COCO RLE `{size: [height, width], counts}` (compressed counts string; `pycocotools.mask.decode`), null for box-only regions",
+    "area": "mask area in pixels (box area without a mask)",
+    "score": "model or annotation confidence, null for human annotations",
+    "origin": "`annotation:<source>` or the model chain that proposed it",
+}
+
+
+def regions_section() -> list[str]:
+    """The card's description of the ``regions/`` table."""
+    return ["## Regions", "", "`regions/` holds the pixel evidence of the released images (schema `reasonvqa.schemas.REGIONS`; "
+            "further columns: predicted_iou, stability_score, prompt, attributes, visibility, center_3d, extra).", "",
+            "| column | meaning |", "| --- | --- |", *[f"| `{c}` | {m} |" for c, m in REGION_COLUMNS.items()]]

@@ -1,0 +1,63 @@
+import pyarrow as pa
+import pytest
+
+from reasonvqa import schemas
+from reasonvqa.tasks.balance.filters import EmptySelectionError
+from reasonvqa.tasks.balance.groups import group_key, with_group_keys
+from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds
+
+POOL = schemas.from_rows([
+    dict(question_id="t1", image_id="vg:1", answer="France", property_id="P17", kind="template", task_type="knowledge"),
+    dict(question_id="t0", image_id="vg:1", answer="Paris", property_id="P36"),  # a 1.x row: no kind
+    dict(question_id="g1", image_id="vg:1", answer="2", kind="grounded", task_type="counting", is_hallucination=False),
+    dict(question_id="g2", image_id="vg:1", answer="There are no dogs in the image.", kind="grounded",
+         task_type="counting", is_hallucination=True),
+    dict(question_id="v1", image_id="vg:2", answer="red", kind="verified", task_type="free_form", is_hallucination=False),
+], schemas.QUESTIONS)
+
+
+def ids(table: pa.Table) -> list[str]:
+    return table["question_id"].to_pylist()
+
+
+def test_kinds_task_types_and_hallucination_select_rows():
+    assert ids(select_kinds(POOL, KindSelection(kinds=["template"]))[0]) == ["t1", "t0"]
+    assert ids(select_kinds(POOL, KindSelection(task_types=["counting"], hallucination="exclude"))[0]) == ["g1"]
+    table, report = select_kinds(POOL, KindSelection(kinds=["grounded", "verified"], hallucination="only"))
+    assert ids(table) == ["g2"]
+    assert report["dropped_by"] == {"kinds": 2, "hallucination": 2} and report["filters"] == {
+        "kinds": ["grounded", "verified"], "hallucination": "only"}
+    assert ids(select_kinds(POOL, KindSelection())[0]) == ids(POOL)
+
+
+def test_an_empty_selection_names_what_exists():
+    with pytest.raises(EmptySelectionError, match="available"):
+        select_kinds(POOL, KindSelection(kinds=["grounded_vlm"]))
+
+
+def test_non_template_rows_balance_per_kind_and_task_type():
+    keyed = with_group_keys(POOL)
+    assert keyed["property_id"].to_pylist() == ["P17", "P36", "grounded:counting", "grounded:counting:hallucination",
+                                                "verified:free_form"]
+    assert group_key("grounded", "counting", True) == "grounded:counting:hallucination"
+    assert with_group_keys(POOL.slice(0, 2)).equals(POOL.slice(0, 2))
+
+
+def test_balancing_keeps_the_configured_hallucination_share():
+    from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+    from reasonvqa.tasks.balance.pipeline import balance_and_split
+
+    rows = [dict(question_id=f"g{i:02d}", image_id=f"vg:{i % 10}", question=f"How many {i}?", answer=str(i), kind="grounded",
+                 task_type="counting", is_hallucination=False, n_hop=0) for i in range(30)]
+    rows += [dict(question_id=f"h{i:02d}", image_id=f"vg:{i % 10}", question=f"How many dogs {i}?", answer=f"There are no dog{i}.",
+                  kind="grounded", task_type="counting", is_hallucination=True, n_hop=0) for i in range(40)]
+    pool = schemas.from_rows(rows, schemas.QUESTIONS)
+    done = balance_and_split(pool, BalanceConfig(hop_shares=None), SplitConfig(drop_test_pairs_seen_in_train=False), 0)
+    kept = pa.concat_tables([done.split.train, done.split.test])
+    assert sum(kept["is_hallucination"].to_pylist()) == 11  # round(0.27 / 0.73 * 30)
+    assert done.balance.report["hallucination_share"] == {
+        "target_share": 0.27, "grounded": 30, "hallucination_before": 40, "target": 11, "hallucination_after": 11,
+        "achieved_share": round(11 / 41, 4)}
+    assert done.balance.report["removed_by_reason"]["hallucination_share"] == 29
+    again = balance_and_split(pool, BalanceConfig(hop_shares=None), SplitConfig(drop_test_pairs_seen_in_train=False), 0)
+    assert again.pool.equals(done.pool)

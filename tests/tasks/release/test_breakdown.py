@@ -1,0 +1,54 @@
+import numpy as np
+from PIL import Image
+from pycocotools import mask as mask_utils
+
+from reasonvqa import schemas
+from reasonvqa.tasks.release.breakdown import breakdown, breakdown_section, draw_example, write_breakdown
+
+QUESTIONS = schemas.from_rows([
+    dict(question_id="a", image_id="sa1b:1", image_source="sa1b", question="Which is larger?", answer="x",
+         kind="grounded", task_type="comparison", evidence_region_ids=["sa1b:1/g1", "sa1b:1/g2"], is_hallucination=False),
+    dict(question_id="b", image_id="vg:1", image_source="vg", question="How many dogs?", answer="There are no dogs.",
+         kind="grounded", task_type="counting", evidence_region_ids=[], is_hallucination=True),
+    dict(question_id="c", image_id="vg:1", image_source="vg", question="Q?", answer="A", kind="template",
+         task_type="knowledge", is_hallucination=False),
+], schemas.QUESTIONS)
+
+
+def rle(top, left, h, w):
+    bits = np.zeros((30, 40), dtype=np.uint8, order="F")
+    bits[top:top + h, left:left + w] = 1
+    return {"size": [30, 40], "counts": mask_utils.encode(bits)["counts"].decode("ascii")}
+
+
+REGIONS = schemas.from_rows([
+    dict(region_id="sa1b:1/g1", image_id="sa1b:1", x=2.0, y=3.0, w=10.0, h=8.0, mask=rle(3, 2, 8, 10)),
+    dict(region_id="sa1b:1/g2", image_id="sa1b:1", x=25.0, y=15.0, w=4.0, h=3.0, mask=rle(15, 25, 3, 4)),
+], schemas.REGIONS)
+
+
+def test_counts_per_task_type_domain_kind_and_multiplicity():
+    report = breakdown(QUESTIONS, {"sa1b": "indoor/outdoor", "vg": "mixed"})
+    assert report["task_type"] == {"comparison": 1, "counting": 1, "knowledge": 1}
+    assert report["kind"] == {"grounded": 2, "template": 1}
+    assert report["domain"] == {"indoor/outdoor": {"other": 1}, "mixed": {"hallucination": 1, "other": 1}}
+    assert report["evidence_multiplicity"] == {"0": 1, "1": 0, "2": 1, "3": 0, "4": 0, "5-9": 0, "10+": 0}
+    section = breakdown_section({**report, "examples": []})
+    assert "| mixed | 1 | 1 |" in section and "| 2 | 1 |" in section
+
+
+def test_example_pictures_fill_the_masks_and_are_byte_identical(tmp_path):
+    write_breakdown(QUESTIONS, REGIONS, tmp_path / "a")
+    write_breakdown(QUESTIONS, REGIONS, tmp_path / "b")
+    png = tmp_path / "a" / "examples" / "comparison-a.png"
+    assert png.read_bytes() == (tmp_path / "b" / "examples" / "comparison-a.png").read_bytes()
+    pixels = np.asarray(Image.open(png))
+    assert pixels.shape == (30, 40, 3)
+    assert tuple(pixels[6, 6]) != (128, 128, 128) and tuple(pixels[25, 5]) == (128, 128, 128)  # inside / outside masks
+    assert (tmp_path / "a" / "breakdown.json").read_bytes() == (tmp_path / "b" / "breakdown.json").read_bytes()
+
+
+def test_box_only_regions_are_outlined_on_a_canvas_of_their_extent(tmp_path):
+    draw_example([{"x": 10.0, "y": 10.0, "w": 20.0, "h": 10.0, "mask": None}], tmp_path / "box.png")
+    pixels = np.asarray(Image.open(tmp_path / "box.png"))
+    assert pixels.shape == (20, 30, 3) and tuple(pixels[10, 15]) != (128, 128, 128) and tuple(pixels[15, 15]) == (128, 128, 128)

@@ -1,0 +1,72 @@
+"""`reasonvqa verify` covers the regions table and the questions' evidence region ids."""
+
+import numpy as np
+import pyarrow as pa
+from pycocotools import mask as mask_utils
+
+from reasonvqa import schemas
+from reasonvqa.tasks.release.verify import verify_release
+from reasonvqa.tasks.release.verify_regions import check_evidence, check_regions
+from reasonvqa.tasks.release.writer import write_release
+
+
+def mask(h=30, w=40):
+    bits = np.zeros((h, w), dtype=np.uint8, order="F")
+    bits[2:10, 3:9] = 1
+    return {"size": [h, w], "counts": mask_utils.encode(bits)["counts"].decode("ascii")}
+
+
+REGIONS = schemas.from_rows([
+    dict(region_id="sa1b:1/g1", image_id="sa1b:1", x=3.0, y=2.0, w=6.0, h=8.0, area=48.0, mask=mask(), origin="annotation:sa1b"),
+    dict(region_id="vg:2/g5", image_id="vg:2", label="car", x=1.0, y=1.0, w=5.0, h=5.0, area=25.0, origin="annotation:vg"),
+    dict(region_id="vg:2/g6", image_id="vg:2", label="car", x=20.0, y=1.0, w=5.0, h=5.0, area=25.0, origin="annotation:vg"),
+], schemas.REGIONS)
+
+
+def grounded(qid, image, task, answer, evidence, halluc=False):
+    return dict(question_id=qid, image_id=image, image_source=image.split(":")[0], question=f"Q {qid}?", answer=answer,
+                property_id=f"grounded:{task}", kind="grounded", task_type=task, evidence_region_ids=evidence,
+                is_hallucination=halluc, n_hop=0)
+
+
+def release(tmp_path, train_rows, test_rows, regions=REGIONS):
+    splits = {"train": schemas.from_rows(train_rows, schemas.QUESTIONS), "test": schemas.from_rows(test_rows, schemas.QUESTIONS)}
+    return write_release(tmp_path, "demo", "1.0.0", splits, pool=pa.concat_tables(list(splits.values())), stats_dir=None,
+                         config={}, inputs={}, tables={"regions": regions})
+
+
+def test_a_consistent_grounded_release_verifies(tmp_path):
+    path = release(tmp_path, [grounded("a", "vg:2", "counting", "2", ["vg:2/g5", "vg:2/g6"]),
+                              grounded("b", "vg:2", "counting", "There are no dogs in the image.", [], halluc=True)],
+                   [grounded("c", "sa1b:1", "comparison", "segment in box [3, 2, 6, 8]", ["sa1b:1/g1"])])
+    assert verify_release(path) == []
+
+
+def test_broken_evidence_is_reported_per_split(tmp_path):
+    path = release(tmp_path, [grounded("a", "vg:2", "counting", "3", ["vg:2/g5", "vg:2/g6"]),
+                              grounded("b", "vg:2", "counting", "There are no dogs.", ["vg:2/g5"], halluc=True),
+                              grounded("d", "vg:2", "spatial", "left", ["vg:2/g9", "sa1b:1/g1"])],
+                   [grounded("c", "sa1b:1", "comparison", "x", [])])
+    problems = verify_release(path)
+    assert "train: 1 evidence regions missing from regions/ (first: ['d'])" in problems
+    assert "train: 1 evidence regions of another image (first: ['d'])" in problems
+    assert "train: 1 hallucination questions with evidence (first: ['b'])" in problems
+    assert "train: 1 counting answers that are not the number of evidence regions (first: ['a'])" in problems
+    assert "test: 1 grounded questions without evidence (first: ['c'])" in problems
+
+
+def test_masks_that_are_not_coco_rle_and_duplicate_ids_are_reported():
+    bad = schemas.from_rows([
+        dict(region_id="x/g1", image_id="x", x=0.0, y=0.0, w=1.0, h=1.0, mask={"size": [0, 4], "counts": "abc"}),
+        dict(region_id="x/g1", image_id="x", x=0.0, y=0.0, w=-1.0, h=1.0),
+        dict(region_id="x/g2", image_id="x", x=0.0, y=0.0, w=1.0, h=1.0, mask={"size": [3, 4], "counts": "é"}),
+    ], schemas.REGIONS)
+    assert check_regions(bad) == ["regions: duplicate region_id", "regions: 1 regions without a box of non-negative size",
+                                  "regions: 2 masks that are not COCO RLE (first: ['x/g1', 'x/g2'])"]
+    assert check_regions(REGIONS) == []
+
+
+def test_template_rows_without_evidence_ids_are_not_checked():
+    table = schemas.from_rows([dict(question_id="t", image_id="vg:1", question="Q?", answer="A", kind="template")],
+                              schemas.QUESTIONS)
+    assert check_evidence("train", table, None) == []
