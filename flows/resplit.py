@@ -16,6 +16,7 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
+from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, record_tables, write_decisions_file
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import DomainMatch, filter_pool
 from reasonvqa.tasks.balance.pipeline import balance_and_split
@@ -39,8 +40,12 @@ def resplit(
     seed: int | None = None,
     domain_match: DomainMatch = "route",
     overwrite: bool = False,
+    decisions: Path | None = None,
 ) -> Path:
     """Write a new release version from ``source``'s pool filtered by domains / sources / hops.
+
+    ``decisions``: an annotation decision store (annotation_exports) whose decisions the new
+    release applies to the pool and the record tables before balancing, listed in its manifest.
 
     Balancing and split settings come from the source manifest's config; ``seed`` defaults to
     the source's. The default version is ``<source version>-resplit-<8 hex>``, the hex being a
@@ -65,7 +70,10 @@ def resplit(
         selection.report["warnings"] = [bank_warning]
     selected, filter_report = selection.table, selection.report
     del selection
+    selected, tables, applied = apply_store(decisions, selected, record_tables(source, manifest))
     request = {"filters": filter_report["filters"], "seed": seed, "source_pool": pool_id}
+    if applied is not None:
+        request["annotations"] = applied.store_fingerprint
     request_id = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
     version = version or f"{manifest['version']}-resplit-{request_id[:8]}"
 
@@ -89,6 +97,8 @@ def resplit(
         files = write_stats(pool, balanced, split, stats_dir)
         _write_json(filter_report, stats_dir / "filter_report.json")
         files["filter_report.json"] = stats_dir / "filter_report.json"
+        if applied is not None:
+            files[DECISIONS_FILE] = write_decisions_file(applied, stats_dir)
         return write_release(
             Path(out),
             manifest["name"],
@@ -102,6 +112,8 @@ def resplit(
             card_notes=_card_notes(manifest, filter_report, balanced.report, split.report),
             stats_files={name: f"stats/{name}" for name in sorted(files)},
             overwrite=overwrite,
+            tables=tables,
+            annotations=applied.manifest_entry() if applied is not None else None,
         )
 
 
@@ -171,11 +183,12 @@ def _card_notes(manifest: dict, selection: dict, balance: dict, split: dict) -> 
 
 
 @task(name="resplit-release", cache_policy=NO_CACHE)
-def resplit_task(source: str, out: str, domains, sources, hops, version, seed, domain_match, overwrite) -> str:
+def resplit_task(source: str, out: str, domains, sources, hops, version, seed, domain_match, overwrite,
+                 decisions: str | None = None) -> str:
     """One task: the whole re-split is seconds of vectorized work over one pool."""
     return str(
         resplit(Path(source), Path(out), domains=domains, sources=sources, hops=hops, version=version, seed=seed,
-                domain_match=domain_match, overwrite=overwrite)
+                domain_match=domain_match, overwrite=overwrite, decisions=Path(decisions) if decisions else None)
     )
 
 
@@ -190,11 +203,12 @@ def resplit_flow(
     seed: int | None = None,
     domain_match: DomainMatch = "route",
     overwrite: bool = False,
+    decisions: str | None = None,
 ) -> str:
     """Prefect flow ``resplit``: re-split a release and publish its stats as artifacts."""
     from reasonvqa.flows.artifacts import publish_artifacts
 
-    release = Path(resplit_task(source, out, domains, sources, hops, version, seed, domain_match, overwrite))
+    release = Path(resplit_task(source, out, domains, sources, hops, version, seed, domain_match, overwrite, decisions))
     publish_artifacts(release)
     print(f"re-split release written to {release}")
     return str(release)
