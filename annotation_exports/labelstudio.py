@@ -209,19 +209,24 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], results: l
 
 def _question_decision(batch: Batch, item: Item, results: list[dict], who: str, when: str, where: str,
                        report: ImportReport) -> None:
-    verdict, text, source = None, None, where
+    verdicts, text, source = set(), None, where
     for k, result in enumerate(results):
         value = result.get("value") or {}
         if result.get("from_name") == "question_decision":
-            verdict = (value.get("choices") or [None])[0]
             source = f"{where}.result[{k}]"
-            if verdict not in QUESTION_CHOICES:
-                report.rejects.append({"reason": "unknown_choice", "source": source, "detail": str(verdict)})
-                verdict = None
+            verdicts.update(value.get("choices") or [])
+            if not verdicts <= set(QUESTION_CHOICES):
+                report.rejects.append({"reason": "unknown_choice", "source": source, "detail": str(sorted(verdicts))})
+                return
         elif result.get("from_name") == "answer":
             texts = value.get("text") or []
             text = str(texts[-1]).strip() if texts else ""
             source = f"{where}.result[{k}]"
+    if len(verdicts) > 1:
+        report.rejects.append({"reason": "conflicting_decisions", "source": source,
+                               "detail": f"question judged {sorted(verdicts)} in one annotation"})
+        return
+    verdict = next(iter(verdicts), None)
     common = {"annotator": who, "time": when, "source": source}
     if text is not None and text != (item.answer or "").strip():
         if not text:

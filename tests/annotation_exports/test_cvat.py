@@ -33,7 +33,7 @@ def test_export_holds_boxes_masks_and_question_tags_with_our_ids(exported):
     images = {i.get("name"): i for i in root.findall("image")}
     assert sorted(images) == ["nuscenes/cam1.jpg", "sa1b/1.jpg", "sa1b/2.jpg", "vg/9.jpg"]
     found = shapes(root)
-    assert sorted(found) == sorted(masks_by_region()) + ["nuscenes:cam1/g1", "nuscenes:cam1/g2"]
+    assert sorted(found) == sorted([*masks_by_region(), "nuscenes:cam1/g1", "nuscenes:cam1/g2"])
     car = found["nuscenes:cam1/g1"]
     assert (car.tag, car.get("label"), car.get("xtl"), car.get("ybr")) == ("box", "car", "2.50", "13.25")
     for region_id, mask in masks_by_region().items():

@@ -122,14 +122,16 @@ def test_bad_records_are_rejected_with_reasons_and_good_ones_kept(exported):
     unknown_task["data"]["reasonvqa"]["item_id"] = "q999"
     unknown_batch = json.loads(json.dumps(q2))
     unknown_batch["data"]["reasonvqa"]["batch_id"] = "../../etc"
-    conflicting = [verdict("correct"), verdict("wrong")]
+    twice = annotate(q3, [verdict("correct"), choice("r0", "reject")], task_id=6)
+    twice["annotations"].append({**twice["annotations"][0], "id": 61, "result": [verdict("wrong")]})  # same user, same time
     export = write_json(tmp_path / "bad.json", [
         annotate(q1, wrong_size + [choice("r9", "accept")], task_id=1),
         annotate(q1, broken, task_id=2),
         annotate(q2, foreign, task_id=3),
         annotate(unknown_task, [verdict("wrong")], task_id=4),
         annotate(unknown_batch, [verdict("wrong")], task_id=5),
-        annotate(q3, conflicting + [choice("r0", "reject")], task_id=6),
+        twice,
+        annotate(q3, [verdict("correct"), verdict("wrong")], task_id=7),
     ])
     report = import_decisions(export, "labelstudio", store=store)
     reasons = sorted((r["reason"], r["source"].split(".result")[0]) for r in report.rejects)
@@ -141,7 +143,8 @@ def test_bad_records_are_rejected_with_reasons_and_good_ones_kept(exported):
         ("unknown_item", "bad.json#[3]"),
         ("unknown_batch", "bad.json#[4]"),
         ("conflicting_decisions", "bad.json#[5].annotations[0]"),
-        ("conflicting_decisions", "bad.json#[5].annotations[0]"),
+        ("conflicting_decisions", "bad.json#[5].annotations[1]"),
+        ("conflicting_decisions", "bad.json#[6].annotations[0]"),
     ])
     assert [(d["region_id"], d["action"]) for d in report.decisions] == [("sa1b:2/g1", "reject")]
 
