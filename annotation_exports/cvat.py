@@ -106,7 +106,6 @@ def _region_shape(image: ET.Element, region_id: str, region: dict) -> None:
 # --- import ------------------------------------------------------------------------------------
 
 
-
 def _shape_geometry(shape: ET.Element, width: int, height: int) -> tuple[np.ndarray | None, list[float] | None]:
     try:
         if shape.tag == "mask":
@@ -281,4 +280,3 @@ class _ImageContext:
                 self.report.decisions.append(decision(self.batch, item, target="question", action="edit_answer", answer=answer, **common))
         elif verdict != "unchecked":
             self.report.decisions.append(decision(self.batch, item, target="question", action=verdict, **common))
-

@@ -68,25 +68,30 @@ def image_url(info: dict, image_id: str, url_prefix: str) -> str:
     return url_prefix + (info.get("file_name") or image_id.replace(":", "_").replace("/", "_"))
 
 
-def _region_result(key: str, region: dict, width: int, height: int) -> dict:
+def rle_digest(rle: list[int]) -> str:
+    """Short content id of a brush RLE: an annotation that returns it unchanged needs no decoding."""
+    return hashlib.sha256(bytes(rle)).hexdigest()[:16]
+
+
+def _region_result(key: str, region: dict, width: int, height: int, brush: list[int] | None) -> dict:
     label = region["label"] or "region"
     base = {"id": key, "to_name": "image", "original_width": width, "original_height": height, "image_rotation": 0}
-    if region["mask"] is not None:
-        rle = masks.labelstudio_encode(masks.coco_decode(region["mask"]))
+    if brush is not None:
         return {**base, "from_name": "mask", "type": "brushlabels",
-                "value": {"format": "rle", "rle": rle, "brushlabels": [label]}}
+                "value": {"format": "rle", "rle": brush, "brushlabels": [label]}}
     x, y, w, h = region["box"]
     return {**base, "from_name": "box", "type": "rectanglelabels",
             "value": {"x": 100.0 * x / width, "y": 100.0 * y / height, "width": 100.0 * w / width,
                       "height": 100.0 * h / height, "rotation": 0, "rectanglelabels": [label]}}
 
 
-def task_for(batch: Batch, item: Item, url_prefix: str, cfg_hash: str) -> dict:
-    """One Label Studio task (data + one prediction) for ``item``."""
+def task_for(batch: Batch, item: Item, url_prefix: str, cfg_hash: str, brushes: dict[str, list[int]]) -> dict:
+    """One Label Studio task (data + one prediction) for ``item``; ``brushes``: region id -> brush RLE."""
     info = batch.images[item.image_id]
     width, height = int(info["width"]), int(info["height"])
     keys = {f"r{k}": region_id for k, region_id in enumerate(item.region_ids)}
-    results = [_region_result(key, batch.regions[rid], width, height) for key, rid in keys.items()]
+    results = [_region_result(key, batch.regions[rid], width, height, brushes.get(rid)) for key, rid in keys.items()]
+    digests = {key: rle_digest(brushes[rid]) for key, rid in keys.items() if rid in brushes}
     if item.question_id is not None:
         results.append({"id": "answer", "from_name": "answer", "to_name": "image", "type": "textarea",
                         "value": {"text": [item.answer or ""]}})
@@ -97,8 +102,8 @@ def task_for(batch: Batch, item: Item, url_prefix: str, cfg_hash: str) -> dict:
             "answer": item.answer or "",
             "choices_text": " | ".join(item.choices),
             "reasonvqa": {"batch_id": batch.batch_id, "item_id": item.item_id, "image_id": item.image_id,
-                          "question_id": item.question_id, "regions": keys, "width": width, "height": height,
-                          "label_config": cfg_hash},
+                          "question_id": item.question_id, "regions": keys, "mask_digests": digests,
+                          "width": width, "height": height, "label_config": cfg_hash},
         },
         "predictions": [{"model_version": f"reasonvqa:{batch.batch_id}", "result": results}],
     }
@@ -109,7 +114,9 @@ def export_labelstudio(batch: Batch, out: Path, url_prefix: str = LOCAL_FILES_PR
     out.mkdir(parents=True, exist_ok=True)
     config = labeling_config(batch.labels())
     cfg_hash = config_hash(config)
-    tasks = [task_for(batch, item, url_prefix, cfg_hash) for item in batch.items]
+    brushes = {rid: masks.labelstudio_encode(masks.coco_decode(r["mask"]))  # once per region, shared by items
+               for rid, r in batch.regions.items() if r["mask"] is not None}
+    tasks = [task_for(batch, item, url_prefix, cfg_hash, brushes) for item in batch.items]
     (out / CONFIG_FILE).write_text(config, encoding="utf-8")
     with (out / TASKS_FILE).open("w", encoding="utf-8") as handle:
         json.dump(tasks, handle, sort_keys=True, separators=(",", ":"))
@@ -126,14 +133,23 @@ def _annotator(annotation: dict) -> str:
     return f"labelstudio:{who}" if who is not None else "labelstudio:unknown"
 
 
+def _check_size(result: dict, width: int, height: int) -> None:
+    if (result.get("original_width"), result.get("original_height")) != (width, height):
+        raise BadRecord("size_mismatch", f"result is for a {result.get('original_width')}x{result.get('original_height')} "
+                                         f"image, the batch's image is {width}x{height}")
+
+
+def _unchanged_brush(result: dict, digest: str | None) -> bool:
+    rle = (result.get("value") or {}).get("rle")
+    try:
+        return digest is not None and isinstance(rle, list) and rle_digest(rle) == digest
+    except (TypeError, ValueError):
+        return False
 
 
 def _geometry(result: dict, width: int, height: int) -> tuple[np.ndarray | None, list[float] | None, str | None]:
     """Mask (HxW 0/1) or box (XYWH pixels) and label of a region result."""
     value = result.get("value") or {}
-    if (result.get("original_width"), result.get("original_height")) != (width, height):
-        raise BadRecord("size_mismatch", f"result is for a {result.get('original_width')}x{result.get('original_height')} "
-                                    f"image, the batch's image is {width}x{height}")
     if result["type"] == "brushlabels":
         if value.get("format", "rle") != "rle":
             raise BadRecord("malformed_rle", f"brush format {value.get('format')!r} is not rle")
@@ -151,8 +167,8 @@ def _geometry(result: dict, width: int, height: int) -> tuple[np.ndarray | None,
     return None, [x * width / 100, y * height / 100, w * width / 100, h * height / 100], (value.get("rectanglelabels") or [None])[0]
 
 
-def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], results: list[dict], who: str, when: str,
-                      where: str, report: ImportReport) -> None:
+def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], digests: dict[str, str], results: list[dict],
+                      who: str, when: str, where: str, report: ImportReport) -> None:
     info = batch.images[item.image_id]
     width, height = int(info["width"]), int(info["height"])
     shapes: dict[str, tuple[int, dict]] = {}
@@ -172,12 +188,15 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], results: l
         try:
             mask = box = label = None
             if rid in shapes:
+                _check_size(shapes[rid][1], width, height)
+            unchanged = rid in keys and rid in shapes and _unchanged_brush(shapes[rid][1], digests.get(rid))
+            if rid in shapes and not unchanged:
                 mask, box, label = _geometry(shapes[rid][1], width, height)
             region_id = keys.get(rid)
             if region_id is None and (mask is not None or box is not None):
                 region_id = match_region(batch, item, mask, box)
             verdict = verdicts.get(rid, (k, None))[1]
-            if region_id is None and mask is None and box is None:
+            if region_id is None and mask is None and box is None and not unchanged:
                 raise BadRecord("unknown_region_id", f"region {rid!r} is not in the task and has no geometry to match")
             common = {"annotator": who, "time": when, "source": source}
             if region_id is None:  # drawn by the annotator
@@ -203,8 +222,6 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], results: l
             report.rejects.append({"reason": "malformed_rle", "source": source, "detail": str(exc)})
         except BadRecord as exc:
             report.rejects.append({"reason": exc.reason, "source": source, "detail": str(exc)})
-
-
 
 
 def _question_decision(batch: Batch, item: Item, results: list[dict], who: str, when: str, where: str,
@@ -245,7 +262,7 @@ def parse_labelstudio(data: bytes, name: str, store: DecisionStore, report: Impo
         raise StoreError(f"{name}: not JSON ({exc})") from None
     if not isinstance(tasks, list):
         raise StoreError(f"{name}: a Label Studio JSON export is a list of tasks, got {type(tasks).__name__}")
-    batches: dict[str, Batch | None] = {}
+    batches: dict[str, tuple[Batch, dict[str, Item], str] | None] = {}
     for i, task in enumerate(tasks):
         where = f"{name}#[{i}]"
         meta = (task.get("data") or {}).get("reasonvqa") if isinstance(task, dict) else None
@@ -255,23 +272,26 @@ def parse_labelstudio(data: bytes, name: str, store: DecisionStore, report: Impo
             continue
         batch_id = str(meta.get("batch_id"))
         if batch_id not in batches:
-            batches[batch_id] = store.batch(batch_id)
-        batch = batches[batch_id]
-        if batch is None:
+            batch = store.batch(batch_id)
+            batches[batch_id] = (batch, {it.item_id: it for it in batch.items},
+                                 config_hash(labeling_config(batch.labels()))) if batch else None
+        if batches[batch_id] is None:
             report.rejects.append({"reason": "unknown_batch", "source": where, "detail": batch_id})
             continue
-        item = next((it for it in batch.items if it.item_id == meta.get("item_id")), None) if batch else None
+        batch, items, expected = batches[batch_id]
+        item = items.get(meta.get("item_id"))
         if item is None:
             report.rejects.append({"reason": "unknown_item", "source": where, "detail": str(meta.get("item_id"))})
             continue
-        expected = config_hash(labeling_config(batch.labels()))
         keys = {k: v for k, v in (meta.get("regions") or {}).items() if v in item.region_ids}
+        digests = meta.get("mask_digests") or {}
         for j, annotation in enumerate(task.get("annotations") or []):
-            _one_annotation(batch, item, keys, annotation, f"{where}.annotations[{j}]", meta.get("label_config") == expected, report)
+            _one_annotation(batch, item, keys, digests, annotation, f"{where}.annotations[{j}]",
+                            meta.get("label_config") == expected, report)
 
 
-def _one_annotation(batch: Batch, item: Item, keys: dict[str, str], annotation: dict, where: str, same_config: bool,
-                    report: ImportReport) -> None:
+def _one_annotation(batch: Batch, item: Item, keys: dict[str, str], digests: dict[str, str], annotation: dict,
+                    where: str, same_config: bool, report: ImportReport) -> None:
     if annotation.get("was_cancelled"):
         report.rejects.append({"reason": "cancelled_annotation", "source": where, "detail": "skipped by the annotator"})
         return
@@ -288,6 +308,6 @@ def _one_annotation(batch: Batch, item: Item, keys: dict[str, str], annotation: 
         report.rejects.append({"reason": "bad_time", "source": where, "detail": "annotation has no readable time"})
         return
     who = _annotator(annotation)
-    _region_decisions(batch, item, keys, results, who, when, where, report)
+    _region_decisions(batch, item, keys, digests, results, who, when, where, report)
     if item.question_id is not None:
         _question_decision(batch, item, results, who, when, where, report)
