@@ -37,7 +37,7 @@ def peak_rss_mb() -> float:
     return float("nan")
 
 
-def ellipse(width: int, height: int, rng) -> "np.ndarray":
+def ellipse(width: int, height: int, rng):
     import numpy as np
 
     cy, cx = rng.uniform(0, height), rng.uniform(0, width)
@@ -81,15 +81,19 @@ def make_stage(folder: Path, items: int, width: int, height: int) -> None:
 
 def step(name: str, work: Path, items: int) -> dict:
     """One measured step, in this (fresh) interpreter."""
+    import pyarrow.parquet as pq
+
+    from reasonvqa.annotation_exports import coco, cvat, labelstudio  # noqa: F401 (imports are not timed)
+    from reasonvqa.annotation_exports.apply import apply_decisions
+    from reasonvqa.annotation_exports.decisions import DecisionStore
+    from reasonvqa.annotation_exports.masks import coco_decode, coco_encode
     from reasonvqa.annotation_exports.roundtrip import export_batch, import_decisions
+    from reasonvqa.annotation_exports.tables import read_source_tables
 
     stage = work / "stage"
+    extra: dict = {}
     start = time.perf_counter()
     if name == "baseline":
-        import pyarrow.parquet as pq
-
-        from reasonvqa.annotation_exports.masks import coco_decode, coco_encode
-
         for rle in pq.read_table(stage / "regions" / "part-00000.parquet", columns=["mask"])["mask"].to_pylist():
             coco_encode(coco_decode(rle))
     elif name.startswith("export-"):
@@ -105,15 +109,11 @@ def step(name: str, work: Path, items: int) -> dict:
         assert not report.rejects, report.rejects[:3]
         extra = {"decisions": len(report.decisions)}
     elif name == "apply":
-        from reasonvqa.annotation_exports.apply import apply_decisions
-        from reasonvqa.annotation_exports.decisions import DecisionStore
-        from reasonvqa.annotation_exports.tables import read_source_tables
-
         tables = read_source_tables(stage)
         applied = apply_decisions(DecisionStore(work / "store-labelstudio"), tables.questions, {"regions": tables.regions})
         extra = {"decisions": len(applied.used)}
     seconds = time.perf_counter() - start
-    return {"step": name, "seconds": round(seconds, 2), "peak_rss_mb": round(peak_rss_mb()), **locals().get("extra", {})}
+    return {"step": name, "seconds": round(seconds, 2), "peak_rss_mb": round(peak_rss_mb()), **extra}
 
 
 def annotate(work: Path, width: int, height: int) -> None:
