@@ -27,14 +27,9 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.bench_balance_split import peak_rss_mb
+
 TMP = Path(__file__).resolve().parent / "_tmp" / "annotation"
-
-
-def peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def ellipse(width: int, height: int, rng):
