@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
@@ -58,25 +59,30 @@ def _mask_box(mask: np.ndarray | None, info: dict) -> list[float] | None:
     return masks.coco_area_and_box(masks.coco_encode(mask))[1]
 
 
+def _content(d: dict) -> str:
+    """What a decision says about its target, whichever item it came through."""
+    return json.dumps([d["action"], d["answer"], d["label"], d["box"], d["mask"]], sort_keys=True)
+
+
 def resolve_in_file(report: ImportReport) -> None:
-    """Keep one of identical decisions; reject every decision of a target that one annotator
+    """Keep one of decisions that say the same about a target (the same region reviewed in two of
+    its image's items, or a repeated record); reject every decision of a target that one annotator
     decided differently at the same time in this file (the rule cannot order them)."""
-    seen: dict[str, dict] = {}
-    groups: dict[tuple, set[str]] = defaultdict(set)
+    groups: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for d in report.decisions:
-        if d["decision_id"] in seen:
+        group = groups[(target_of(d), d["time"], d["annotator"])]
+        if _content(d) in group:
             report.duplicates.append({"decision_id": d["decision_id"], "source": d["source"]})
-            continue
-        seen[d["decision_id"]] = d
-        groups[(target_of(d), d["time"], d["annotator"])].add(d["decision_id"])
-    conflicted = {i for ids in groups.values() if len(ids) > 1 for i in ids}
-    report.decisions = []
-    for d in seen.values():
-        if d["decision_id"] in conflicted:
-            report.rejects.append({"reason": "conflicting_decisions", "source": d["source"],
-                                   "detail": f"{target_of(d)} decided differently by {d['annotator']} at {d['time']}"})
         else:
-            report.decisions.append(d)
+            group[_content(d)] = d
+    report.decisions = []
+    for (target, when, who), group in groups.items():
+        if len(group) == 1:
+            report.decisions += group.values()
+            continue
+        for d in group.values():
+            report.rejects.append({"reason": "conflicting_decisions", "source": d["source"],
+                                   "detail": f"{target} decided differently by {who} at {when}"})
     report.decisions.sort(key=lambda d: (d["item_id"], target_of(d), d["time"], d["decision_id"]))
 
 

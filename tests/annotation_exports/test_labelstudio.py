@@ -170,3 +170,13 @@ def test_latest_decision_wins_across_imports(exported):
 
     winners = effective_decisions(DecisionStore(store).decisions())
     assert winners["question:q6"]["action"] == "wrong"
+
+
+def test_one_region_accepted_in_two_questions_of_its_image_is_one_decision(exported):
+    tmp_path, store, result, tasks = exported
+    q1, q2 = tasks["q1"], tasks["q2"]  # both on sa1b:1, showing the same three regions
+    export = write_json(tmp_path / "both.json", [annotate(q1, [choice("r0", "accept")], task_id=1),
+                                                 annotate(q2, [choice("r0", "accept")], task_id=2)])
+    report = import_decisions(export, "labelstudio", store=store)
+    assert [(d["region_id"], d["action"]) for d in report.decisions] == [("sa1b:1/g1", "accept")]
+    assert len(report.duplicates) == 1 and report.rejects == []
