@@ -237,7 +237,7 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
         pool=done.pool, stats_dir=stats_dir, config=json.loads(config.canonical_json()),
         config_hash=config.config_hash(), inputs=inputs,
         stats_files={k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in stats_files.items()},
-        overwrite=overwrite, tables=tables or None,
+        overwrite=overwrite, tables=tables,
         annotations=applied.manifest_entry() if applied is not None else None,
     )
     publish_artifacts(release)

@@ -67,7 +67,7 @@ class BuildConfig(BaseModel):
 
     def canonical_json(self) -> str:
         """Sorted-key JSON with bundled-data paths made relative, so installs and clones hash alike."""
-        # exclude_none on the top level only: a config without annotations hashes as before the field existed
+        # a config without an annotation store hashes as it did before the field existed
         dump = self.model_dump(mode="json")
         if dump.get("annotations") is None:
             dump.pop("annotations", None)
