@@ -263,7 +263,9 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
     from reasonvqa.tasks.balance.stats import write_stats
     from reasonvqa.tasks.release.breakdown import write_breakdown
     from reasonvqa.tasks.release.writer import require_nonempty_splits, write_release
+    from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, write_decisions_file
 
+    pool, tables, applied = apply_store(config.annotations, pool, tables)  # human decisions, when configured
     done = balance_and_split(pool, config.balance, config.split, config.seed)
     del pool  # done.pool holds the same rows (reordered); keeping both doubles peak memory
     stats_dir = work_dir / "stats"
@@ -274,6 +276,8 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
                                        (tables or {}).get("regions"), stats_dir))
     write_json(release_stage_counts(report), stats_dir / "stages.json")
     stats_files["stages.json"] = stats_dir / "stages.json"
+    if applied is not None:
+        stats_files[DECISIONS_FILE] = write_decisions_file(applied, stats_dir)
     write_json(report, work_dir / RUN_REPORT)  # with the run-dependent figures, outside the release
     publish_run_report(report)
     # an empty split cannot be loaded by `datasets`: fail, pointing at the stage counts and rejects
@@ -287,6 +291,7 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
         config_hash=config.config_hash(), inputs=inputs,
         stats_files={k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in stats_files.items()},
         overwrite=overwrite, tables=tables,
+        annotations=applied.manifest_entry() if applied is not None else None,
     )
     publish_artifacts(release)
     return release

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
+from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, record_tables, write_decisions_file
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import DomainMatch, filter_pool
 from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds
@@ -44,9 +45,13 @@ def resplit(
     domain_match: DomainMatch = "route",
     overwrite: bool = False,
     kinds: KindSelection | None = None,
+    decisions: Path | None = None,
 ) -> Path:
     """Write a new release version from ``source``'s pool filtered by domains / sources / hops
     and by question kind, task type and hallucination flag (``kinds``).
+
+    ``decisions``: an annotation decision store (annotation_exports) whose decisions the new
+    release applies to the pool and the record tables before balancing, listed in its manifest.
 
     Balancing and split settings come from the source manifest's config; ``seed`` defaults to
     the source's. The default version is ``<source version>-resplit-<8 hex>``, the hex being a
@@ -75,7 +80,10 @@ def resplit(
     filter_report["filters"].update(kind_report["filters"])
     filter_report["questions_out"] = selected.num_rows
     filter_report["dropped_by"].update(kind_report["dropped_by"])
+    selected, tables, applied = apply_store(decisions, selected, record_tables(source, manifest))
     request = {"filters": filter_report["filters"], "seed": seed, "source_pool": pool_id}
+    if applied is not None:
+        request["annotations"] = applied.store_fingerprint
     request_id = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
     version = version or f"{manifest['version']}-resplit-{request_id[:8]}"
 
@@ -97,10 +105,12 @@ def resplit(
     with tempfile.TemporaryDirectory(prefix="resplit-stats-") as tmp:
         stats_dir = Path(tmp) / "stats"
         files = write_stats(pool, balanced, split, stats_dir)
-        tables = carried_tables(source, manifest, pool)
+        tables = tables_of_pool(tables, pool)
         files.update(write_breakdown(pa.concat_tables([split.train, split.test]), tables.get("regions"), stats_dir))
         _write_json(filter_report, stats_dir / "filter_report.json")
         files["filter_report.json"] = stats_dir / "filter_report.json"
+        if applied is not None:
+            files[DECISIONS_FILE] = write_decisions_file(applied, stats_dir)
         return write_release(
             Path(out),
             manifest["name"],
@@ -115,18 +125,14 @@ def resplit(
             stats_files={name: f"stats/{name}" for name in sorted(files)},
             overwrite=overwrite,
             tables=tables or None,
+            annotations=applied.manifest_entry() if applied is not None else None,
         )
 
 
-def carried_tables(source: Path, manifest: dict, pool: pa.Table) -> dict[str, pa.Table]:
+def tables_of_pool(tables: dict[str, pa.Table], pool: pa.Table) -> dict[str, pa.Table]:
     """The source release's record tables (regions), restricted to the images of the new pool."""
-    from reasonvqa import schemas
-
-    out = {}
-    for name in manifest.get("tables", []):
-        table = read_split(source, name, schemas.TABLES[name])
-        out[name] = table.filter(pc.is_in(table["image_id"], pc.unique(pool["image_id"])))
-    return out
+    images = pc.unique(pool["image_id"])
+    return {name: table.filter(pc.is_in(table["image_id"], images)) for name, table in tables.items()}
 
 
 def _property_domains(pool) -> tuple[dict[str, tuple[str, ...]], str | None]:
@@ -196,11 +202,12 @@ def _card_notes(manifest: dict, selection: dict, balance: dict, split: dict) -> 
 
 @task(name="resplit-release", cache_policy=NO_CACHE)
 def resplit_task(source: str, out: str, domains, sources, hops, version, seed, domain_match, overwrite,
-                 kinds: KindSelection | None = None) -> str:
+                 kinds: KindSelection | None = None, decisions: str | None = None) -> str:
     """One task: the whole re-split is seconds of vectorized work over one pool."""
     return str(
         resplit(Path(source), Path(out), domains=domains, sources=sources, hops=hops, version=version, seed=seed,
-                domain_match=domain_match, overwrite=overwrite, kinds=kinds)
+                domain_match=domain_match, overwrite=overwrite, kinds=kinds,
+                decisions=Path(decisions) if decisions else None)
     )
 
 
@@ -216,11 +223,13 @@ def resplit_flow(
     domain_match: DomainMatch = "route",
     overwrite: bool = False,
     kinds: KindSelection | None = None,
+    decisions: str | None = None,
 ) -> str:
     """Prefect flow ``resplit``: re-split a release and publish its stats as artifacts."""
     from reasonvqa.flows.artifacts import publish_artifacts
 
-    release = Path(resplit_task(source, out, domains, sources, hops, version, seed, domain_match, overwrite, kinds))
+    release = Path(resplit_task(source, out, domains, sources, hops, version, seed, domain_match, overwrite, kinds,
+                                decisions))
     publish_artifacts(release)
     print(f"re-split release written to {release}")
     return str(release)

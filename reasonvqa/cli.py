@@ -237,6 +237,8 @@ def resplit(
     kinds: Annotated[Optional[str], typer.Option(help=KINDS_HELP)] = None,
     task_types: Annotated[Optional[str], typer.Option(help=TASK_TYPES_HELP)] = None,
     hallucination: Annotated[Optional[str], typer.Option(help=HALLUCINATION_HELP)] = None,
+    decisions: Annotated[Optional[Path], typer.Option(
+        help="Annotation decision store to apply (reasonvqa import writes it).", file_okay=False)] = None,
 ) -> None:
     """Filter, re-balance and re-split a release without touching the network."""
     from reasonvqa.flows.resplit import SourceReleaseError, resplit as run_resplit
@@ -251,7 +253,7 @@ def resplit(
     try:
         path = run_resplit(source, out, domains=_domain_list(domains, strict=False), sources=_split_list(sources),
                            hops=hop_list, version=version, seed=seed, domain_match=domain_match,
-                           kinds=_kind_selection(kinds, task_types, hallucination))
+                           kinds=_kind_selection(kinds, task_types, hallucination), decisions=decisions)
     except (EmptySelectionError, SourceReleaseError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
@@ -285,6 +287,57 @@ def serve(
     from reasonvqa.flows.deployments import serve_build
 
     serve_build(name, cfg, str(out.resolve()), cron)
+
+
+@app.command("export")
+def export_annotations_command(
+    format: Annotated[str, typer.Option("--format", help="labelstudio, cvat or coco.")],
+    source: Annotated[Path, typer.Option("--source", help="A release folder or a stage output folder.")],
+    size: Annotated[int, typer.Option("--size", min=1, help="Number of items in the batch.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for the batch files.")],
+    store: Annotated[Path, typer.Option("--store", help="Decision store (batches and decisions).")] = Path("annotations"),
+    seed: Annotated[int, typer.Option(help="Seed of the stratified choice.")] = 0,
+    batch_id: Annotated[Optional[str], typer.Option(help="Batch id (default: a hash of the chosen items).")] = None,
+    sources: Annotated[Optional[str], typer.Option(help="Comma-separated image sources, e.g. sa1b,vg.")] = None,
+    domains: Annotated[Optional[str], typer.Option(help="Comma-separated question or visual domains.")] = None,
+    task_types: Annotated[Optional[str], typer.Option(help="Comma-separated question task types.")] = None,
+    kinds: Annotated[Optional[str], typer.Option(help=KINDS_HELP)] = None,
+    hops: Annotated[Optional[str], typer.Option(help="Comma-separated hop counts.")] = None,
+    hallucination: Annotated[Optional[bool], typer.Option("--hallucination/--no-hallucination",
+                                                          help="Only items with / without the hallucination flag.")] = None,
+    include_decided: Annotated[bool, typer.Option(help="Also send items that already have a decision.")] = False,
+    url_prefix: Annotated[Optional[str], typer.Option(help="Label Studio image URL prefix for local files.")] = None,
+) -> None:
+    """Choose a stratified batch and write it for Label Studio, CVAT or COCO; print a JSON summary."""
+    from reasonvqa.annotation_exports.batches import BatchFilters
+    from reasonvqa.annotation_exports.roundtrip import EXPORT_FORMATS, export_batch
+
+    if format not in EXPORT_FORMATS:
+        raise typer.BadParameter(f"one of {', '.join(EXPORT_FORMATS)}", param_hint="--format")
+    filters = BatchFilters(sources=_split_list(sources), domains=_split_list(domains), task_types=_split_list(task_types),
+                           kinds=_split_list(kinds), hops=_hop_list(hops), hallucination=hallucination,
+                           undecided=not include_decided)
+    result = export_batch(source, out, format, size, store=store, seed=seed, filters=filters, batch_id=batch_id,
+                          url_prefix=url_prefix)
+    typer.echo(json.dumps(result.summary(), indent=2, sort_keys=True))
+
+
+@app.command("import")
+def import_annotations_command(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Label Studio JSON export or CVAT 1.1 XML.")],
+    format: Annotated[str, typer.Option("--format", help="labelstudio or cvat.")],
+    store: Annotated[Path, typer.Option("--store", help="Decision store the batch was exported with.")] = Path("annotations"),
+    batch_id: Annotated[Optional[str], typer.Option(help="CVAT: the batch, when the file does not name it.")] = None,
+    annotator: Annotated[Optional[str], typer.Option(help="CVAT: annotator (default: the task owner).")] = None,
+    time: Annotated[Optional[str], typer.Option(help="CVAT: annotation time, ISO 8601 (default: the dump time).")] = None,
+) -> None:
+    """Commit a file's decisions to the store (all or nothing); print the import report's summary."""
+    from reasonvqa.annotation_exports.roundtrip import IMPORT_FORMATS, import_decisions
+
+    if format not in IMPORT_FORMATS:
+        raise typer.BadParameter(f"one of {', '.join(IMPORT_FORMATS)}", param_hint="--format")
+    report = import_decisions(file, format, store=store, batch_id=batch_id, annotator=annotator, time=time)
+    typer.echo(json.dumps(report.summary(), indent=2, sort_keys=True))
 
 
 class _NamesSourceKinds(TyperCommand):

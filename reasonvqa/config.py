@@ -56,6 +56,7 @@ class BuildConfig(BaseModel):
                                             "merged into the pool (balanced and split with the other kinds).")
     select: KindSelection = Field(default_factory=KindSelection, description="Question kinds, task types and "
                                   "hallucination flag the release keeps.")
+    annotations: Path | None = Field(default=None, description="Annotation decision store whose decisions the release applies.")
     seed: int = 0
     shard_size: int = Field(default=5000, ge=1, description="Records per shard (one Prefect task per shard).")
 
@@ -73,7 +74,11 @@ class BuildConfig(BaseModel):
 
     def canonical_json(self) -> str:
         """Sorted-key JSON with bundled-data paths made relative, so installs and clones hash alike."""
-        return json.dumps(_relative_paths(self.model_dump(mode="json")), sort_keys=True, separators=(",", ":"))
+        # a config without an annotation store hashes as it did before the field existed
+        dump = self.model_dump(mode="json")
+        if dump.get("annotations") is None:
+            dump.pop("annotations", None)
+        return json.dumps(_relative_paths(dump), sort_keys=True, separators=(",", ":"))
 
 
 def _relative_paths(value):
@@ -121,6 +126,8 @@ def load_config(path: Path) -> BuildConfig:
     for name in ("mirror_entities", "wordnet_table", "cache_dir"):
         if getattr(knowledge, name) is not None:
             setattr(knowledge, name, _resolve(base, getattr(knowledge, name)))
+    if cfg.annotations is not None:
+        cfg.annotations = _resolve(base, cfg.annotations)
     if cfg.proposals is not None:
         cfg.proposals.resolve(base)
     if cfg.verified_questions is not None:

@@ -134,7 +134,7 @@ def check_manifest(raw: bytes, root: Path, found: ReleaseFiles) -> list[str]:
         manifest = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return [f"{MANIFEST}: unreadable ({exc})"]
-    if not isinstance(manifest, dict) or set(manifest) - {"tables"} != _MANIFEST_KEYS:
+    if not isinstance(manifest, dict) or set(manifest) - {"tables", "annotations"} != _MANIFEST_KEYS:
         keys = sorted(manifest) if isinstance(manifest, dict) else type(manifest).__name__
         return [f"{MANIFEST}: keys {keys} are not {sorted(_MANIFEST_KEYS)}"]
     problems = [] if raw == manifest_bytes(manifest) else [f"{MANIFEST}: not in the writer's canonical JSON form"]
@@ -151,9 +151,24 @@ def check_manifest(raw: bytes, root: Path, found: ReleaseFiles) -> list[str]:
                                  or not all(t in schemas.TABLES and t != "questions" for t in record_tables)):
         return problems + [f"{MANIFEST}: tables is not a sorted list of record tables of the schema"]
     problems += _check_splits(manifest["splits"], manifest["counts"], found, record_tables)
+    if "annotations" in manifest:
+        problems += _check_annotations(manifest["annotations"], root)
     if not problems:
         problems += _check_card(manifest, found.card)
     return problems
+
+
+def _check_annotations(entry: object, root: Path) -> list[str]:
+    """The applied annotation decisions: sorted distinct ids, the same as in stats/annotation_decisions.json."""
+    ids = entry.get("decisions") if isinstance(entry, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or ids != sorted(set(ids)):
+        return [f"{MANIFEST}: annotations.decisions is not a sorted list of distinct decision ids"]
+    listed = root / "stats" / "annotation_decisions.json"
+    try:
+        used = sorted(d["decision_id"] for d in json.loads(listed.read_text(encoding="utf-8"))["used"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return [f"stats/annotation_decisions.json: missing or unreadable, the manifest lists {len(ids)} decisions"]
+    return [] if used == ids else [f"{MANIFEST}: annotations.decisions differ from stats/annotation_decisions.json"]
 
 
 def _check_card(manifest: dict, card: str | None) -> list[str]:

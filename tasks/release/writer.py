@@ -109,12 +109,14 @@ def write_release(
     stats_files: dict[str, str] | None = None,
     overwrite: bool = False,
     tables: dict[str, pa.Table] | None = None,
+    annotations: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``<out_root>/<name>/<version>/`` and return its path.
 
     ``splits`` maps split names (train, test, ...) to QUESTIONS tables; ``pool`` is the
     pre-balancing question pool kept for re-splits. Rows are sorted by question_id.
     ``tables`` are further record tables named as in ``schemas.TABLES`` (e.g. ``regions``), one folder each.
+    ``annotations`` (the human decisions applied, see annotation_exports/apply.py) goes into the manifest.
     If the version exists with identical content it is left as is; with different
     content a ReleaseExistsError is raised unless ``overwrite``. ``name`` and ``version`` are
     checked (ReleasePathError) and every path written resolves inside ``out_root``.
@@ -131,13 +133,15 @@ def write_release(
     with exclusive_lock(lock, "release"):
         return _write_aside_and_publish(tmp, final, splits, pool=pool, stats_dir=stats_dir, config=config,
                                         config_hash=config_hash, inputs=inputs, card_notes=card_notes,
-                                        stats_files=stats_files, overwrite=overwrite, tables=tables)
+                                        stats_files=stats_files, overwrite=overwrite, tables=tables,
+                                        annotations=annotations)
 
 
 def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table], *, pool: pa.Table,
                              stats_dir: Path | None, config: dict[str, Any], config_hash: str,
                              inputs: dict[str, str], card_notes: str, stats_files: dict[str, str] | None,
-                             overwrite: bool, tables: dict[str, pa.Table] | None = None) -> Path:
+                             overwrite: bool, tables: dict[str, pa.Table] | None = None,
+                             annotations: dict[str, Any] | None = None) -> Path:
     name, version = final.parent.name, final.name
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -178,6 +182,8 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table]
         }
         if tables:  # record tables beside the questions (e.g. regions); absent when there are none
             manifest["tables"] = sorted(tables)
+        if annotations is not None:  # the annotation decisions this release applied
+            manifest["annotations"] = annotations
         raw = manifest_bytes(manifest)
         (tmp / MANIFEST).write_bytes(raw)
         (tmp / MANIFEST_DIGEST).write_text(digest_line(raw), encoding="utf-8")

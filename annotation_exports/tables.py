@@ -1,0 +1,77 @@
+"""Read the record tables an annotation batch is drawn from: a release folder or a stage output.
+
+A release (``manifest.json`` beside it) gives its pre-balancing ``pool/`` as the questions and
+its record tables (``regions/``, ``images/``) where it has them. Any other folder is read as
+stage output: every ``<table>/part-*.parquet`` below it (hidden and ``_`` folders skipped).
+Columns that a table may lack (task_type, hallucination flags, evidence region ids) are read
+when present and treated as null otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from reasonvqa.tasks.release.writer import MANIFEST
+
+
+@dataclass
+class SourceTables:
+    """Questions, regions and images of one release or stage folder (None where absent)."""
+
+    root: Path
+    kind: str  # "release" or "stage"
+    questions: pa.Table | None
+    regions: pa.Table | None
+    images: pa.Table | None
+    identity: dict = field(default_factory=dict)  # release name/version, or the stage folder name
+
+
+def _parts(root: Path, table: str) -> list[Path]:
+    found = []
+    for path in sorted(root.rglob(f"{table}/part-*.parquet")):
+        rel = path.relative_to(root).parts[:-2]
+        if not any(p.startswith((".", "_")) for p in rel):
+            found.append(path)
+    return found
+
+
+def _read(paths: list[Path]) -> pa.Table | None:
+    if not paths:
+        return None
+    tables = [pq.read_table(p) for p in paths]
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def read_source_tables(root: Path) -> SourceTables:
+    """The tables of a release (questions = its pool) or of a stage output folder."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: not a folder (give a release or stage output folder)")
+    manifest_path = root / MANIFEST
+    if manifest_path.is_file():
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        tables = set(manifest.get("tables", []))
+        return SourceTables(
+            root=root, kind="release",
+            questions=_read(sorted((root / "pool").glob("part-*.parquet"))),
+            regions=_read(sorted((root / "regions").glob("part-*.parquet"))) if "regions" in tables else None,
+            images=_read(sorted((root / "images").glob("part-*.parquet"))) if "images" in tables else None,
+            identity={"name": manifest.get("name"), "version": manifest.get("version"),
+                      "config_hash": manifest.get("config_hash")},
+        )
+    return SourceTables(root=root, kind="stage", questions=_read(_parts(root, "questions")),
+                        regions=_read(_parts(root, "regions")), images=_read(_parts(root, "images")),
+                        identity={"folder": root.name})
+
+
+def column(table: pa.Table, *names: str) -> list | None:
+    """The first of ``names`` that ``table`` has, as a Python list; None when it has none of them."""
+    for name in names:
+        if name in table.column_names:
+            return table[name].to_pylist()
+    return None

@@ -1,0 +1,104 @@
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reasonvqa.annotation_exports import masks
+from tests.annotation_exports.fixtures import blob, border_mask, one_pixel
+
+
+REALDATA = Path(__file__).parent / "realdata"
+LS = REALDATA / "labelstudio"
+CVAT = REALDATA / "cvat" / "cvat_for_images_1.1_docs_example.xml"
+
+
+def cases() -> dict[str, np.ndarray]:
+    out = {
+        "border": border_mask(),
+        "full image": np.ones((7, 5), np.uint8),
+        "one pixel 1x1 image": np.ones((1, 1), np.uint8),
+        "blob": blob(33, 17, seed=1),
+        "one column at the right border": np.pad(np.ones((9, 1), np.uint8), ((0, 0), (12, 0))),
+    }
+    for row, col in [(0, 0), (0, 39), (29, 0), (29, 39), (14, 20)]:
+        out[f"one pixel at {row},{col}"] = one_pixel(40, 30, row, col)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(cases()))
+def test_coco_labelstudio_coco_is_pixel_exact(name):
+    mask = cases()[name]
+    rle = masks.coco_encode(mask)
+    height, width = mask.shape
+    back = masks.labelstudio_decode(masks.labelstudio_encode(masks.coco_decode(rle)), width, height)
+    assert np.array_equal(back, mask)
+    assert masks.coco_encode(back) == rle
+
+
+@pytest.mark.parametrize("name", sorted(cases()))
+def test_coco_cvat_coco_is_pixel_exact(name):
+    mask = cases()[name]
+    rle = masks.coco_encode(mask)
+    height, width = mask.shape
+    cvat = masks.cvat_encode(masks.coco_decode(rle))
+    runs = [int(v) for v in cvat.rle.split(", ")]
+    assert sum(runs) == cvat.width * cvat.height
+    back = masks.cvat_decode(cvat.rle, cvat.left, cvat.top, cvat.width, cvat.height, width, height)
+    assert np.array_equal(back, mask)
+    assert masks.coco_encode(back) == rle
+
+
+def test_one_pixel_masks_have_one_pixel_boxes_in_cvat():
+    cvat = masks.cvat_encode(one_pixel(40, 30, 29, 39))
+    assert (cvat.rle, cvat.left, cvat.top, cvat.width, cvat.height) == ("0, 1", 39, 29, 1, 1)
+    assert masks.cvat_encode(np.zeros((3, 3), np.uint8)) is None
+
+
+def test_brush_codec_known_answer_from_label_studio_sdk():
+    known = json.loads((LS / "brush_rle_known_answer.json").read_text())
+    assert masks.labelstudio_encode_values(np.array(known["pixels"])) == known["rle"]
+    assert masks.labelstudio_decode_values(known["rle"]).tolist() == known["pixels"]
+
+
+def test_real_yolo_brush_predictions_decode_and_round_trip():
+    task = json.loads((LS / "prediction_brushlabels_yolo.json").read_text())[0]
+    results = task["result"]
+    assert len(results) == 3
+    for result in results:
+        width, height = result["original_width"], result["original_height"]
+        mask = masks.labelstudio_decode(result["value"]["rle"], width, height)
+        assert mask.shape == (576, 768) and 500 < mask.sum() < 576 * 768 // 4  # a person, not the frame
+        assert np.array_equal(masks.labelstudio_decode(masks.labelstudio_encode(mask), width, height), mask)
+        assert np.array_equal(masks.coco_decode(masks.coco_encode(mask)), mask)
+
+
+def test_real_cvat_docs_mask_decodes_and_encodes_back_to_the_same_runs():
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(CVAT).getroot()
+    image = root.find("image")
+    shape = image.find("mask")
+    left, top, width, height = (int(shape.get(k)) for k in ("left", "top", "width", "height"))
+    full = masks.cvat_decode(shape.get("rle"), left, top, width, height, int(image.get("width")), int(image.get("height")))
+    assert full.shape == (1200, 1600) and full.sum() == sum(int(v) for v in shape.get("rle").split(", ")[1::2])
+    again = masks.cvat_encode(full)
+    assert (again.rle, again.left, again.top, again.width, again.height) == (shape.get("rle"), left, top, width, height)
+
+
+def test_bad_masks_raise_mask_error():
+    good = masks.labelstudio_encode(one_pixel(4, 3, 1, 1))
+    with pytest.raises(masks.MaskError, match="RGBA image of 5x3"):
+        masks.labelstudio_decode(good, 5, 3)  # made for a 4x3 image
+    with pytest.raises(masks.MaskError):
+        masks.labelstudio_decode(good[:6], 4, 3)  # bit stream cut short
+    with pytest.raises(masks.MaskError):
+        masks.labelstudio_decode("not a list", 4, 3)
+    with pytest.raises(masks.MaskError, match="sum to 5"):
+        masks.cvat_decode("2, 3", 0, 0, 2, 3, 10, 10)
+    with pytest.raises(masks.MaskError, match="leaves"):
+        masks.cvat_decode("0, 4", 9, 9, 2, 2, 10, 10)
+    with pytest.raises(masks.MaskError, match="whole numbers"):
+        masks.cvat_decode("1, x", 0, 0, 1, 2, 10, 10)
+    with pytest.raises(masks.MaskError):
+        masks.coco_decode({"size": [3, 3], "counts": 17})
