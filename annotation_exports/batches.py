@@ -31,7 +31,7 @@ class BatchFilters(BaseModel):
     sources: list[str] | None = Field(default=None, description="Image sources, e.g. sa1b, vg.")
     domains: list[str] | None = Field(default=None, description="Question domains or image visual domains.")
     task_types: list[str] | None = Field(default=None, description="Question task types (grounded questions).")
-    kinds: list[str] | None = Field(default=None, description="Question kinds: templated, verified, ...")
+    kinds: list[str] | None = Field(default=None, description="Question kinds: template, verified, grounded, grounded_vlm.")
     hops: list[int] | None = Field(default=None, description="Hop counts of the questions.")
     hallucination: bool | None = Field(default=None, description="Only items with (true) or without (false) the flag.")
     undecided: bool = Field(default=True, description="Skip items that already have a decision in the store.")
