@@ -98,6 +98,7 @@ class WikidataClient:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
+        throttle: Callable[[], None] | None = None,
     ) -> None:
         if not endpoint.startswith(("http://", "https://")):
             raise ValueError(f"SPARQL endpoint must be an http(s) URL, got {endpoint!r}")
@@ -115,6 +116,7 @@ class WikidataClient:
         self._clock = clock
         self._rng = rng or random.Random()
         self._in_flight = threading.BoundedSemaphore(config.max_in_flight)
+        self._throttle = throttle  # called before every request sent (knowledge/rate_limit.py)
 
     # -- public -------------------------------------------------------------
     def select(self, query: str) -> list[Binding]:
@@ -137,6 +139,8 @@ class WikidataClient:
         for attempt in range(attempts):
             try:
                 with self._in_flight:
+                    if self._throttle is not None:
+                        self._throttle()
                     return self._request(query)
             except _Transient as failure:
                 last, status = failure.reason, failure.status

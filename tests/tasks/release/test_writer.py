@@ -21,7 +21,7 @@ def test_release_layout_manifest_and_sorted_rows(tmp_path, splits):
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["counts"] == {"train": 3, "test": 1, "pool": 4}
     assert manifest["splits"] == ["train", "test"]
-    assert set(manifest["files"]) == {"README.md", "train/part-00000.parquet",
+    assert set(manifest["files"]) == {"README.md", "croissant.json", "train/part-00000.parquet",
                                       "test/part-00000.parquet", "pool/part-00000.parquet"}
     train = pq.read_table(path / "train" / "part-00000.parquet")
     assert train["question_id"].to_pylist() == ["q1", "q2", "q3"]
