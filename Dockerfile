@@ -23,7 +23,7 @@ COPY annotation_exports annotation_exports
 COPY data data
 RUN pip install --no-cache-dir --constraint docker/constraints.txt .
 
-USER reasonvqa
+USER 10001
 WORKDIR /home/reasonvqa
 ENTRYPOINT ["reasonvqa"]
 CMD ["build", "--sample", "--out", "out"]

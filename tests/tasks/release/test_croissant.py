@@ -23,6 +23,9 @@ def test_croissant_validates_and_lists_each_folder(release):
 
     dataset = mlc.Dataset(jsonld=release / "croissant.json")  # raises on any validation error
     metadata = dataset.metadata
+    # the one recommendation left out: a publication date would make the bytes depend on the day
+    assert {w.split("] ")[1] for w in metadata.ctx.issues.warnings} == {
+        'Property "https://schema.org/datePublished" is recommended, but does not exist.'}
     assert metadata.name == "demo" and metadata.version == "1.0.0"
     assert [r.name for r in metadata.record_sets] == ["train", "test", "pool", "images"]
     train = next(r for r in metadata.record_sets if r.name == "train")
@@ -39,3 +42,14 @@ def test_croissant_records_read_back_the_questions(release):
     records = list(dataset.records("test"))
     assert len(records) == 1
     assert records[0]["test/answer"] == b"Madrid"
+
+
+def test_mlcroissant_refuses_a_field_without_its_file_set(release):
+    import mlcroissant as mlc
+
+    document = json.loads((release / "croissant.json").read_text())
+    document["distribution"] = [d for d in document["distribution"] if d["@id"] != "test-parquet"]
+    broken = release.parent / "broken.json"
+    broken.write_text(json.dumps(document))
+    with pytest.raises(mlc.ValidationError, match="test-parquet"):
+        mlc.Dataset(jsonld=broken)
