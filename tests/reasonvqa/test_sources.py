@@ -87,7 +87,7 @@ def test_build_config_validates_each_source_with_its_own_model_and_keeps_its_fie
 def test_the_sample_config_hash_is_pinned():
     # registry-validated sources serialize like the former hard-coded union did; the hash changes
     # only when config fields change (here: proposals, hop shares, seen-in-train, distractors)
-    assert sample_config().config_hash() == "bc04cd518143e9a1f9bde4c2c970222f8c472e006faeb326377ffd0f3847c76e"
+    assert sample_config().config_hash() == "5fedb1a73ba4b9421c19ac71c5be9ad6020951ec7ecd307bf89421144802d52c"
 
 
 def test_images_get_the_declared_domain_and_license_where_the_reader_left_them_null():
