@@ -102,7 +102,17 @@ def resplit(
             card_notes=_card_notes(manifest, filter_report, balanced.report, split.report),
             stats_files={name: f"stats/{name}" for name in sorted(files)},
             overwrite=overwrite,
+            tables=_carried_tables(source, manifest, pool),
         )
+
+
+def _carried_tables(source: Path, manifest: dict, pool) -> dict | None:
+    """The source release's images table, cut to the images the new pool's questions show."""
+    from reasonvqa.tasks.release.images import IMAGES_TABLE, read_release_images, release_images
+
+    if IMAGES_TABLE not in manifest.get("tables", []):
+        return None
+    return {IMAGES_TABLE: release_images([read_release_images(source)], pool)}
 
 
 def _property_domains(pool) -> tuple[dict[str, tuple[str, ...]], str | None]:
