@@ -8,7 +8,8 @@
    baseline is the stages' own time. Fresh output folders each run, alternating, best of N.
 2. Task count: Prefect tasks a build of 600K images submits with the default shard size
    (one per source unit, per source shard for linking and questions, per fact batch).
-3. Image fetch: `fetch_images` of N synthetic JPEGs from a local HTTP server with 1, 8 and 32 workers.
+3. Image fetch: `fetch_images` of N synthetic JPEGs from a local HTTP server with 1, 8 and 32 workers,
+   answering at once and after a simulated round trip (--latency-ms).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def _jpeg(kb: int, seed: int) -> bytes:
     return buffer.getvalue()
 
 
-def fetch_throughput(images: int, kb: int) -> list[dict]:
+def fetch_throughput(images: int, kb: int, latency_ms: float = 0.0) -> list[dict]:
+    """Images per second fetched with 1, 8 and 32 workers; the server waits ``latency_ms`` before each answer."""
     import pyarrow as pa
 
     from reasonvqa import schemas
@@ -97,6 +99,7 @@ def fetch_throughput(images: int, kb: int) -> list[dict]:
         protocol_version = "HTTP/1.0"
 
         def do_GET(self):
+            time.sleep(latency_ms / 1000)  # a remote server's round trip
             self.send_response(200)
             self.send_header("Content-Type", "image/jpeg")
             self.send_header("Content-Length", str(len(body)))
@@ -123,7 +126,7 @@ def fetch_throughput(images: int, kb: int) -> list[dict]:
         for workers in (1, 8, 32):
             report = fetch_images(release, Path(tmp) / f"images-{workers}", workers=workers)
             assert report.fetched == images and not report.failed, report.failed
-            results.append({"workers": workers, "images": images, "seconds": round(report.seconds, 2),
+            results.append({"workers": workers, "images": images, "latency_ms": latency_ms, "seconds": round(report.seconds, 2),
                             "images_per_s": round(images / report.seconds, 1),
                             "mb_per_s": round(report.bytes / 1e6 / report.seconds, 1)})
     server.shutdown()
@@ -135,6 +138,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--images", type=int, default=400)
     parser.add_argument("--image-kb", type=int, default=60)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
     args = parser.parse_args()
     logging.getLogger("bench").setLevel(logging.WARNING)
     with contextlib.redirect_stdout(io.StringIO()):
@@ -143,7 +147,7 @@ def main() -> None:
           f"{overhead['best']['baseline']:.2f} s -> overhead {100 * overhead['overhead']:.1f}% "
           f"(runs: {overhead['runs']})")
     print("600K-image plan:", task_count(600_000))
-    for row in fetch_throughput(args.images, args.image_kb):
+    for row in fetch_throughput(args.images, args.image_kb, 0.0) + fetch_throughput(args.images, args.image_kb, args.latency_ms):
         print("image fetch:", row)
 
 
