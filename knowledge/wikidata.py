@@ -3,7 +3,8 @@
 Behaviour (the Wikidata Query Service's limits: 60 s per query, 60 s of processing per client
 per minute, HTTP 429 with ``Retry-After`` beyond it, 403 for generic User-Agents):
 - User-Agent ``<tool>/<version> (<contact>) SPARQLWrapper/<version>`` (Wikimedia policy);
-- POST for long queries; one query in flight per client (configurable);
+- POST for long queries; one query in flight per client (configurable); an optional ``throttle``
+  called before every request (a Prefect rate limit, ``knowledge/rate_limit.py``);
 - HTTP 429: wait ``Retry-After`` seconds (number or HTTP date), then retry;
 - 5xx, timeouts, connection errors, bodies cut short, unparsable or with malformed bindings: bounded
   exponential backoff with jitter; ``timeout_s`` bounds the whole body, not each read (a server that
