@@ -11,18 +11,25 @@ import hashlib
 import json
 import shutil
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from prefect import flow, get_run_logger, task
+from prefect.futures import as_completed
 from prefect.cache_policies import NO_CACHE
 
-from reasonvqa import sources
+from reasonvqa import progress, sources, storage
 from reasonvqa.knowledge.config import KnowledgeConfig
-from reasonvqa.knowledge.endpoint import knowledge_endpoint, knowledge_snapshot, mirror_cache_key
+from reasonvqa.knowledge.endpoint import (
+    facts_content_id, knowledge_date, knowledge_endpoint, knowledge_snapshot, source_cache_key,
+)
+from reasonvqa.knowledge.rate_limit import query_throttle, require_rate_limit
+from reasonvqa.knowledge.refresh import utc_now
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
 from reasonvqa.locks import exclusive_lock
+from reasonvqa.tasks.release.images import release_images
 from reasonvqa.tasks.release.paths import release_dir
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig
@@ -49,7 +56,7 @@ def link_shard(shard: SourceShard, stage_dir: Path, endpoint: str, config: Knowl
     from reasonvqa.knowledge.wikidata import WikidataClient
 
     def compute():
-        client = WikidataClient(endpoint, config, cache_dir, cache_key=cache_key)
+        client = WikidataClient(endpoint, config, cache_dir, cache_key=cache_key, throttle=query_throttle(config))
         source_file = shard.file("objects").relative_to(stage_dir.parent).as_posix()
         return link_objects(shard.table("objects"), client, config, shard.number, source_file=source_file)
 
@@ -64,7 +71,7 @@ def facts_shard(qids: list[str], shard: int, stage_dir: Path, endpoint: str, con
     from reasonvqa.knowledge.wikidata import WikidataClient
 
     def compute():
-        client = WikidataClient(endpoint, config, cache_dir, cache_key=cache_key)
+        client = WikidataClient(endpoint, config, cache_dir, cache_key=cache_key, throttle=query_throttle(config))
         return fetch_facts(qids, client, config, properties, shard)
 
     return run_shard(stage_dir, shard, compute)
@@ -86,17 +93,26 @@ def run_tasks(task_fn, calls: list[tuple], one_at_a_time: bool) -> list[dict]:
     A public SPARQL endpoint allows one query in flight per client (Wikimedia policy),
     so shards that query it run one after another; the local mirror takes them in parallel.
     """
-    if one_at_a_time:
-        return [task_fn.submit(*args).result() for args in calls]
-    futures = [task_fn.submit(*args) for args in calls]
-    return [f.result() for f in futures]
+    with progress.stage(task_fn.name.removesuffix("-shard"), len(calls)) as advance:
+        if one_at_a_time:
+            results = []
+            for args in calls:
+                results.append(task_fn.submit(*args).result())
+                advance(1)
+            return results
+        futures = [task_fn.submit(*args) for args in calls]
+        for future in as_completed(futures):
+            future.result()
+            advance(1)
+        return [f.result() for f in futures]
 
 
-def input_snapshots(config: BuildConfig) -> dict[str, str]:
-    """Content ids of every input: each source's annotation files and the knowledge base."""
+def input_snapshots(config: BuildConfig, as_of: datetime | None = None) -> dict[str, str]:
+    """Content ids of every input: each source's annotation files and the knowledge base
+    (a live endpoint's by its refresh period holding ``as_of``, default now)."""
     inputs = {f"source:{s.kind}": sources.get(s.kind).snapshot(s) for s in config.sources}
-    inputs["knowledge"] = knowledge_snapshot(config.knowledge)
-    inputs["knowledge_date"] = knowledge_date(config.knowledge)
+    inputs["knowledge"] = knowledge_snapshot(config.knowledge, as_of)
+    inputs["knowledge_date"] = knowledge_date(config.knowledge, as_of)
     return inputs | question_kind_inputs(config)
 
 
@@ -116,17 +132,6 @@ def question_kind_inputs(config: BuildConfig) -> dict[str, str]:
     if config.verified_questions is not None:
         inputs["verified_questions"] = "sha256:" + sha256_file(Path(config.verified_questions))
     return inputs
-
-
-def knowledge_date(config: KnowledgeConfig) -> str:
-    """The date the knowledge is as of: configured, else the mirror entities' newest ``modified`` date."""
-    if config.snapshot_date:
-        return config.snapshot_date
-    if config.endpoint:
-        return "undated (live endpoint; set knowledge.snapshot_date)"
-    from reasonvqa.knowledge.mirror import snapshot_date
-
-    return snapshot_date(config.mirror_entities) or "undated (no entity carries a modified date)"
 
 
 def work_key(config: BuildConfig, inputs: dict[str, str]) -> str:
@@ -149,17 +154,35 @@ def check_build_inputs(config: BuildConfig) -> None:
 
 
 @flow(name="build-reasonvqa", log_prints=True)
-def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, overwrite: bool = False) -> str:
-    """Build a release from ``config`` into ``out``; returns the release folder."""
+def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, overwrite: bool = False,
+                    knowledge_as_of: datetime | None = None) -> str:
+    """Build a release from ``config`` into ``out``; returns the release folder.
+
+    ``knowledge_as_of`` (default now) picks a live endpoint's refresh period (``knowledge.refresh``):
+    builds of one period reuse its facts, the first build of a new period fetches them again.
+    """
     logger = get_run_logger()
     check_build_inputs(config)
+    require_rate_limit(config.knowledge)
+    if storage.protocol(out):  # an fsspec URL: build into a local folder, then upload the release
+        storage.filesystem(out)  # fail now, naming the extra to install, when its backend is missing
+        local = build_reasonvqa.fn(config, str(local_staging(out)), work, overwrite, knowledge_as_of)
+        return storage.upload_release(Path(local), out)
     out_dir = Path(out)
     release_dir(out_dir, config.release.name, config.release.version)  # refuse a release path outside out first
-    inputs = input_snapshots(config)
+    as_of = knowledge_as_of or utc_now()
+    inputs = input_snapshots(config, as_of)
     work_dir = Path(work) if work else out_dir / ".work" / work_key(config, inputs)
     work_dir.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(work_dir / ".lock", "build work folder", on_wait=lambda m: _tell(logger, m)):
-        return _build_in(config, out_dir, work_dir, inputs, overwrite)
+        return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of)
+
+
+def local_staging(out_url: str) -> Path:
+    """The local folder a release for ``out_url`` is built in (stable, so rebuilds reuse its work folder)."""
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / "reasonvqa-out" / hashlib.sha256(out_url.encode()).hexdigest()[:16]
 
 
 def _tell(logger, message: str) -> None:
@@ -168,7 +191,8 @@ def _tell(logger, message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
-def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str], overwrite: bool) -> str:
+def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str], overwrite: bool,
+              as_of: datetime) -> str:
     """The build's stages, run while this process holds the work folder's lock."""
     logger = get_run_logger()
     report: dict[str, dict] = {}
@@ -176,8 +200,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     # 1. sources: one task per work unit of each source (Source.plan), each streaming into shards
     units = [(s, i, unit, unit_dir(source_stage_dir(work_dir, s.kind), i))
              for s in config.sources for i, unit in enumerate(sources.get(s.kind).plan(s, config.shard_size))]
-    for future in [read_source_unit.submit(s, unit, folder, config.shard_size) for s, _, unit, folder in units]:
-        future.result()
+    run_tasks(read_source_unit, [(s, unit, folder, config.shard_size) for s, _, unit, folder in units], False)
     for source in config.sources:
         report[f"sources_{source.kind}"] = summarize(source_stats(source_stage_dir(work_dir, source.kind)))
     shards = list_shards([(s.kind, i, folder) for s, i, _, folder in units])
@@ -208,8 +231,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
 
     properties = load_bank().property_ids(config.questions.domains)
     cache_dir = config.knowledge.cache_dir or work_dir / "_sparql_cache"
-    cache_key = mirror_cache_key(config.knowledge)
-    snapshot = inputs["knowledge"]
+    cache_key = source_cache_key(config.knowledge, as_of)
     remote = bool(config.knowledge.endpoint)
     with knowledge_endpoint(config.knowledge, work_dir) as endpoint:
         # 2. linking: one task per source shard of objects, written under the shard's number
@@ -223,15 +245,17 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
                       for n, b in enumerate(linked_item_batches(link_dir, config.shard_size))]
         report["facts"] = summarize(run_tasks(facts_shard, fact_calls, remote))
     facts_path = merge_fact_shards(facts_dir, work_dir / "facts_merged.parquet")
+    snapshot = facts_content_id(config.knowledge, facts_path, inputs["knowledge"])
 
     # 4. questions: one task per source shard of images, joined to its links by shard number
     question_dir = work_dir / "questions"
-    question_futures = [questions_shard.submit(shard, link_dir, question_dir, facts_path, config.questions,
-                                               config.seed, snapshot) for shard in shards]
-    report["questions"] = summarize([f.result() for f in question_futures])
+    question_calls = [(shard, link_dir, question_dir, facts_path, config.questions, config.seed, snapshot)
+                      for shard in shards]
+    report["questions"] = summarize(run_tasks(questions_shard, question_calls, False))
     pool = merge_kinds(read_table(question_dir, "questions", schemas.QUESTIONS), extra_pools, config, report)
     if "regions" in extra_tables:  # the pixel evidence of the images that have questions
         extra_tables["regions"] = regions_of_pool(extra_tables["regions"], pool)
+    extra_tables["images"] = release_images([shard.table("images") for shard in shards], pool)
 
     # 5-7. balance, split, stats, release
     release = finish_release(pool, config, out_dir, work_dir, inputs, report, overwrite, extra_tables)

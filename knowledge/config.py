@@ -33,6 +33,19 @@ class KnowledgeConfig(BaseModel):
         description="Date the knowledge is as of (YYYY-MM-DD), recorded in the manifest; null = the newest "
         "`modified` date of the mirror's entities (an endpoint without it is recorded as undated).",
     )
+    refresh: str | None = Field(
+        default="1d",
+        pattern=r"^[1-9]\d*[mhd]$",
+        description="How long a live endpoint's facts stay current (minutes m, hours h, days d): builds in the "
+        "same period reuse them, the first build of a new period fetches them again. null = fetch once, reuse "
+        "while cached. The embedded mirror is identified by its content and ignores this.",
+    )
+    rate_limit: Literal["auto", "required", "off"] = Field(
+        default="auto",
+        description="Queries to the endpoint take a slot of the Prefect global concurrency limit named for it "
+        "(knowledge/rate_limit.py). auto = required for any endpoint off this machine, off for 127.0.0.1 "
+        "and the embedded mirror; required = a build without that limit fails before its first query.",
+    )
     mirror_entities: Path = Field(
         default=KNOWLEDGE_DATA_DIR / "entities",
         description=(

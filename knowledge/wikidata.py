@@ -3,7 +3,8 @@
 Behaviour (the Wikidata Query Service's limits: 60 s per query, 60 s of processing per client
 per minute, HTTP 429 with ``Retry-After`` beyond it, 403 for generic User-Agents):
 - User-Agent ``<tool>/<version> (<contact>) SPARQLWrapper/<version>`` (Wikimedia policy);
-- POST for long queries; one query in flight per client (configurable);
+- POST for long queries; one query in flight per client (configurable); an optional ``throttle``
+  called before every request (a Prefect rate limit, ``knowledge/rate_limit.py``);
 - HTTP 429: wait ``Retry-After`` seconds (number or HTTP date), then retry;
 - 5xx, timeouts, connection errors, bodies cut short, unparsable or with malformed bindings: bounded
   exponential backoff with jitter; ``timeout_s`` bounds the whole body, not each read (a server that
@@ -98,6 +99,7 @@ class WikidataClient:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
+        throttle: Callable[[], None] | None = None,
     ) -> None:
         if not endpoint.startswith(("http://", "https://")):
             raise ValueError(f"SPARQL endpoint must be an http(s) URL, got {endpoint!r}")
@@ -115,6 +117,7 @@ class WikidataClient:
         self._clock = clock
         self._rng = rng or random.Random()
         self._in_flight = threading.BoundedSemaphore(config.max_in_flight)
+        self._throttle = throttle  # called before every request sent (knowledge/rate_limit.py)
 
     # -- public -------------------------------------------------------------
     def select(self, query: str) -> list[Binding]:
@@ -137,6 +140,8 @@ class WikidataClient:
         for attempt in range(attempts):
             try:
                 with self._in_flight:
+                    if self._throttle is not None:
+                        self._throttle()
                     return self._request(query)
             except _Transient as failure:
                 last, status = failure.reason, failure.status

@@ -110,7 +110,8 @@ def build(
     sample: Annotated[bool, typer.Option("--sample", help="Build from the bundled sample data.")] = False,
     config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False,
                                                    help="BuildConfig YAML file.")] = None,
-    out: Annotated[Path, typer.Option(help="Output folder; the release goes to OUT/<name>/<version>/.")] = Path("out"),
+    out: Annotated[str, typer.Option(help="Output folder or fsspec URL (s3://, gs://, ...); the release goes to "
+                                          "OUT/<name>/<version>/.")] = "out",
     domains: Annotated[Optional[str], typer.Option(
         help='Comma-separated domains (names or slugs, any case), e.g. "Places & Locations,food".')] = None,
     work: Annotated[Optional[Path], typer.Option(help="Work folder (default OUT/.work/<hash of config, inputs and code>).")] = None,
@@ -125,9 +126,14 @@ def build(
     """Run the build-reasonvqa flow and print the release folder."""
     from reasonvqa.config import sample_config
 
+    from reasonvqa import storage
+
     if sample == (config is not None):
         raise typer.BadParameter("give exactly one of --sample or --config FILE")
-    _check_out_folder(out)
+    if storage.protocol(out):
+        storage.filesystem(out)  # a MissingBackend (exit 2) names the extra to install
+    else:
+        _check_out_folder(Path(out))
     cfg = sample_config() if sample else _load_config_or_exit(config)
     if domains is not None:
         cfg.questions.domains = _domain_list(domains, strict=True)
@@ -147,14 +153,18 @@ def build(
     from reasonvqa.prefect_api import local_prefect_api
     from reasonvqa.tasks.release.writer import EmptySplitError, ReleaseExistsError
 
+    from reasonvqa import progress
+
     runner = make_task_runner(dask_workers, dask_address)
     try:
-        with local_prefect_api():  # unless an API is configured: a server that dies with this command
-            release = build_reasonvqa.with_options(task_runner=runner)(cfg, str(out), str(work) if work else None,
+        with local_prefect_api(), progress.bars(not _debug()):  # a local API unless one is configured
+            release = build_reasonvqa.with_options(task_runner=runner)(cfg, out, str(work) if work else None,
                                                                       overwrite)
     except (FileNotFoundError, ReleaseExistsError, EmptySplitError) as exc:  # missing input, version taken, no questions
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
+    if not storage.protocol(out):
+        _print_summary(Path(release), work or Path(out) / ".work")
     typer.echo(release)
 
 
@@ -165,6 +175,15 @@ def _kind_selection(kinds: Optional[str], task_types: Optional[str], hallucinati
     if hallucination not in (None, "only", "exclude"):
         raise typer.BadParameter("is one of only, exclude", param_hint="--hallucination")
     return KindSelection(kinds=_split_list(kinds), task_types=_split_list(task_types), hallucination=hallucination)
+
+
+def _print_summary(release: Path, work: Path) -> None:
+    """The one-screen summary on stderr (stdout keeps only the release path, for scripts)."""
+    from reasonvqa import progress
+    from reasonvqa.flows.build_reasonvqa import RUN_REPORT
+
+    reports = sorted([*work.glob(RUN_REPORT), *work.glob(f"*/{RUN_REPORT}")], key=lambda p: p.stat().st_mtime)
+    progress.console.print(progress.build_summary(release, reports[-1] if reports else None))
 
 
 def _check_out_folder(out: Path) -> None:
@@ -405,6 +424,29 @@ def build_verified_qa_command(
         typer.echo(build_verified_qa(cfg, str(out), str(work) if work else None))
     except (LLMEndpointError, SandboxUnavailable) as exc:  # finished calls stay cached for the rerun
         typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1)
+
+
+images_app = typer.Typer(help="Images of a release.", no_args_is_help=True)
+app.add_typer(images_app, name="images")
+
+
+@images_app.command("fetch")
+def images_fetch(
+    release: Annotated[Path, typer.Argument(help="A release folder (with an images/ table).")],
+    dest: Annotated[Path, typer.Option(help="Folder for the files, the ledger and images/part-00000.parquet.")],
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Downloads at once.")] = 8,
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds per download.")] = 30.0,
+) -> None:
+    """Download a release's images by URL (resuming, checked), embedded in a `datasets` Image table."""
+    from reasonvqa.progress import fetch_with_progress
+
+    report = fetch_with_progress(release, dest, workers=workers, timeout_s=timeout)
+    for image_id, reason in sorted(report.failed.items()):
+        typer.echo(f"FAIL {image_id}: {reason}", err=True)
+    typer.echo(f"{report.table}: {report.fetched} fetched, {report.reused} reused, {len(report.failed)} failed "
+               f"({report.bytes / 1e6:.1f} MB in {report.seconds:.1f} s)")
+    if report.failed:
         raise typer.Exit(1)
 
 

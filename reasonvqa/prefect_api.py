@@ -48,7 +48,7 @@ def local_prefect_api(timeout_s: float = 180.0) -> Iterator[str | None]:
     url = f"http://127.0.0.1:{port}/api"
     before = os.environ.get("PREFECT_API_URL")
     try:
-        _wait_healthy(url, process, log_file, timeout_s)
+        wait_healthy(url, process, log_file, timeout_s)
         os.environ["PREFECT_API_URL"] = url  # for worker processes (Dask) started inside the block
         with temporary_settings(updates={PREFECT_API_URL: url}):
             yield url
@@ -61,7 +61,8 @@ def local_prefect_api(timeout_s: float = 180.0) -> Iterator[str | None]:
         log_file.unlink(missing_ok=True)
 
 
-def _wait_healthy(url: str, process: subprocess.Popen, log_file: Path, timeout_s: float) -> None:
+def wait_healthy(url: str, process: subprocess.Popen, log_file: Path, timeout_s: float) -> None:
+    """Return once the Prefect API at ``url`` answers /health; raise PrefectApiError if the server dies or is late."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -50,17 +50,22 @@ def render_card(
     notes: str = "",
     bias: dict | None = None,
     breakdown: dict | None = None,
+    tables: list[str] = (),
 ) -> str:
-    """Markdown dataset card; its YAML header lets `datasets.load_dataset` find the splits."""
+    """Markdown dataset card; its YAML header lets `datasets.load_dataset` (and the Hub viewer) find the
+    splits and each record table (``tables``, e.g. images, regions) as a config of its own."""
     header = {
         "pretty_name": name,
         "configs": [
             {
                 "config_name": "default",
                 "data_files": [{"split": s, "path": f"{s}/*.parquet"} for s in splits],
-            }
+                "default": True,
+            },
+            *table_configs(tables),
         ],
         "tags": ["visual-question-answering", "knowledge-based-vqa", "multi-hop"],
+        **hub_metadata(sum(counts.get(s, 0) for s in splits)),
     }
     lines = [
         "---",
@@ -100,6 +105,8 @@ def render_card(
         *[f"- input `{k}`: `{v}`" for k, v in sorted(inputs.items())],
         "- `manifest.json` lists the sha256 of every file; `reasonvqa verify <folder>` checks them.",
     ]
+    if "images" in tables:
+        lines += ["", *images_section(counts.get("images", 0))]
     if bias:
         lines += ["", *bias_section(bias)]
     if breakdown:
@@ -121,6 +128,37 @@ def render_card(
         "",
     ]
     return "\n".join(lines)
+
+
+def table_configs(tables: list[str]) -> list[dict]:
+    """One card config per record table beside the questions: ``load_dataset(folder, "regions")``."""
+    return [{"config_name": t, "data_files": [{"split": "train", "path": f"{t}/*.parquet"}]} for t in sorted(tables)]
+
+
+def hub_metadata(questions: int) -> dict:
+    """The Hub's card fields: license, task categories, language and size category."""
+    sizes = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")]
+    size = next((label for bound, label in sizes if questions < bound), "1M<n<10M")
+    return {"license": "other", "license_name": "mixed-see-card",
+            "task_categories": ["visual-question-answering"], "language": ["en"], "size_categories": [size]}
+
+
+def images_section(images: int) -> list[str]:
+    """The card's images section: what the ``images`` table holds and how to get the pixels."""
+    return [
+        "## Images",
+        "",
+        f"`images/` lists the {images} images the questions show: source, size, URL, file path in the source "
+        "dataset and license. The pixels are not embedded (source licenses differ per image); fetch them with",
+        "",
+        "```",
+        "reasonvqa images fetch <this folder> --dest <folder>",
+        "```",
+        "",
+        "which downloads by URL with bounded concurrency, resumes, checks each file's length, that it decodes "
+        "and its width and height, records its sha256, and writes `<folder>/images/part-00000.parquet` with "
+        "the images embedded in the `datasets` Image layout (join on `image_id`).",
+    ]
 
 
 _BASELINES = {

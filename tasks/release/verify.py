@@ -15,7 +15,9 @@ import pyarrow.parquet as pq
 
 from reasonvqa import schemas
 from reasonvqa.tasks.release.paths import ReleasePathError, check_release_name, check_release_version
-from reasonvqa.tasks.release.writer import CARD, MANIFEST, MANIFEST_DIGEST, config_digest, digest_line, manifest_bytes, sha256_file
+from reasonvqa.tasks.release.writer import (
+    CARD, MANIFEST, MANIFEST_DIGEST, config_digest, content_hash, digest_line, manifest_bytes, sha256_file,
+)
 
 
 _SPLIT_PART = re.compile(r"[^/]+/part-\d{5}\.parquet")
@@ -134,7 +136,7 @@ def check_manifest(raw: bytes, root: Path, found: ReleaseFiles) -> list[str]:
         manifest = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return [f"{MANIFEST}: unreadable ({exc})"]
-    if not isinstance(manifest, dict) or set(manifest) - {"tables", "annotations"} != _MANIFEST_KEYS:
+    if not isinstance(manifest, dict) or set(manifest) - {"tables", "annotations", "content_hash"} != _MANIFEST_KEYS:
         keys = sorted(manifest) if isinstance(manifest, dict) else type(manifest).__name__
         return [f"{MANIFEST}: keys {keys} are not {sorted(_MANIFEST_KEYS)}"]
     problems = [] if raw == manifest_bytes(manifest) else [f"{MANIFEST}: not in the writer's canonical JSON form"]
@@ -145,6 +147,8 @@ def check_manifest(raw: bytes, root: Path, found: ReleaseFiles) -> list[str]:
     ):
         problems.append(f"{MANIFEST}: inputs is not a map of names to snapshot ids")
     problems += _check_files(manifest["files"], found)
+    if "content_hash" in manifest and not problems and manifest["content_hash"] != content_hash(manifest):
+        problems.append(f"{MANIFEST}: content_hash is not the hash of the files, config hash and undated inputs")
     record_tables = manifest.get("tables", [])
     if "tables" in manifest and (not isinstance(record_tables, list) or not record_tables
                                  or record_tables != sorted(set(record_tables))

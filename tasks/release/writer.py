@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from reasonvqa import schemas
 from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.release.card import render_card
+from reasonvqa.tasks.release.croissant import write_croissant
 from reasonvqa.tasks.release.paths import inside, release_dir
 
 MANIFEST = "manifest.json"
@@ -59,6 +60,21 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
 def digest_line(manifest: bytes) -> str:
     """The content of MANIFEST_DIGEST for these manifest bytes (``sha256sum -c`` reads it)."""
     return f"{hashlib.sha256(manifest).hexdigest()}  {MANIFEST}\n"
+
+
+DATED_INPUTS = ("knowledge", "knowledge_date")  # name the refresh period; rows carry the facts' content id
+
+
+def content_hash(manifest: dict[str, Any]) -> str:
+    """sha256 of what a release holds, not of when its knowledge was fetched: the files but the card
+    (which lists the dated inputs), the config hash and the undated inputs. Two builds whose
+    refetched facts are the same have the same content hash (their question rows name the facts'
+    content, not the fetch date)."""
+    files = {k: v["sha256"] for k, v in manifest["files"].items() if k != CARD}
+    inputs = {k: v for k, v in manifest["inputs"].items() if k not in DATED_INPUTS}
+    body = {"schema_version": manifest["schema_version"], "config_hash": manifest["config_hash"],
+            "inputs": inputs, "files": files}
+    return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 def sha256_file(path: Path) -> str:
@@ -163,10 +179,12 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table]
         bias = json.loads(bias_file.read_text(encoding="utf-8")) if bias_file.exists() else None
         breakdown_file = tmp / "stats" / "breakdown.json"  # tasks/release/breakdown.py
         breakdown = json.loads(breakdown_file.read_text(encoding="utf-8")) if breakdown_file.exists() else None
+        write_croissant(tmp, name, version, [*_ordered(splits), "pool", *sorted(tables or {})])
         (tmp / CARD).write_text(
             render_card(name=name, version=version, splits=list(_ordered(splits)), counts=counts,
                         config_hash=config_hash, inputs=inputs, stats_files=stats_files or {},
-                        notes=card_notes, bias=bias, breakdown=breakdown),
+                        notes=card_notes, bias=bias, breakdown=breakdown,
+                        tables=sorted(tables or {})),
             encoding="utf-8",
         )
         manifest = {
@@ -184,6 +202,7 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table]
             manifest["tables"] = sorted(tables)
         if annotations is not None:  # the annotation decisions this release applied
             manifest["annotations"] = annotations
+        manifest["content_hash"] = content_hash(manifest)
         raw = manifest_bytes(manifest)
         (tmp / MANIFEST).write_bytes(raw)
         (tmp / MANIFEST_DIGEST).write_text(digest_line(raw), encoding="utf-8")
@@ -208,10 +227,22 @@ def _checksums(root: Path) -> dict[str, dict[str, Any]]:
     return files
 
 
+def _same_content(existing: Path, new: Path) -> bool:
+    """Whether the existing release holds what the new one would (its facts may have been fetched another day)."""
+    if not existing.exists():
+        return False
+    if existing.read_bytes() == new.read_bytes():
+        return True
+    try:
+        old = json.loads(existing.read_text(encoding="utf-8"))
+    except ValueError:
+        return False
+    return old.get("content_hash") is not None and old["content_hash"] == json.loads(new.read_text())["content_hash"]
+
+
 def _publish(tmp: Path, final: Path, overwrite: bool) -> Path:
     if final.exists():
-        same = (final / MANIFEST).exists() and (final / MANIFEST).read_bytes() == (tmp / MANIFEST).read_bytes()
-        if same:
+        if _same_content(final / MANIFEST, tmp / MANIFEST):  # not republished: the existing one stays as is
             shutil.rmtree(tmp)
             return final
         if not overwrite:

@@ -4,6 +4,7 @@ import json
 import re
 from pathlib import Path
 
+import fsspec
 import polars as pl
 import pytest
 
@@ -20,10 +21,14 @@ pytestmark = pytest.mark.integration
 def two_builds(tmp_path_factory):
     root = tmp_path_factory.mktemp("builds")
     first = Path(build_reasonvqa(sample_config(), str(root / "a")))
-    # the second build runs its shards on a local Dask cluster: outputs must not depend on the runner
+    # the second build runs its shards on a 2-worker Dask LocalCluster and publishes to an fsspec URL:
+    # outputs must depend on neither
     on_dask = build_reasonvqa.with_options(task_runner=make_task_runner(dask_workers=2))
-    second = Path(on_dask(sample_config(), str(root / "b")))
-    return first, second
+    url = on_dask(sample_config(), "memory://builds/b")
+    assert url == "memory://builds/b/reasonvqa-sample/0.1.0"
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.get(path, str(root / "b" / "reasonvqa-sample" / "0.1.0"), recursive=True)
+    return first, root / "b" / "reasonvqa-sample" / "0.1.0"
 
 
 def test_release_verifies_and_is_byte_identical_across_builds_and_runners(two_builds):

@@ -22,7 +22,7 @@ def test_release_layout_manifest_and_sorted_rows(tmp_path, splits):
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["counts"] == {"train": 3, "test": 1, "pool": 4}
     assert manifest["splits"] == ["train", "test"]
-    assert set(manifest["files"]) == {"README.md", "train/part-00000.parquet",
+    assert set(manifest["files"]) == {"README.md", "croissant.json", "train/part-00000.parquet",
                                       "test/part-00000.parquet", "pool/part-00000.parquet"}
     train = pq.read_table(path / "train" / "part-00000.parquet")
     assert train["question_id"].to_pylist() == ["q1", "q2", "q3"]
@@ -75,3 +75,24 @@ def test_an_empty_split_is_named(splits):
     require_nonempty_splits("demo", "1.0.0", splits, 4)
     with pytest.raises(EmptySplitError, match=r"^release demo 1.0.0: split 'test' is empty \(3 questions in the pool\); x$"):
         require_nonempty_splits("demo", "1.0.0", {"train": splits["train"], "test": splits["test"].slice(0, 0)}, 3, "; x")
+
+
+def test_a_rebuild_with_the_same_content_on_another_day_is_not_republished(tmp_path, splits):
+    pool = pa.concat_tables(list(splits.values()))
+
+    def write(day, tables=splits, **kw):
+        return write_release(tmp_path, "demo", "1.0.0", tables, pool=pool, stats_dir=None, config={"seed": 0},
+                             inputs={"vg": "s1", "knowledge": f"endpoint:http://x/sparql@{day}", "knowledge_date": day},
+                             **kw)
+
+    path = write("2026-03-01")
+    manifest = (path / "manifest.json").read_bytes()
+    assert json.loads(manifest)["content_hash"].startswith("sha256:")
+    assert write("2026-03-02") == path
+    assert (path / "manifest.json").read_bytes() == manifest  # still says 2026-03-01: nothing new was published
+    assert verify_release(path) == []
+    changed = {"train": splits["train"].slice(0, 2), "test": splits["test"]}
+    with pytest.raises(ReleaseExistsError):
+        write("2026-03-02", changed)
+    write("2026-03-02", changed, overwrite=True)
+    assert json.loads((path / "manifest.json").read_text())["inputs"]["knowledge_date"] == "2026-03-02"

@@ -1,0 +1,64 @@
+"""Output locations: a local folder or an fsspec URL (s3://, gs://, az://, memory://, ...).
+
+A build writes its shards and the release into local folders (the work folder must be one all
+task-runner workers reach: a local disk for threads and a LocalCluster, a shared mount for a
+remote Dask cluster); a release whose ``out`` is a URL is then uploaded there with fsspec.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+from reasonvqa.errors import UsageError
+
+# fsspec protocol -> (extra of this package, the package that implements it)
+BACKEND_EXTRAS = {"s3": ("s3", "s3fs"), "s3a": ("s3", "s3fs"), "gs": ("gcs", "gcsfs"), "gcs": ("gcs", "gcsfs"),
+                  "az": ("azure", "adlfs"), "abfs": ("azure", "adlfs"), "abfss": ("azure", "adlfs")}
+
+
+class MissingBackend(UsageError):
+    """The fsspec backend of an output URL is not installed."""
+
+
+def protocol(location: str) -> str | None:
+    """The URL scheme of ``location`` (None for a local path or ``file://``)."""
+    from fsspec.utils import get_protocol
+
+    found = get_protocol(str(location))
+    return None if found in ("file", "local") else found
+
+
+def filesystem(url: str):
+    """``(filesystem, path)`` of an fsspec URL; MissingBackend names the extra to install."""
+    import fsspec
+
+    scheme = protocol(url)
+    try:
+        fs, path = fsspec.core.url_to_fs(url)
+    except ImportError:
+        extra, package = BACKEND_EXTRAS.get(scheme, (None, None))
+        hint = (f"pip install 'reasonvqa-pipeline[{extra}]' (installs {package})" if extra
+                else f"install the fsspec backend for {scheme}://")
+        raise MissingBackend(f"{url}: no {scheme}:// filesystem installed; {hint}") from None
+    except ValueError as error:  # an unknown protocol
+        raise MissingBackend(f"{url}: {error}") from None
+    return fs, path
+
+
+def upload_release(release: Path, out_url: str) -> str:
+    """Copy a local release folder to ``<out_url>/<name>/<version>``; a copy with the same manifest is kept."""
+    fs, root = filesystem(out_url)
+    target = posixpath.join(root, release.parent.name, release.name)
+    manifest = posixpath.join(target, "manifest.json")
+    if fs.exists(manifest) and fs.cat_file(manifest) == (release / "manifest.json").read_bytes():
+        return f"{out_url.rstrip('/')}/{release.parent.name}/{release.name}"
+    staging = f"{target}.uploading"
+    for file in sorted(p for p in release.rglob("*") if p.is_file()):  # manifest last: its presence marks completion
+        if file.name != "manifest.json":
+            fs.put_file(str(file), posixpath.join(staging, file.relative_to(release).as_posix()))
+    fs.put_file(str(release / "manifest.json"), posixpath.join(staging, "manifest.json"))
+    if fs.exists(target):
+        fs.rm(target, recursive=True)
+    fs.mv(staging, target, recursive=True)
+    return f"{out_url.rstrip('/')}/{release.parent.name}/{release.name}"

@@ -1,0 +1,220 @@
+"""Images of a release: the table of the images its questions show, and fetching them by URL.
+
+Source images are not redistributed in a release (their licenses differ per source and image);
+the release's ``images`` table names each image's URL, size and license. ``fetch_images``
+downloads them with bounded concurrency, checks each against the table (the Content-Length, a
+decodable image of the listed width and height) and records each file's sha256 in a ledger, so a
+rerun resumes: files whose recorded hash still matches are kept, the rest are fetched again. It then
+writes the images as Parquet in the `datasets` Image feature layout (``{bytes, path}``), loadable
+with ``datasets.load_dataset("parquet", ...)`` beside the release's questions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import io
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from reasonvqa import schemas
+
+IMAGES_TABLE = "images"
+LEDGER = "fetched.jsonl"
+FILES = "files"
+USER_AGENT = "reasonvqa-pipeline images fetch (https://github.com/reasonvqa/reasonvqa-pipeline)"
+# The `datasets` features of the fetched table: `image` decodes to a PIL image.
+FETCHED_FEATURES = {
+    "image_id": {"dtype": "string", "_type": "Value"},
+    "url": {"dtype": "string", "_type": "Value"},
+    "license": {"dtype": "string", "_type": "Value"},
+    "sha256": {"dtype": "string", "_type": "Value"},
+    "image": {"_type": "Image"},
+}
+FETCHED = pa.schema([("image_id", pa.string()), ("url", pa.string()), ("license", pa.string()),
+                     ("sha256", pa.string()),
+                     ("image", pa.struct([("bytes", pa.binary()), ("path", pa.string())]))])
+
+
+def release_images(tables: Iterable[pa.Table], pool: pa.Table) -> pa.Table:
+    """The IMAGES rows of the images the ``pool``'s questions show, one per image, by image id."""
+    images = pa.concat_tables([schemas.conform(t, schemas.IMAGES) for t in tables]) if tables else schemas.IMAGES.empty_table()
+    used = pc.unique(pool["image_id"])
+    images = images.filter(pc.is_in(images["image_id"], value_set=used)).sort_by([("image_id", "ascending")])
+    if images.num_rows:  # the same image read twice (a source listing it twice) is kept once
+        keep = pc.equal(images["image_id"].slice(1), images["image_id"].slice(0, images.num_rows - 1))
+        images = images.filter(pa.concat_arrays([pa.array([True]), pc.invert(keep).combine_chunks()]))
+    return images
+
+
+@dataclass
+class FetchReport:
+    """What ``fetch_images`` did: counts, bytes, seconds and one reason per image it could not fetch."""
+
+    fetched: int = 0
+    reused: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    failed: dict[str, str] = field(default_factory=dict)
+    table: Path | None = None
+
+
+class _Ledger:
+    """``fetched.jsonl``: one JSON line per file fetched and checked (the last line of an image wins)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self.entries: dict[str, dict] = {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                    self.entries[entry["image_id"]] = entry
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut short by an interrupted run: that image is fetched again
+
+    def add(self, entry: dict) -> None:
+        with self.lock:
+            self.entries[entry["image_id"]] = entry
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def read_release_images(release: Path) -> pa.Table:
+    """The release's ``images`` table (FileNotFoundError naming the folder when it has none)."""
+    parts = sorted((release / IMAGES_TABLE).glob("*.parquet"))
+    if not parts:
+        raise FileNotFoundError(f"{release / IMAGES_TABLE}: no images table in this release")
+    return schemas.conform(pa.concat_tables([pq.read_table(p) for p in parts]), schemas.IMAGES)
+
+
+def fetch_images(release: Path, dest: Path, *, workers: int = 8, timeout_s: float = 30.0,
+                 on_progress: Callable[[int], None] | None = None) -> FetchReport:
+    """Download the release's images into ``dest`` (resuming), then write ``dest/images/part-00000.parquet``.
+
+    At most ``workers`` downloads run at once. Every image is accounted for: fetched, reused from a
+    previous run (its file's sha256 still matches the ledger) or listed in ``failed`` with a reason.
+    """
+    started = time.perf_counter()
+    rows = read_release_images(Path(release)).to_pylist()
+    dest = Path(dest)
+    (dest / FILES).mkdir(parents=True, exist_ok=True)
+    ledger = _Ledger(dest / LEDGER)
+    report = FetchReport()
+    count_lock = threading.Lock()
+
+    def one(row: dict) -> None:
+        image_id = row["image_id"]
+        try:
+            entry = ledger.entries.get(image_id)
+            if entry and _file_matches(dest / entry["file"], entry["sha256"]):
+                with count_lock:
+                    report.reused += 1
+            else:
+                entry = _download(row, dest, timeout_s)
+                ledger.add(entry)
+                with count_lock:
+                    report.fetched += 1
+                    report.bytes += entry["bytes"]
+        except FetchError as error:
+            with count_lock:
+                report.failed[image_id] = str(error)
+        if on_progress is not None:
+            on_progress(1)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        list(pool.map(one, rows))
+    report.table = _write_fetched_table(rows, ledger, dest, report.failed)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+class FetchError(RuntimeError):
+    """One image could not be fetched or failed its checks."""
+
+
+def _file_matches(path: Path, sha256: str) -> bool:
+    if not path.is_file():
+        return False
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest() == sha256
+
+
+def _download(row: dict, dest: Path, timeout_s: float) -> dict:
+    url = row["url"]
+    if not url:
+        raise FetchError("no_url: the source gives no URL for this image")
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            body = answer.read()
+            declared = answer.headers.get("Content-Length")
+    except urllib.error.HTTPError as error:
+        raise FetchError(f"http_{error.code}: {url}") from None
+    except http.client.IncompleteRead as error:  # the connection closed before Content-Length bytes came
+        raise FetchError(f"truncated: {url}: {len(error.partial)} of {len(error.partial) + (error.expected or 0)} bytes") from None
+    except http.client.HTTPException as error:
+        raise FetchError(f"bad_response: {url}: {type(error).__name__}") from None
+    except (urllib.error.URLError, OSError) as error:
+        raise FetchError(f"unreachable: {url}: {getattr(error, 'reason', error)}") from None
+    if declared is not None and declared.isdigit() and int(declared) != len(body):
+        raise FetchError(f"truncated: {url}: {len(body)} of {declared} bytes")
+    _check_image(body, row, url)
+    digest = hashlib.sha256(body).hexdigest()
+    name = f"{FILES}/{hashlib.sha256(row['image_id'].encode()).hexdigest()[:24]}{_suffix(url)}"
+    part = dest / f"{name}.part"
+    part.write_bytes(body)
+    os.replace(part, dest / name)
+    return {"image_id": row["image_id"], "file": name, "sha256": digest, "bytes": len(body), "url": url}
+
+
+def _check_image(body: bytes, row: dict, url: str) -> None:
+    """The body must decode as an image of the width and height the release lists (when it lists them)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(body)) as image:
+            size = image.size
+            image.verify()
+    except (UnidentifiedImageError, OSError, SyntaxError) as error:
+        raise FetchError(f"not_an_image: {url}: {error}") from None
+    expected = (row.get("width") or 0, row.get("height") or 0)
+    if all(expected) and size != expected:
+        raise FetchError(f"wrong_size: {url}: {size[0]}x{size[1]}, the release lists {expected[0]}x{expected[1]}")
+
+
+def _suffix(url: str) -> str:
+    suffix = Path(urllib.parse.urlsplit(url).path).suffix.lower()
+    return suffix if suffix in {".jpg", ".jpeg", ".png", ".webp", ".gif"} else ".jpg"
+
+
+def _write_fetched_table(rows: list[dict], ledger: _Ledger, dest: Path, failed: dict[str, str]) -> Path:
+    """The fetched images, embedded, in the `datasets` Image layout (rows by image id)."""
+    out = []
+    for row in rows:
+        entry = ledger.entries.get(row["image_id"])
+        if entry is None or row["image_id"] in failed:
+            continue
+        out.append({"image_id": row["image_id"], "url": row["url"], "license": row["license"], "sha256": entry["sha256"],
+                    "image": {"bytes": (dest / entry["file"]).read_bytes(), "path": Path(entry["file"]).name}})
+    table = pa.Table.from_pylist(out, schema=FETCHED).replace_schema_metadata(
+        {"huggingface": json.dumps({"info": {"features": FETCHED_FEATURES}})})
+    folder = dest / IMAGES_TABLE
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "part-00000.parquet"
+    pq.write_table(table, path, compression="zstd")
+    return path

@@ -1,0 +1,50 @@
+import importlib.util
+
+import fsspec
+import pyarrow as pa
+import pytest
+
+from reasonvqa import schemas
+from reasonvqa.storage import MissingBackend, filesystem, protocol, upload_release
+from reasonvqa.tasks.release.writer import write_release
+from tests.tasks.release.conftest import question
+
+
+def test_protocol_of_paths_and_urls():
+    assert protocol("out") is None
+    assert protocol("/data/out") is None
+    assert protocol("file:///data/out") is None
+    assert protocol("s3://bucket/releases") == "s3"
+    assert protocol("memory://x") == "memory"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("s3fs") is not None, reason="s3fs is installed here")
+def test_missing_backend_names_the_extra_to_install():
+    with pytest.raises(MissingBackend, match=r"pip install 'reasonvqa-pipeline\[s3\]' \(installs s3fs\)"):
+        filesystem("s3://bucket/releases")
+
+
+def test_unknown_protocol_is_refused():
+    with pytest.raises(MissingBackend, match="nosuchfs"):
+        filesystem("nosuchfs://bucket/releases")
+
+
+def test_upload_copies_every_file_and_keeps_an_identical_copy(tmp_path):
+    splits = {"train": schemas.from_rows([question("q1", "vg:1", "Paris", ["Paris", "Lyon", "Nice", "Lille"])],
+                                         schemas.QUESTIONS),
+              "test": schemas.from_rows([question("q2", "vg:2", "Rome", ["Rome", "Bern", "Oslo", "Riga"])],
+                                        schemas.QUESTIONS)}
+    pool = pa.concat_tables(list(splits.values()))
+    release = write_release(tmp_path, "demo", "1.0.0", splits, pool=pool, stats_dir=None, config={"seed": 0},
+                            inputs={"vg": "s1"})
+    url = upload_release(release, "memory://uploads/out")
+    assert url == "memory://uploads/out/demo/1.0.0"
+    fs = fsspec.filesystem("memory")
+    local = sorted(p.relative_to(release).as_posix() for p in release.rglob("*") if p.is_file())
+    remote = sorted(f.removeprefix("/uploads/out/demo/1.0.0/") for f in fs.find("/uploads/out/demo/1.0.0"))
+    assert remote == local
+    assert fs.cat_file("/uploads/out/demo/1.0.0/manifest.json") == (release / "manifest.json").read_bytes()
+    modified = fs.info("/uploads/out/demo/1.0.0/manifest.json")["created"]
+    assert upload_release(release, "memory://uploads/out") == url
+    assert fs.info("/uploads/out/demo/1.0.0/manifest.json")["created"] == modified  # not uploaded again
+    assert not fs.exists("/uploads/out/demo/1.0.0.uploading")
