@@ -209,12 +209,12 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
 def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str],
                    report: dict[str, dict], overwrite: bool, tables: dict[str, pa.Table] | None = None) -> Path:
     """Balance the pool, split it, write stats and the release folder (with ``tables``, e.g. regions)."""
-    from reasonvqa.tasks.balance.pipeline import balance_and_split
+    from reasonvqa.tasks.balance.pipeline import plan_release
     from reasonvqa.tasks.balance.stats import write_stats
     from reasonvqa.tasks.release.writer import require_nonempty_splits, write_release
 
-    done = balance_and_split(pool, config.balance, config.split, config.seed)
-    del pool  # done.pool holds the same rows (reordered); keeping both doubles peak memory
+    done = plan_release(pool, config.balance, config.split, config.seed)  # views of pool: no copy until written
+    del pool
     stats_dir = work_dir / "stats"
     if stats_dir.exists():
         shutil.rmtree(stats_dir)

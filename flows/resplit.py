@@ -18,7 +18,7 @@ from prefect.cache_policies import NO_CACHE
 
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import DomainMatch, filter_pool
-from reasonvqa.tasks.balance.pipeline import balance_and_split
+from reasonvqa.tasks.balance.pipeline import plan_release
 from reasonvqa.tasks.balance.stats import write_stats
 from reasonvqa.tasks.release.reader import read_split
 from reasonvqa.tasks.release.writer import MANIFEST, sha256_file, write_release
@@ -69,8 +69,8 @@ def resplit(
     request_id = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
     version = version or f"{manifest['version']}-resplit-{request_id[:8]}"
 
-    done = balance_and_split(selected, balance_config, split_config, seed)
-    del selected  # done.pool holds the same rows, reordered
+    done = plan_release(selected, balance_config, split_config, seed)  # views of selected: no copy until written
+    del selected
     pool, balanced, split = done.pool, done.balance, done.split
     new_config = {
         **{k: v for k, v in config.items() if k != "resplit"},

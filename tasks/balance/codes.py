@@ -14,10 +14,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def _array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+def combined(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One array of a (possibly chunked) column; a single chunk is not copied."""
     if isinstance(column, pa.ChunkedArray):
+        if column.num_chunks == 0:
+            return pa.array([], column.type)
         return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     return column
+
+
+_array = combined
 
 
 def dense_codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -87,13 +93,19 @@ def take_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
     return pa.Table.from_arrays([taken[i] for i in range(table.num_columns)], schema=table.schema)
 
 
+def flat_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Positions start..start+length-1 of every (start, length), concatenated."""
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
+
+
 def _take_list(array: pa.ListArray, rows: np.ndarray) -> pa.ListArray:
     offsets = array.offsets.to_numpy().astype(np.int64)
     starts = offsets[rows]
     lengths = offsets[rows + 1] - starts
     new_offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(lengths, out=new_offsets[1:])
-    flat = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(new_offsets[-1], dtype=np.int64)
+    flat = flat_positions(starts, lengths)
     values = array.values
     values = _take_strings(values, pa.array(flat)) if _few_distinct(values) else values.take(pa.array(flat))
     mask = array.is_null().take(pa.array(rows)) if array.null_count else None
