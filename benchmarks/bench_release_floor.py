@@ -88,7 +88,7 @@ def run_partitioned(paths: list[Path], out: Path) -> dict:
     step("decide + spill")
     write_stats(done.pool, done.balance, done.split, out / "stats")
     step("stats")
-    write_release(out, "bench", "1", {"train": done.split.train, "test": done.split.test}, pool=done.pool,
+    write_release(out, "bench", "1.0.0", {"train": done.split.train, "test": done.split.test}, pool=done.pool,
                   stats_dir=out / "stats", config={}, inputs={})
     step("write")
     shutil.rmtree(out / "_work", ignore_errors=True)
@@ -143,7 +143,7 @@ def run_project(pool_path: Path, out: Path) -> dict:
     step("decide")
     write_stats(done.pool, done.balance, done.split, out / "stats")
     step("stats")
-    write_release(out, "bench", "1", {"train": done.split.train, "test": done.split.test}, pool=done.pool,
+    write_release(out, "bench", "1.0.0", {"train": done.split.train, "test": done.split.test}, pool=done.pool,
                   stats_dir=out / "stats", config={}, inputs={})
     step("write")
     counts = {"train": done.split.train.num_rows, "test": done.split.test.num_rows, "pool": done.pool.num_rows}
@@ -174,7 +174,7 @@ def file_digests(folder: Path) -> dict[str, str]:
 
 
 def release_folder(engine: str, out: Path) -> Path:
-    return out / "bench" / "1" if engine == "project" else out
+    return out / "bench" / "1.0.0" if engine == "project" else out
 
 
 def bench_size(questions: int, repeat: int) -> list[dict]:
