@@ -26,12 +26,16 @@ from reasonvqa.tasks.release.writer import write_table_files
 def polars_release(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int, out: Path) -> dict[str, int]:
     """Decide train/test like the project and write ``out/{train,test,pool}``; return the row counts."""
     df = pl.from_arrow(pool).with_row_index("row")
-    kept = _balance(df, balance, seed)
+    narrow = df.select("row", "question_id", "image_id", "property_id", "answer", "n_hop")  # decide on these only
+    kept = _balance(narrow, balance, seed)
     kept = _hop_mix(kept, balance.hop_shares, seed)
     train, test = _split(kept, split, seed)
     if split.drop_test_pairs_seen_in_train:
-        seen = train.select("question", "answer").unique()
-        test = test.join(seen, on=["question", "answer"], how="anti", nulls_equal=True)
+        pairs = df.select("row", "question", "answer")
+        seen = train.select("row").join(pairs, on="row").select("question", "answer").unique()
+        test = test.join(pairs.join(test.select("row"), on="row").join(seen, on=["question", "answer"], how="semi",
+                                                                             nulls_equal=True).select("row"),
+                         on="row", how="anti")
     columns = pool.column_names
     counts = {}
     for name, rows in (("train", train), ("test", test), ("pool", df.select("row", "question_id"))):
