@@ -168,7 +168,7 @@ class SpilledRows:
                 order = np.argsort(table[RANK].to_numpy(), kind="stable")
                 if self.dest is not None:
                     order = order[table[DEST].to_numpy()[order] == self.dest]
-                piece = take_rows(table.select(columns), order)
+                piece = take_rows(table.select(columns), order).combine_chunks()
                 del table
             yield piece
 

@@ -65,13 +65,14 @@ def plan_release(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, see
     """``balance_and_split`` without copying the pool: train, test and the pool (question_id
     order) as ``TableRows`` of ``pool``, for ``write_stats`` and ``write_release``.
 
-    Same train/test rows, reports and removals as ``balance_and_split``; the caller keeps ``pool``
-    alive (the views read from it) and the written release is byte-identical.
+    Same train/test rows, reports and removals as ``balance_and_split`` and a byte-identical
+    release. Callers should drop their own reference to ``pool``: the views hold it, and the
+    writer then combines its chunks column by column without a second copy of the pool.
     """
     balanced, result = decide(pool, balance, split, seed)
-    result.train = TableRows(pool, result.train_rows)
-    result.test = TableRows(pool, result.test_rows)
-    return BalancedSplit(pool=TableRows(pool, balanced.question_id_order), balance=balanced, split=result)
+    view = TableRows(pool, balanced.question_id_order)
+    result.train, result.test = view.with_rows(result.train_rows), view.with_rows(result.test_rows)
+    return BalancedSplit(pool=view, balance=balanced, split=result)
 
 
 def balance_and_split(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int) -> BalancedSplit:

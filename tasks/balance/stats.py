@@ -88,6 +88,8 @@ COUNT_COLUMNS = ["image_id", "property_id", "answer", *BREAKDOWNS.values()]  # w
 def _balanced(split: SplitResult) -> Rows:
     """The balanced questions: exactly train + test (zero-copy; views of one table stay a view)."""
     train, test = split.train, split.test
+    if isinstance(train, TableRows) and isinstance(test, TableRows) and train.table is test.table:
+        return train.with_rows(np.concatenate([train.rows, test.rows]))
     if not isinstance(train, pa.Table) and not isinstance(test, pa.Table) and train.table is test.table:
         return TableRows(train.table, np.concatenate([train.rows, test.rows]))
     return pa.concat_tables([_columns(train, None), _columns(test, None)])
