@@ -25,8 +25,10 @@ from reasonvqa.tasks.release.writer import write_table_files
 
 def polars_release(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int, out: Path) -> dict[str, int]:
     """Decide train/test like the project and write ``out/{train,test,pool}``; return the row counts."""
-    df = pl.from_arrow(pool).with_row_index("row")
-    narrow = df.select("row", "question_id", "image_id", "property_id", "answer", "n_hop")  # decide on these only
+    # decide on the few columns the rules read; the files are gathered from the Arrow pool
+    df = pl.from_arrow(pool.select(["question_id", "image_id", "property_id", "answer", "n_hop", "question"]))
+    df = df.with_row_index("row")
+    narrow = df.drop("question")
     kept = _balance(narrow, balance, seed)
     kept = _hop_mix(kept, balance.hop_shares, seed)
     train, test = _split(kept, split, seed)
@@ -36,11 +38,10 @@ def polars_release(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, s
         test = test.join(pairs.join(test.select("row"), on="row").join(seen, on=["question", "answer"], how="semi",
                                                                              nulls_equal=True).select("row"),
                          on="row", how="anti")
-    columns = pool.column_names
     counts = {}
     for name, rows in (("train", train), ("test", test), ("pool", df.select("row", "question_id"))):
         order = rows.select("row", "question_id").sort("question_id", maintain_order=True, nulls_last=True)["row"]
-        write_table_files(df.select(columns)[order.to_numpy()].to_arrow(), out / name)
+        write_table_files(pool.take(pa.array(order.to_numpy().astype("int64"))), out / name)
         counts[name] = len(order)
     return counts
 
@@ -50,7 +51,7 @@ def _balance(df: pl.DataFrame, config: BalanceConfig, seed: int) -> pl.DataFrame
     missing = lambda c: pl.col(c).is_null() | (pl.col(c) == "")  # noqa: E731
     # the first of repeated ids stays; later repeats and rows missing a key are invalid
     valid = df.sort("question_id", maintain_order=True, nulls_last=True).filter(~missing("question_id"))
-    valid = valid.filter(pl.col("question_id").cum_count().over("question_id") == 1)
+    valid = valid.filter(pl.col("question_id").is_first_distinct())
     valid = valid.filter(~missing("image_id") & ~missing("property_id") & ~missing("answer"))
     state = keys.salt(seed, "balance")
     valid = valid.with_columns(key=pl.Series(keys.keys_of(state, np.arange(valid.height))))
