@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Protocol, Union, runtime_checkable
@@ -52,6 +53,7 @@ class _SharedTable:
 
     def __init__(self, table: pa.Table):
         self.table = table
+        self._lock = threading.Lock()  # the writer's threads ask at once
 
     def single_chunk(self) -> pa.Table:
         """The table with one chunk per column (Arrow's take on many chunks is 2-3x slower).
@@ -59,14 +61,15 @@ class _SharedTable:
         Columns are combined one at a time and the chunked table is dropped first, so when the
         views hold the only reference (callers drop theirs) memory grows by one column, not a pool.
         """
-        if any(column.num_chunks > 1 for column in self.table.columns):
-            schema, columns = self.table.schema, list(self.table.columns)
-            self.table = None
-            for i, column in enumerate(columns):
-                columns[i] = pa.chunked_array([column.combine_chunks()], column.type)
-                del column
-            self.table = pa.Table.from_arrays(columns, schema=schema)
-        return self.table
+        with self._lock:
+            if any(column.num_chunks > 1 for column in self.table.columns):
+                schema, columns = self.table.schema, list(self.table.columns)
+                self.table = None
+                for i, column in enumerate(columns):
+                    columns[i] = pa.chunked_array([column.combine_chunks()], column.type)
+                    del column
+                self.table = pa.Table.from_arrays(columns, schema=schema)
+            return self.table
 
 
 class TableRows:
