@@ -73,27 +73,29 @@ def pool_files(questions: int, seed: int = 0) -> list[Path]:
 def run_partitioned(paths: list[Path], out: Path) -> dict:
     from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
     from reasonvqa.tasks.balance.partitioned import plan_partitioned
-    from reasonvqa.tasks.balance.stats import write_stats
-    from reasonvqa.tasks.release.writer import write_release
 
-    steps = {}
-    start = last = time.perf_counter()
-
-    def step(name: str) -> None:
-        nonlocal last
-        steps[name] = round(time.perf_counter() - last, 2)
-        last = time.perf_counter()
-
+    steps = Steps()
     done = plan_partitioned(paths, BalanceConfig(), SplitConfig(), 0, out / "_work")
-    step("decide + spill")
-    write_stats(done.pool, done.balance, done.split, out / "stats")
-    step("stats")
-    write_release(out, "bench", "1.0.0", {"train": done.split.train, "test": done.split.test}, pool=done.pool,
-                  stats_dir=out / "stats", config={}, inputs={})
-    step("write")
+    steps.mark("decide + spill")
+    result = stats_and_release(done, out, steps)
     shutil.rmtree(out / "_work", ignore_errors=True)
-    counts = {"train": done.split.train.num_rows, "test": done.split.test.num_rows, "pool": done.pool.num_rows}
-    return {"s": time.perf_counter() - start, "steps": steps, "counts": counts}
+    return result
+
+
+class Steps(dict):
+    """Seconds per named step, each since the previous mark; ``total`` since creation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.start = self.last = time.perf_counter()
+
+    def mark(self, name: str) -> None:
+        now = time.perf_counter()
+        self[name] = round(now - self.last, 2)
+        self.last = now
+
+    def total(self) -> float:
+        return time.perf_counter() - self.start
 
 
 def run_floor(pool_path: Path, out: Path, n_train: int, n_test: int) -> dict:
@@ -125,29 +127,28 @@ def run_project(pool_path: Path, out: Path) -> dict:
 
     from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
     from reasonvqa.tasks.balance.pipeline import plan_release
+
+    steps = Steps()
+    pool = pq.read_table(pool_path)
+    steps.mark("read")
+    done = plan_release(pool, BalanceConfig(), SplitConfig(), 0)
+    del pool
+    steps.mark("decide")
+    return stats_and_release(done, out, steps)
+
+
+def stats_and_release(done, out: Path, steps: Steps) -> dict:
+    """``write_stats`` then ``write_release`` of a planned release, as the build flow does; the worker's result."""
     from reasonvqa.tasks.balance.stats import write_stats
     from reasonvqa.tasks.release.writer import write_release
 
-    steps = {}
-    start = last = time.perf_counter()
-
-    def step(name: str) -> None:
-        nonlocal last
-        steps[name] = round(time.perf_counter() - last, 2)
-        last = time.perf_counter()
-
-    pool = pq.read_table(pool_path)
-    step("read")
-    done = plan_release(pool, BalanceConfig(), SplitConfig(), 0)
-    del pool
-    step("decide")
     write_stats(done.pool, done.balance, done.split, out / "stats")
-    step("stats")
+    steps.mark("stats")
     write_release(out, "bench", "1.0.0", {"train": done.split.train, "test": done.split.test}, pool=done.pool,
                   stats_dir=out / "stats", config={}, inputs={})
-    step("write")
+    steps.mark("write")
     counts = {"train": done.split.train.num_rows, "test": done.split.test.num_rows, "pool": done.pool.num_rows}
-    return {"s": time.perf_counter() - start, "steps": steps, "counts": counts}
+    return {"s": steps.total(), "steps": dict(steps), "counts": counts}
 
 
 def measured(engine: str, pool_path: Path | list[Path], out: Path, extra: list[str] = ()) -> dict:
