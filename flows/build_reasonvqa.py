@@ -198,10 +198,11 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     question_futures = [questions_shard.submit(shard, link_dir, question_dir, facts_path, config.questions,
                                                config.seed, snapshot) for shard in shards]
     report["questions"] = summarize([f.result() for f in question_futures])
-    pool = read_table(question_dir, "questions", schemas.QUESTIONS)
 
     # 5-7. balance, split, stats, release
-    release = finish_release(pool, config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
+    # passed without a local name: the release's row views then hold the pool's only reference
+    release = finish_release(read_table(question_dir, "questions", schemas.QUESTIONS), config, out_dir, work_dir,
+                             inputs, report, overwrite, extra_tables)
     logger.info("release written to %s", release)
     return str(release)
 
