@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: sample test install bench clean
+.PHONY: sample test install bench bench-release clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -27,7 +27,12 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_sparql_batching --sizes 100,1000,5000
 	$(BIN)/python -m benchmarks.bench_question_generation
 	$(BIN)/python -m benchmarks.bench_balance_split
+	$(BIN)/python -m benchmarks.bench_release_floor
 	$(BIN)/python -m benchmarks.bench_verified_sandbox
+
+# The side-by-side table alone: I/O floor, polars rewrite and project (balance + split + write).
+bench-release: $(STAMP)
+	$(BIN)/python -m benchmarks.bench_release_floor
 
 clean:
 	rm -rf out work

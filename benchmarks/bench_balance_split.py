@@ -8,9 +8,9 @@
    kept/removed/train/test tables and reports (asserted).
 2. Each measured run is a fresh interpreter (so peak RSS, VmHWM, is its own) doing the whole
    path: read the pool Parquet -> balance -> split -> stats + plots -> write_release.
-   The vectorized run decides on integer codes and reorders the pool once into
-   train | test | removed (tasks/balance/pipeline.py); the reference run balances and splits
-   row by row.
+   The vectorized run decides on integer codes and hands the writer row views of the pool
+   (tasks/balance/pipeline.plan_release, as the build runs it); the reference run balances and
+   splits row by row.
 3. Runs: vectorized at full size; vectorized and reference at the reference size (the speed
    ratio); reference at full size only with --reference-questions equal to --questions; then
    `resplit` of the full-size release to two of its six domains (fresh interpreter).
@@ -72,10 +72,10 @@ def run_pipeline(engine: str, pool_path: Path, out: Path) -> dict:
     pool = pq.read_table(pool_path)
     step("read")
     if engine == "vectorized":
-        from reasonvqa.tasks.balance.pipeline import balance_and_split
+        from reasonvqa.tasks.balance.pipeline import plan_release
 
-        done = balance_and_split(pool, BalanceConfig(), SplitConfig(), 0)
-        pool, balanced, split = done.pool, done.balance, done.split  # drops the unordered pool
+        done = plan_release(pool, BalanceConfig(), SplitConfig(), 0)  # row views of the pool, as the build runs it
+        pool, balanced, split = done.pool, done.balance, done.split
         del done
         step("balance + split")
     else:
@@ -99,7 +99,7 @@ def run_pipeline(engine: str, pool_path: Path, out: Path) -> dict:
         "engine": engine,
         "pool": pool_path.name,
         "questions": pool.num_rows,
-        "pool_arrow_mb": round(pool.nbytes / 2**20),
+        "pool_arrow_mb": round(getattr(pool, "table", pool).nbytes / 2**20),
         "total_s": round(time.perf_counter() - start, 2),
         "peak_rss_mb": round(peak_rss_mb()),
         "steps": steps,

@@ -7,13 +7,16 @@ people reached at hops 2-3. Fact densities are chosen so that the candidates com
 ReasonVQA's size. Then, each in a fresh subprocess so that peak RSS is its own:
 
 * ``vectorized`` (the code under test): ``build_index`` once, then ``generate_questions`` over
-  shards of ``--shard-size`` images, as the build flow runs it;
+  shards of ``--shard-size`` images, as the build flow runs it, in ``--workers`` spawned
+  processes (default 2: both cores; one shard per task, results in shard order);
 * ``baseline``: a straightforward per-question Python implementation of the same steps (dicts,
   loops, ``random.Random`` per question) over the first ``--baseline-images`` images; its fact
   indexing is timed in full and its per-image time is scaled to all images.
 
 Reports questions per second, total seconds, peak RSS, and the ratio to the baseline.
-Run: ``python -m benchmarks.bench_question_generation`` (``--scale 0.05`` for a quick run).
+Run: ``python -m benchmarks.bench_question_generation`` (``--scale 0.05`` for a quick run);
+``--mode workers --repeat 3``: 1 process vs ``--workers`` processes alternating, outputs asserted
+identical (sha256 of every shard's question rows).
 """
 
 from __future__ import annotations
@@ -225,39 +228,83 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-def run_vectorized(folder: Path, shard_size: int) -> dict:
-    """Index once, then generate shard by shard (images sorted by id, as the flow shards them)."""
+_SHARED: dict = {}  # the loaded tables and index, inherited by forked shard workers
+
+
+def _shard_job(shard: int) -> tuple[int, int, int, str]:
+    """Generate one shard from the inherited tables; (questions, candidates, rejects, sha256 of its rows)."""
+    import hashlib
+
+    from reasonvqa.tasks.questions.templated import generate_questions
+
+    tables, index, bank, config, image_ids, keys, shard_size = (_SHARED[k] for k in (
+        "tables", "index", "bank", "config", "image_ids", "keys", "shard_size"))
+    lo = shard * shard_size
+    first, last = image_ids[lo], image_ids[min(lo + shard_size, len(image_ids)) - 1]
+    part = {"images": tables["images"].slice(lo, shard_size)}
+    for name, col in keys.items():
+        a, b = np.searchsorted(col, first, "left"), np.searchsorted(col, last, "right")
+        part[name] = tables[name].slice(a, b - a)
+    result = generate_questions(**part, facts=tables["facts"], bank=bank, config=config, seed=0, shard=shard,
+                                knowledge_snapshot="synthetic", index=index)
+    rows = result.outputs["questions"]
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as writer:
+        writer.write_table(rows)
+    digest = hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+    return rows.num_rows, result.rows_in, len(result.rejects), digest
+
+
+def _load_shared(folder: Path, shard_size: int) -> float:
+    """Load the inputs and build the index into _SHARED (in each worker process); the index seconds."""
     from reasonvqa.tasks.questions.bank import load_bank
     from reasonvqa.tasks.questions.config import QuestionConfig
     from reasonvqa.tasks.questions.index import build_index
-    from reasonvqa.tasks.questions.templated import generate_questions
 
     tables = _load(folder)
     bank, config = load_bank(), QuestionConfig()
-    loaded_rss = _rss_mb()
     start = time.perf_counter()
-    cpu0 = time.process_time()
     index = build_index(tables["facts"], bank, config)
     index_s = time.perf_counter() - start
     image_ids = tables["images"]["image_id"].to_numpy(zero_copy_only=False)
     keys = {name: tables[name]["image_id"].to_numpy(zero_copy_only=False) for name in ("objects", "relations", "links")}
-    questions = candidates = rejected = 0
-    for shard, lo in enumerate(range(0, len(image_ids), shard_size)):
-        first, last = image_ids[lo], image_ids[min(lo + shard_size, len(image_ids)) - 1]
-        part = {"images": tables["images"].slice(lo, shard_size)}
-        for name, col in keys.items():
-            a, b = np.searchsorted(col, first, "left"), np.searchsorted(col, last, "right")
-            part[name] = tables[name].slice(a, b - a)
-        result = generate_questions(**part, facts=tables["facts"], bank=bank, config=config, seed=0, shard=shard,
-                                    knowledge_snapshot="synthetic", index=index)
-        questions += result.outputs["questions"].num_rows
-        candidates += result.rows_in
-        rejected += len(result.rejects)
+    _SHARED.update(tables=tables, index=index, bank=bank, config=config, image_ids=image_ids, keys=keys,
+                   shard_size=shard_size)
+    return index_s
+
+
+def run_vectorized(folder: Path, shard_size: int, workers: int = 1) -> dict:
+    """Index once, then generate shard by shard (images sorted by id, as the flow shards them).
+
+    ``workers`` > 1: the shards run in that many spawned processes (polars is not fork-safe), each
+    loading the inputs and building the index once, one shard per task, results in shard order: what a
+    process-based task runner does with the flow's question tasks. The time includes their start-up.
+    """
+    import multiprocessing
+
+    start = time.perf_counter()
+    cpu0 = time.process_time()
+    if workers > 1:
+        n_images = pq.ParquetFile(folder / "images.parquet").metadata.num_rows
+        shards = range(-(-n_images // shard_size))
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(workers, initializer=_load_shared, initargs=(folder, shard_size)) as pool:
+            results = pool.map(_shard_job, shards, chunksize=1)
+        index_s, loaded_rss, n_facts = None, None, pq.ParquetFile(folder / "facts.parquet").metadata.num_rows
+    else:
+        loaded_rss = _rss_mb()
+        index_s = _load_shared(folder, shard_size)
+        n_images, n_facts = len(_SHARED["image_ids"]), _SHARED["tables"]["facts"].num_rows
+        results = [_shard_job(shard) for shard in range(-(-n_images // shard_size))]
+    questions, candidates, rejected = (sum(r[i] for r in results) for i in range(3))
     total = time.perf_counter() - start
-    return {"images": len(image_ids), "facts": tables["facts"].num_rows, "candidates": candidates, "questions": questions,
-            "rejected": rejected, "index_s": round(index_s, 2), "total_s": round(total, 2),
-            "cpu_s": round(time.process_time() - cpu0, 2), "peak_rss_mb": round(_peak_rss_mb()),
-            "rss_after_loading_inputs_mb": round(loaded_rss)}
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"images": n_images, "facts": n_facts, "candidates": candidates, "questions": questions,
+            "rejected": rejected, "index_s": index_s and round(index_s, 2), "total_s": round(total, 2), "workers": workers,
+            "cpu_s": round(time.process_time() - cpu0 + children.ru_utime + children.ru_stime, 2),
+            "peak_rss_mb": round(_peak_rss_mb()), "largest_worker_peak_rss_mb": round(children.ru_maxrss / 1024),
+            "rss_after_loading_inputs_mb": loaded_rss and round(loaded_rss),
+            "output_sha256": hashlib.sha256("".join(r[3] for r in results).encode()).hexdigest()}
 
 
 def run_baseline(folder: Path, n_images: int) -> dict:
@@ -377,12 +424,20 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="share of the ReasonVQA-size image count")
     parser.add_argument("--shard-size", type=int, default=5000)
     parser.add_argument("--baseline-images", type=int, default=3000)
-    parser.add_argument("--mode", choices=["all", "vectorized", "baseline"], default="all")
+    parser.add_argument("--mode", choices=["all", "vectorized", "baseline", "workers"], default="all",
+                        help="workers: the vectorized run with 1 and with --workers processes, alternating, and "
+                             "their outputs compared (no baseline)")
+    parser.add_argument("--workers", type=int, default=2, help="processes for the parallel vectorized run")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each (mode workers), medians reported")
     args = parser.parse_args()
     folder = TMP / f"scale-{args.scale}"
-    if args.mode != "all":
-        result = run_vectorized(folder, args.shard_size) if args.mode == "vectorized" else run_baseline(folder, args.baseline_images)
+    if args.mode in ("vectorized", "baseline"):
+        result = (run_vectorized(folder, args.shard_size, args.workers) if args.mode == "vectorized"
+                  else run_baseline(folder, args.baseline_images))
         print(json.dumps(result))
+        return
+    if args.mode == "workers":
+        compare_workers(folder, args)
         return
     t0 = time.perf_counter()
     make_synthetic(folder, args.scale)
@@ -402,6 +457,34 @@ def main() -> None:
           f"({vec['rss_after_loading_inputs_mb']} MB after loading all input tables)")
     print(f"baseline (scaled from {base['images']} images): {base['est_total_s']} s ({base_qps:,.0f} questions/s), "
           f"peak RSS {base['peak_rss_mb']} MB; speed-up x{base['est_total_s'] / vec['total_s']:.1f}")
+
+
+def compare_workers(folder: Path, args) -> None:
+    """One process vs ``--workers`` processes over the same shards, alternating; outputs must be identical."""
+    import os
+    import statistics
+
+    make_synthetic(folder, args.scale)
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    runs: dict[int, list[dict]] = {1: [], args.workers: []}
+    for rep in range(args.repeat):
+        for workers in ((1, args.workers) if rep % 2 == 0 else (args.workers, 1)):
+            cmd = [sys.executable, "-m", "benchmarks.bench_question_generation", "--mode", "vectorized", "--scale",
+                   str(args.scale), "--shard-size", str(args.shard_size), "--workers", str(workers)]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            runs[workers].append(result)
+            print(f"workers={workers}: {result['questions']:,} questions in {result['total_s']} s "
+                  f"({result['questions'] / result['total_s']:,.0f}/s), CPU {result['cpu_s']} s, peak RSS "
+                  f"{result['peak_rss_mb']} MB (largest worker {result['largest_worker_peak_rss_mb']} MB)", flush=True)
+    digests = {r["output_sha256"] for rs in runs.values() for r in rs}
+    if len(digests) != 1:
+        raise AssertionError("the parallel run's questions differ from the serial run's")
+    print(f"load average after: {os.getloadavg()}")
+    for workers, rs in runs.items():
+        s = statistics.median(r["total_s"] for r in rs)
+        print(f"workers={workers}: median {s:.1f} s, {rs[0]['questions'] / s:,.0f} questions/s")
+    print("outputs identical (sha256 of every shard's questions, in shard order)")
 
 
 if __name__ == "__main__":

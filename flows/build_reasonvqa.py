@@ -258,7 +258,9 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     extra_tables["images"] = release_images([shard.table("images") for shard in shards], pool)
 
     # 5-7. balance, split, stats, release
-    release = finish_release(pool, config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
+    # passed without a local name: the release's row views then hold the pool's only reference
+    release = finish_release(read_table(question_dir, "questions", schemas.QUESTIONS), config, out_dir, work_dir,
+                             inputs, report, overwrite, extra_tables)
     logger.info("release written to %s", release)
     return str(release)
 
@@ -283,20 +285,20 @@ def regions_of_pool(regions: pa.Table, pool: pa.Table) -> pa.Table:
 def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str],
                    report: dict[str, dict], overwrite: bool, tables: dict[str, pa.Table] | None = None) -> Path:
     """Balance the pool, split it, write stats and the release folder (with ``tables``, e.g. regions)."""
-    from reasonvqa.tasks.balance.pipeline import balance_and_split
+    from reasonvqa.tasks.balance.pipeline import plan_release
     from reasonvqa.tasks.balance.stats import write_stats
-    from reasonvqa.tasks.release.breakdown import write_breakdown
+    from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
     from reasonvqa.tasks.release.writer import require_nonempty_splits, write_release
     from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, write_decisions_file
 
     pool, tables, applied = apply_store(config.annotations, pool, tables)  # human decisions, when configured
-    done = balance_and_split(pool, config.balance, config.split, config.seed)
-    del pool  # done.pool holds the same rows (reordered); keeping both doubles peak memory
+    done = plan_release(pool, config.balance, config.split, config.seed)  # views of pool: no copy until written
+    del pool
     stats_dir = work_dir / "stats"
     if stats_dir.exists():
         shutil.rmtree(stats_dir)
     stats_files = write_stats(done.pool, done.balance, done.split, stats_dir)
-    stats_files.update(write_breakdown(pa.concat_tables([done.split.train, done.split.test]),
+    stats_files.update(write_breakdown(released_questions(done.split.train, done.split.test),
                                        (tables or {}).get("regions"), stats_dir))
     write_json(release_stage_counts(report), stats_dir / "stages.json")
     stats_files["stages.json"] = stats_dir / "stages.json"

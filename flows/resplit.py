@@ -22,9 +22,9 @@ from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, reco
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import DomainMatch, filter_pool
 from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds
-from reasonvqa.tasks.balance.pipeline import balance_and_split
+from reasonvqa.tasks.balance.pipeline import plan_release
 from reasonvqa.tasks.balance.stats import write_stats
-from reasonvqa.tasks.release.breakdown import write_breakdown
+from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
 from reasonvqa.tasks.release.reader import read_split
 from reasonvqa.tasks.release.writer import MANIFEST, sha256_file, write_release
 
@@ -87,8 +87,9 @@ def resplit(
     request_id = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
     version = version or f"{manifest['version']}-resplit-{request_id[:8]}"
 
-    done = balance_and_split(selected, balance_config, split_config, seed)
-    del selected  # done.pool holds the same rows, reordered
+    tables = tables_of_pool(tables, selected)  # the pool keeps every selected row (removed ones too)
+    done = plan_release(selected, balance_config, split_config, seed)  # views of selected: no copy until written
+    del selected
     pool, balanced, split = done.pool, done.balance, done.split
     new_config = {
         **{k: v for k, v in config.items() if k != "resplit"},
@@ -105,8 +106,7 @@ def resplit(
     with tempfile.TemporaryDirectory(prefix="resplit-stats-") as tmp:
         stats_dir = Path(tmp) / "stats"
         files = write_stats(pool, balanced, split, stats_dir)
-        tables = tables_of_pool(tables, pool)
-        files.update(write_breakdown(pa.concat_tables([split.train, split.test]), tables.get("regions"), stats_dir))
+        files.update(write_breakdown(released_questions(split.train, split.test), tables.get("regions"), stats_dir))
         _write_json(filter_report, stats_dir / "filter_report.json")
         files["filter_report.json"] = stats_dir / "filter_report.json"
         if applied is not None:

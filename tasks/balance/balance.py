@@ -15,8 +15,8 @@ Algorithm (one round; rounds repeat until a fixed point or ``config.rounds``):
    surviving questions (counted over all groups at the start of the round), ties broken by
    a seeded random key of the question (tasks.balance.keys).
 
-Invalid rows (no question_id, a repeated question_id, no image_id, no property_id, no answer)
-are removed first with their reason and round 0, so ``pool == kept + removed`` always.
+Invalid rows (no or an empty question_id, a repeated question_id, no image_id, no property_id,
+no answer) are removed first with their reason and round 0, so ``pool == kept + removed`` always.
 tests/tasks/balance/reference.py implements the same algorithm row by row in plain Python.
 """
 
@@ -56,8 +56,11 @@ BALANCE_REASONS = ("head_tail_bound", "max_ratio")
 
 @dataclass
 class BalanceResult:
-    """Kept questions (pool schema, sorted by question_id), removals and the report.
+    """Kept questions (pool schema), removals and the report.
 
+    From ``balance_questions``, ``kept`` is sorted by question_id. ``pipeline.balance_and_split``
+    replaces it with the slice train | test of its reordered pool (each part by question_id, so
+    ``kept`` as a whole is not sorted then), and ``pipeline.plan_release`` leaves it None.
     ``kept_rows`` / ``removed_rows`` are the row numbers, in the pool given to balancing, of the
     kept questions (question_id order) and of the rows of ``removed`` (same order); ``kept`` is
     None when balancing ran with ``materialize=False``.
@@ -68,6 +71,7 @@ class BalanceResult:
     report: dict
     kept_rows: np.ndarray | None = None
     removed_rows: np.ndarray | None = None
+    question_id_order: np.ndarray | None = None  # every pool row, by question_id (stable, nulls last)
 
 
 def check_columns(pool: pa.Table) -> None:
@@ -106,7 +110,8 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, mater
         images_emptied=int((images_before & ~images_after).sum()),
     )
     kept = codes.take_rows(pool, kept_rows) if materialize else None
-    return BalanceResult(kept=kept, removed=removed, report=report, kept_rows=kept_rows, removed_rows=removed_rows)
+    return BalanceResult(kept=kept, removed=removed, report=report, kept_rows=kept_rows, removed_rows=removed_rows,
+                         question_id_order=qid_order)
 
 
 @dataclass
@@ -246,7 +251,7 @@ def _priority_order(pair: np.ndarray, image_count: np.ndarray, key_rank: np.ndar
 def _invalid_codes(pool: pa.Table, qid_order: np.ndarray) -> np.ndarray:
     """Per row: 0 valid, else 1 + index of its first reason in INVALID_REASONS."""
     conditions = [
-        pool["question_id"].is_null().to_numpy(zero_copy_only=False),
+        codes.missing(pool["question_id"]),
         codes.repeats_in_order(pool["question_id"], qid_order),
         codes.missing(pool["image_id"]),
         codes.missing(pool["property_id"]),

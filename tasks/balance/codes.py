@@ -6,18 +6,21 @@ ranking millions of strings, and the codes compare like the strings they stand f
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def _array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+def combined(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One array of a (possibly chunked) column; a single chunk is not copied."""
     if isinstance(column, pa.ChunkedArray):
+        if column.num_chunks == 0:
+            return pa.array([], column.type)
         return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     return column
+
+
+_array = combined
 
 
 def dense_codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -65,52 +68,16 @@ def missing(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def take_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
-    """``table.take(rows)``, faster for list columns at millions of rows.
-
-    Arrow's take on list<string> columns is several times slower than on the flat child
-    values, so list columns gather their child values with one flat index instead.
-    """
-    rows = np.asarray(rows, dtype=np.int64)
-    index = pa.array(rows)
-
-    def take(column: pa.ChunkedArray):
-        if pa.types.is_list(column.type) and len(rows):
-            return _take_list(_array(column), rows)
-        if _few_distinct(column):
-            return _take_strings(_array(column), index)
-        return column.take(index)
-
-    # Arrow releases the GIL inside take: columns go in parallel, largest first.
-    order = sorted(range(table.num_columns), key=lambda i: -table.column(i).nbytes)
-    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        taken = dict(zip(order, pool.map(lambda i: take(table.column(i)), order)))
-    return pa.Table.from_arrays([taken[i] for i in range(table.num_columns)], schema=table.schema)
+    """``table.take(rows)``: with pyarrow 26, Arrow's own take (chunk-aware) measured 2-4x faster
+    on the synthetic pool than gathering list columns through their flat values and repeated
+    strings through a dictionary, which an older Arrow needed."""
+    return table.take(pa.array(np.asarray(rows, dtype=np.int64)))
 
 
-def _take_list(array: pa.ListArray, rows: np.ndarray) -> pa.ListArray:
-    offsets = array.offsets.to_numpy().astype(np.int64)
-    starts = offsets[rows]
-    lengths = offsets[rows + 1] - starts
-    new_offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=new_offsets[1:])
-    flat = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(new_offsets[-1], dtype=np.int64)
-    values = array.values
-    values = _take_strings(values, pa.array(flat)) if _few_distinct(values) else values.take(pa.array(flat))
-    mask = array.is_null().take(pa.array(rows)) if array.null_count else None
-    return pa.ListArray.from_arrays(pa.array(new_offsets.astype(np.int32)), values, type=array.type, mask=mask)
-
-
-def _few_distinct(values: pa.Array | pa.ChunkedArray, sample: int = 4096, limit: int = 256) -> bool:
-    """A string column whose first values repeat a lot (sources, versions, domains, properties)."""
-    if not pa.types.is_string(values.type) or len(values) < 4 * sample:
-        return False
-    return pc.count_distinct(values.slice(0, sample)).as_py() <= limit
-
-
-def _take_strings(values: pa.Array, index: pa.Array) -> pa.Array:
-    """Take through a dictionary: random reads hit a small, cache-resident dictionary."""
-    encoded = pc.dictionary_encode(values)
-    return encoded.dictionary.take(encoded.indices.take(index))
+def flat_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Positions start..start+length-1 of every (start, length), concatenated."""
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
 
 
 def require_columns(table: pa.Table, columns: tuple[str, ...]) -> None:

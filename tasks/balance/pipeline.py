@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -14,19 +16,69 @@ from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_shar
 from reasonvqa.tasks.balance.balance import REMOVED, BalanceResult, balance_questions
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.split import SplitResult, split_images
+from reasonvqa.tasks.release.writer import TableRows
 
 
 @dataclass
 class BalancedSplit:
-    """``pool``: the input pool's rows reordered as train | test | removed, each by question_id.
+    """From ``balance_and_split``: ``pool`` is the input pool's rows reordered as
+    train | test | removed, each by question_id; ``split.train`` and ``split.test`` are zero-copy
+    slices of ``pool`` and ``balance.kept`` is the slice train + test, so the whole result holds
+    one copy of the pool's data.
 
-    ``split.train`` and ``split.test`` are zero-copy slices of ``pool`` and ``balance.kept`` is
-    the slice train + test, so the whole result holds one copy of the pool's data.
+    From ``plan_release``: ``pool`` is ``TableRows`` of the input pool in question_id order,
+    ``split.train`` / ``split.test`` are ``TableRows`` of it (each by question_id) and
+    ``balance.kept`` is None: nothing is copied until the writer gathers each file's rows.
     """
 
-    pool: pa.Table
+    pool: pa.Table | TableRows
     balance: BalanceResult
     split: SplitResult
+
+
+SeenCheck = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int,
+           seen_in_train: SeenCheck | None = None) -> tuple[BalanceResult, SplitResult]:
+    """Balance, hop mix, split and the seen-in-train check as row numbers into ``pool``; nothing
+    is materialized (``kept``, ``train``, ``test`` are None). ``pool`` needs the columns
+    question_id, image_id, property_id, answer, n_hop (hop mix), kind, task_type and
+    is_hallucination where the pool has other kinds than templates (their balancing group and
+    hallucination share: groups.py, hallucination_share.py) and, unless ``seen_in_train`` (test
+    rows, train rows -> mask of the test rows whose (question, answer) pair is in train) is
+    given, question. The release keeps each row's own property_id (null for kinds without one)."""
+    keyed = with_group_keys(pool)  # verified and grounded rows balance per kind and task type
+    balanced = balance_questions(keyed, balance, seed, materialize=False)
+    _apply_hop_mix(keyed, balanced, balance.hop_shares, seed)
+    apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, _add_removed)
+    result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False)
+    if split.drop_test_pairs_seen_in_train:
+        seen = (seen_in_train or partial(pairs_seen_in_train, pool))(result.test_rows, result.train_rows)
+        _drop_test_rows(keyed, balanced, result, seen)
+    check_partition(pool.num_rows, result.train_rows, result.test_rows, balanced.removed_rows)
+    return balanced, result
+
+
+def check_partition(n: int, *parts: np.ndarray) -> None:
+    """Raise when the row numbers ``parts`` do not hold every row of 0..n-1 exactly once."""
+    counts = np.bincount(np.concatenate(parts), minlength=n) if n else np.zeros(0, np.int64)
+    if len(counts) != n or (n and (counts.min() != 1 or counts.max() != 1)):
+        raise AssertionError("train + test + removed do not partition the pool")  # accounting invariant
+
+
+def plan_release(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int) -> BalancedSplit:
+    """``balance_and_split`` without copying the pool: train, test and the pool (question_id
+    order) as ``TableRows`` of ``pool``, for ``write_stats`` and ``write_release``.
+
+    Same train/test rows, reports and removals as ``balance_and_split`` and a byte-identical
+    release. Callers should drop their own reference to ``pool``: the views hold it, and the
+    writer then combines its chunks column by column without a second copy of the pool.
+    """
+    balanced, result = decide(pool, balance, split, seed)
+    view = TableRows(pool, balanced.question_id_order)
+    result.train, result.test = view.with_rows(result.train_rows), view.with_rows(result.test_rows)
+    return BalancedSplit(pool=view, balance=balanced, split=result)
 
 
 def balance_and_split(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int) -> BalancedSplit:
@@ -36,16 +88,8 @@ def balance_and_split(pool: pa.Table, balance: BalanceConfig, split: SplitConfig
     two copies of the pool (the caller's and the reordered one) instead of four. Callers
     should drop their own reference and keep using ``result.pool`` (same rows, new order).
     """
-    pool = with_group_keys(pool)  # verified and grounded rows balance per kind and task type
-    balanced = balance_questions(pool, balance, seed, materialize=False)
-    _apply_hop_mix(pool, balanced, balance.hop_shares, seed)
-    apply_hallucination_share(pool, balanced, balance.hallucination_share, seed, _add_removed)
-    result = split_images(pool, split, seed, rows=balanced.kept_rows, materialize=False)
-    if split.drop_test_pairs_seen_in_train:
-        _drop_test_pairs_seen_in_train(pool, balanced, result)
+    balanced, result = decide(pool, balance, split, seed)
     order = np.concatenate([result.train_rows, result.test_rows, balanced.removed_rows])
-    if len(order) != pool.num_rows or len(np.unique(order)) != pool.num_rows:
-        raise AssertionError("train + test + removed do not partition the pool")  # accounting invariant
     reordered = codes.take_rows(pool, order)
     n_train, n_test = len(result.train_rows), len(result.test_rows)
     result.train = reordered.slice(0, n_train)
@@ -57,15 +101,23 @@ def balance_and_split(pool: pa.Table, balance: BalanceConfig, split: SplitConfig
 SEEN_IN_TRAIN = "seen_in_train"
 
 
-def _drop_test_pairs_seen_in_train(pool: pa.Table, balanced: BalanceResult, split: SplitResult) -> None:
-    """Move test rows whose (question, answer) pair occurs in train to the removed rows (reason
-    ``seen_in_train``); the split report's test counts follow."""
-    def pairs(rows: np.ndarray) -> pa.Array:
-        table = pool.select(["question", "answer"]).take(pa.array(rows, pa.int64()))
-        return pc.binary_join_element_wise(table["question"], table["answer"], "\x1f")
+def question_answer_pairs(table: pa.Table) -> pa.Array | pa.ChunkedArray:
+    """The (question, answer) pair of each row as one string (what ``seen_in_train`` compares)."""
+    return pc.binary_join_element_wise(table["question"], table["answer"], "\x1f")
 
-    seen = pc.is_in(pairs(split.test_rows), value_set=pc.unique(pairs(split.train_rows))).to_numpy(zero_copy_only=False)
-    seen = seen.astype(bool)
+
+def pairs_seen_in_train(pool: pa.Table, test_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
+    """Mask of ``test_rows`` whose (question, answer) pair occurs among ``train_rows`` of ``pool``."""
+    def pairs(rows: np.ndarray) -> pa.Array:
+        return question_answer_pairs(pool.select(["question", "answer"]).take(pa.array(rows, pa.int64())))
+
+    seen = pc.is_in(pairs(test_rows), value_set=pc.unique(pairs(train_rows)))
+    return seen.to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _drop_test_rows(pool: pa.Table, balanced: BalanceResult, split: SplitResult, seen: np.ndarray) -> None:
+    """Move the ``seen`` test rows to the removed rows (reason ``seen_in_train``); the split
+    report's test counts follow."""
     dropped = split.test_rows[seen]
     split.test_rows = split.test_rows[~seen]
     _add_removed(pool, balanced, dropped, SEEN_IN_TRAIN)

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from reasonvqa.stage import write_json, write_parquet
-from reasonvqa.tasks.balance import plots
+from reasonvqa.tasks.balance import codes, plots
 from reasonvqa.tasks.balance.balance import BalanceResult
 from reasonvqa.tasks.balance.bias import bias_report
 from reasonvqa.tasks.balance.split import SplitResult
 from reasonvqa.tasks.balance.summary import entropy_bits, js_divergence_bits, ranked
+from reasonvqa.tasks.release.writer import Rows, TableRows
 
 TOP_GROUPS = 6  # groups shown in the top-answer figures (the largest by pool size)
 TOP_ANSWERS = 10
@@ -30,16 +31,22 @@ BREAKDOWNS = {  # stats key -> column
 }
 
 
-def write_stats(pool: pa.Table, balance: BalanceResult, split: SplitResult, out_dir: Path) -> dict[str, Path]:
-    """Write stats JSON, reports, removals and plots into ``out_dir``; return {relative name: path}."""
+def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir: Path) -> dict[str, Path]:
+    """Write stats JSON, reports, removals and plots into ``out_dir``; return {relative name: path}.
+
+    ``pool``, ``split.train`` and ``split.test`` are tables or ``TableRows`` views (from
+    ``pipeline.plan_release``); counts come from integer codes of each column, computed once per
+    underlying table.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
-    # The balanced questions are exactly train + test (zero-copy concatenation; balance.kept may be None).
-    balanced = pa.concat_tables([split.train, split.test])
-    tables = {"pool": pool, "balanced": balanced, "train": split.train, "test": split.test}
-    answers = {name: answer_counts(t) for name, t in tables.items()}
+    tables = {"pool": pool, "balanced": _balanced(split), "train": split.train, "test": split.test}
+    coded = ColumnCodes()
+    answers = {name: answer_counts(t, coded) for name, t in tables.items()}
+    counts = {name: table_counts(t, coded) for name, t in tables.items()}
+    del coded
     largest = [g for g, _ in sorted(((g, sum(c.values())) for g, c in answers["pool"].items()), key=lambda gc: (-gc[1], gc[0]))]
     stats = {
-        "counts": {name: table_counts(t) for name, t in tables.items()},
+        "counts": counts,
         "entropy_bits": {
             g: {"before": entropy_bits(answers["pool"][g]), "after": entropy_bits(answers["balanced"].get(g, {}))}
             for g in sorted(answers["pool"])
@@ -50,7 +57,7 @@ def write_stats(pool: pa.Table, balance: BalanceResult, split: SplitResult, out_
             k: balance.report[k]
             for k in ("questions_in", "questions_kept", "removed_by_reason", "balanced_away_share", "rounds", "converged", "warnings")
         },
-        "hop_mix": hop_mix(balance.report.get("hop_mix"), split),
+        "hop_mix": hop_mix(balance.report.get("hop_mix"), counts["train"], counts["test"]),
         "split": {
             k: split.report[k]
             for k in ("train", "test", "train_share_images", "train_share_questions", "categories_final", "warnings")
@@ -64,7 +71,7 @@ def write_stats(pool: pa.Table, balance: BalanceResult, split: SplitResult, out_
         "balance_removed.parquet": out_dir / "balance_removed.parquet",
     }
     write_json(stats, files["stats.json"])
-    write_json(bias_report(split.train, split.test), files["bias.json"])
+    write_json(bias_report(_columns(split.train, BIAS_COLUMNS), _columns(split.test, BIAS_COLUMNS)), files["bias.json"])
     write_json(balance.report, files["balance_report.json"])
     write_json(split.report, files["split_report.json"])
     write_parquet(balance.removed, files["balance_removed.parquet"])
@@ -74,11 +81,89 @@ def write_stats(pool: pa.Table, balance: BalanceResult, split: SplitResult, out_
     return dict(sorted(files.items()))
 
 
-def hop_mix(report: dict | None, split: SplitResult) -> dict:
-    """Target vs achieved share per hop count in the released questions (train + test)."""
+BIAS_COLUMNS = ["question", "answer", "choices", "answer_category"]
+COUNT_COLUMNS = ["image_id", "property_id", "answer", *BREAKDOWNS.values()]  # what the counts read
+
+
+def _balanced(split: SplitResult) -> Rows:
+    """The balanced questions: exactly train + test (zero-copy; views of one table stay a view)."""
+    train, test = split.train, split.test
+    if isinstance(train, TableRows) and isinstance(test, TableRows) and train.table is test.table:
+        return train.with_rows(np.concatenate([train.rows, test.rows]))
+    if not isinstance(train, pa.Table) and not isinstance(test, pa.Table) and train.table is test.table:
+        return TableRows(train.table, np.concatenate([train.rows, test.rows]))
+    return pa.concat_tables([_columns(train, None), _columns(test, None)])
+
+
+def _columns(table: Rows, columns: list[str] | None) -> pa.Table:
+    """``table`` (or only ``columns`` of it) as a materialized table; a view (``TableRows``,
+    ``partitioned.SpilledRows``) gathers them."""
+    if not isinstance(table, pa.Table):
+        return table.select(columns or table.table.column_names)
+    return table if columns is None else table.select(columns)
+
+
+def _base(table: Rows) -> tuple[pa.Table, np.ndarray]:
+    """(underlying table, its row numbers) of a table or a view (``.table``, ``.rows``)."""
+    if not isinstance(table, pa.Table):
+        return table.table, table.rows
+    return table, np.arange(table.num_rows)
+
+
+class ColumnCodes:
+    """Dense codes of the columns of the tables behind views, computed once per table and column."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[int, str], tuple] = {}
+        self._keep: list[pa.Table] = []  # holds the tables so their ids stay unique
+
+    def of(self, table: pa.Table, column: str) -> tuple[np.ndarray, list]:
+        """(code per row, -1 for null; the distinct values in sorted order as Python objects)."""
+        key = (id(table), column)
+        if key not in self._cache:
+            self._keep.append(table)
+            values, distinct = codes.dense_codes(table[column])
+            self._cache[key] = (values.astype(np.int32), distinct.to_pylist())
+        return self._cache[key]
+
+    def of_list(self, table: pa.Table, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+        """For a list column: (per row start and length in the flat values, flat value codes, distinct values)."""
+        key = (id(table), column + "[]")
+        if key not in self._cache:
+            self._keep.append(table)
+            array = codes.combined(table[column])
+            values, distinct = codes.dense_codes(array.values)
+            offsets = array.offsets.to_numpy().astype(np.int64)
+            if array.null_count:  # a null list holds no values, whatever its offsets say
+                null = array.is_null().to_numpy(zero_copy_only=False)
+                lengths = np.where(null, 0, np.diff(offsets))
+                starts = offsets[:-1]
+                self._cache[key] = (starts, lengths, values, distinct.to_pylist())
+            else:
+                self._cache[key] = (offsets[:-1], np.diff(offsets), values, distinct.to_pylist())
+        return self._cache[key]
+
+    def pairs(self, table: pa.Table) -> tuple[np.ndarray, list[str], list[str]]:
+        """(dense (property_id, answer) code per row, -1 if either is null; property and answer per code)."""
+        key = (id(table), "(property_id, answer)")
+        if key not in self._cache:
+            prop, props = self.of(table, "property_id")
+            answer, answers = self.of(table, "answer")
+            valid = (prop >= 0) & (answer >= 0)
+            combined = prop.astype(np.int64) * (len(answers) + 1) + answer
+            unique, inverse = np.unique(combined[valid], return_inverse=True)  # sort-based (returns the inverse)
+            pair = np.full(len(prop), -1, dtype=np.int64)
+            pair[valid] = inverse
+            groups, answer_of = np.divmod(unique, len(answers) + 1)
+            self._cache[key] = (pair, [props[g] for g in groups.tolist()], [answers[a] for a in answer_of.tolist()])
+        return self._cache[key]
+
+
+def hop_mix(report: dict | None, train_counts: dict, test_counts: dict) -> dict:
+    """Target vs achieved share per hop count in the released questions (train + test), from their counts."""
     released: dict[str, int] = {}
-    for table in (split.train, split.test):
-        for h, n in table_counts(table).get("by_hop", {}).items():
+    for counts in (train_counts, test_counts):
+        for h, n in counts.get("by_hop", {}).items():
             released[h] = released.get(h, 0) + n
     total = sum(released.values())
     return {
@@ -88,37 +173,43 @@ def hop_mix(report: dict | None, split: SplitResult) -> dict:
     }
 
 
-def answer_counts(table: pa.Table) -> dict[str, dict[str, int]]:
+def answer_counts(table: Rows, coded: ColumnCodes | None = None) -> dict[str, dict[str, int]]:
     """{property_id: {answer: count}} over rows that have both."""
-    counts = (
-        table.select(["property_id", "answer"]).drop_null().group_by(["property_id", "answer"]).aggregate([([], "count_all")])
-    )
+    base, rows = _base(table)
+    pair, props, answers = (coded or ColumnCodes()).pairs(base)
+    picked = pair[rows]
+    counts = np.bincount(picked[picked >= 0], minlength=len(props))
     out: dict[str, dict[str, int]] = {}
-    for prop, answer, n in zip(*(counts.column(i).to_pylist() for i in range(3))):
-        out.setdefault(prop, {})[answer] = n
+    for code in np.flatnonzero(counts).tolist():
+        out.setdefault(props[code], {})[answers[code]] = int(counts[code])
     return {g: dict(sorted(c.items())) for g, c in sorted(out.items())}
 
 
-def table_counts(table: pa.Table) -> dict:
+def table_counts(table: Rows, coded: ColumnCodes | None = None) -> dict:
     """Questions, images and per-column breakdowns of one table (columns it lacks are skipped).
 
     A list column (domains) counts each value of each row; a row with no value counts as "<none>".
     """
-    out: dict = {"questions": table.num_rows}
-    if "image_id" in table.column_names:
-        out["images"] = pc.count_distinct(table["image_id"]).as_py()
+    coded = coded or ColumnCodes()
+    base, rows = _base(table)
+    out: dict = {"questions": len(rows)}
+    if "image_id" in base.column_names:
+        image = coded.of(base, "image_id")[0][rows]
+        out["images"] = int(np.count_nonzero(np.bincount(image[image >= 0])))
     for key, column in BREAKDOWNS.items():
-        if column not in table.column_names:
+        if column not in base.column_names:
             continue
-        values = table[column]
-        empty = 0
-        if pa.types.is_list(values.type):
-            empty = pc.sum(pc.fill_null(pc.equal(pc.list_value_length(values), 0), True)).as_py() or 0
-            values = pc.list_flatten(values)
-        counts = {
-            "<none>" if v is None else str(v): n
-            for v, n in ((e["values"], e["counts"]) for e in pc.value_counts(values).to_pylist())
-        }
+        if pa.types.is_list(base.schema.field(column).type):
+            starts, lengths, flat, distinct = coded.of_list(base, column)
+            starts, lengths = starts[rows], lengths[rows]
+            values = flat[codes.flat_positions(starts, lengths)]
+            empty = int(np.count_nonzero(lengths == 0))  # a null list has no values either
+        else:
+            values, distinct = coded.of(base, column)
+            values, empty = values[rows], 0
+        found = np.bincount(values[values >= 0], minlength=len(distinct))
+        counts = {str(distinct[c]): int(found[c]) for c in np.flatnonzero(found).tolist()}
+        empty += int(np.count_nonzero(values < 0))
         if empty:
             counts["<none>"] = counts.get("<none>", 0) + empty
         out[key] = dict(sorted(counts.items()))

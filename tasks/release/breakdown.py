@@ -110,6 +110,15 @@ def draw_example(regions: list[dict], path: Path) -> None:
     canvas.save(path, format="PNG", optimize=False)
 
 
+BREAKDOWN_COLUMNS = ["question_id", "image_id", "image_source", "question", "answer", "kind", "task_type",
+                     "is_hallucination", "evidence_region_ids"]  # what the breakdown and the examples read
+
+
+def released_questions(*splits) -> pa.Table:
+    """The BREAKDOWN_COLUMNS of the released splits (tables or the writer's row views), concatenated."""
+    return pa.concat_tables([split.select(BREAKDOWN_COLUMNS) for split in splits])
+
+
 def write_breakdown(questions: pa.Table, regions: pa.Table | None, stats_dir: Path) -> dict[str, Path]:
     """Write ``breakdown.json`` and the example pictures under ``stats_dir``; return {name: path}."""
     stats_dir = Path(stats_dir)

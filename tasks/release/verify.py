@@ -288,7 +288,11 @@ def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS) -
 
 def _check_questions(split: str, table: pa.Table) -> list[str]:
     problems = []
-    if pc.count_distinct(table["question_id"]).as_py() != table.num_rows:
+    has_id = pc.fill_null(pc.greater(pc.utf8_length(table["question_id"]), 0), False)
+    ids = table["question_id"].filter(has_id)
+    if len(ids) != table.num_rows:
+        problems.append(f"{split}: {table.num_rows - len(ids)} questions without a question_id (null or empty)")
+    if pc.count_distinct(ids).as_py() != len(ids):
         problems.append(f"{split}: duplicate question_id")
     answers = pc.utf8_trim_whitespace(table["answer"].fill_null(""))
     empty = pc.sum(pc.equal(pc.utf8_length(answers), 0)).as_py() or 0

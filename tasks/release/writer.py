@@ -10,8 +10,10 @@ import hashlib
 import json
 import os
 import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Protocol, Union, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,6 +21,7 @@ import pyarrow.parquet as pq
 
 from reasonvqa import schemas
 from reasonvqa.locks import exclusive_lock
+from reasonvqa.tasks.balance.codes import take_rows
 from reasonvqa.tasks.release.card import render_card
 from reasonvqa.tasks.release.croissant import write_croissant
 from reasonvqa.tasks.release.paths import inside, release_dir
@@ -29,6 +32,78 @@ LOCKS = ".locks"  # <out>/.locks/<name>/<version>.lock: held while a version is 
 CARD = "README.md"
 ROWS_PER_FILE = 1_000_000
 SPLIT_ORDER = ("train", "validation", "test")
+WRITERS = 2  # output folders written at once (zstd + Parquet encoding of one file runs on one core)
+
+
+@runtime_checkable
+class RowSource(Protocol):
+    """Rows of a table produced in order, a chunk at a time, without holding them all."""
+
+    num_rows: int
+
+    def chunks(self, size: int) -> Iterator[pa.Table]:
+        """Consecutive tables of ``size`` rows (the last may be shorter), in row order."""
+        ...
+
+
+Rows = Union[pa.Table, RowSource]
+
+
+class _SharedTable:
+    """The table behind several ``TableRows`` views; made single-chunk once, when first written."""
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+        self._lock = threading.Lock()  # the writer's threads ask at once
+
+    def single_chunk(self) -> pa.Table:
+        """The table with one chunk per column (Arrow's take on many chunks is 2-3x slower).
+
+        Columns are combined one at a time and the chunked table is dropped first, so when the
+        views hold the only reference (callers drop theirs) memory grows by one column, not a pool.
+        """
+        with self._lock:
+            if any(column.num_chunks > 1 for column in self.table.columns):
+                schema, columns = self.table.schema, list(self.table.columns)
+                self.table = None
+                for i, column in enumerate(columns):
+                    columns[i] = pa.chunked_array([column.combine_chunks()], column.type)
+                    del column
+                self.table = pa.Table.from_arrays(columns, schema=schema)
+            return self.table
+
+
+class TableRows:
+    """The rows ``rows`` (in that order) of ``table``, gathered only chunk by chunk when written.
+
+    A release written from ``TableRows(pool, rows)`` gathers each row once, straight into the
+    file it belongs to, instead of materializing reordered copies of the pool first. Views made
+    with ``with_rows`` share the table (and its one-time combining into single chunks).
+    """
+
+    def __init__(self, table: pa.Table | _SharedTable, rows):
+        import numpy as np
+
+        self._shared = table if isinstance(table, _SharedTable) else _SharedTable(table)
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.num_rows = len(self.rows)
+
+    @property
+    def table(self) -> pa.Table:
+        return self._shared.table
+
+    def with_rows(self, rows) -> "TableRows":
+        """Another view of the same table."""
+        return TableRows(self._shared, rows)
+
+    def select(self, columns: list[str]) -> pa.Table:
+        """A materialized table of these rows and ``columns`` only."""
+        return take_rows(self.table.select(columns), self.rows)
+
+    def chunks(self, size: int) -> Iterator[pa.Table]:
+        table = self._shared.single_chunk()
+        for start in range(0, max(self.num_rows, 1), size):
+            yield take_rows(table, self.rows[start:start + size])
 
 
 class ReleaseExistsError(FileExistsError):
@@ -88,22 +163,36 @@ def _with_schema_metadata(table: pa.Table, schema: pa.Schema = schemas.QUESTIONS
     return table.replace_schema_metadata({"reasonvqa.schema_version": schemas.SCHEMA_VERSION})
 
 
-def write_table_files(table: pa.Table, folder: Path, schema: pa.Schema = schemas.QUESTIONS) -> list[Path]:
-    """Write ``table`` (conformed to ``schema``) as ``part-NNNNN.parquet`` files of at most ROWS_PER_FILE rows."""
+def write_table_files(table: Rows, folder: Path, schema: pa.Schema = schemas.QUESTIONS) -> list[Path]:
+    """Write ``table`` (conformed to ``schema``) as ``part-NNNNN.parquet`` files of at most ROWS_PER_FILE rows.
+
+    A ``RowSource`` is written chunk by chunk; the files are the same bytes as for the same rows
+    given as one table.
+    """
     folder.mkdir(parents=True, exist_ok=True)
-    table = _with_schema_metadata(table, schema)
+    chunks = table.chunks(ROWS_PER_FILE) if isinstance(table, RowSource) else _slices(table)
     paths = []
-    n_files = max(1, -(-table.num_rows // ROWS_PER_FILE))
-    for i in range(n_files):
+    for i, chunk in enumerate(chunks):
         path = folder / f"part-{i:05d}.parquet"
-        chunk = table.slice(i * ROWS_PER_FILE, ROWS_PER_FILE)
-        pq.write_table(chunk, path, compression="zstd", write_statistics=True)
+        pq.write_table(_with_schema_metadata(chunk, schema).combine_chunks(), path, compression="zstd",
+                       write_statistics=True)
         paths.append(path)
     return paths
 
 
-def _sort_by_question_id(table: pa.Table) -> pa.Table:
-    """Rows in question_id order; an already ordered table (the usual case) is not re-sorted."""
+def _slices(table: pa.Table) -> Iterator[pa.Table]:
+    for start in range(0, max(table.num_rows, 1), ROWS_PER_FILE):
+        yield table.slice(start, ROWS_PER_FILE)
+
+
+def _sort_by_question_id(table: Rows) -> Rows:
+    """Rows in question_id order; an already ordered table (the usual case) is not re-sorted.
+
+    A ``RowSource`` is taken as ordered: its producer (``balance.pipeline.plan_release``, the
+    partitioned path) orders its rows by question_id.
+    """
+    if isinstance(table, RowSource):
+        return table
     ids = table["question_id"]
     if table.num_rows < 2 or pc.all(pc.greater_equal(ids.slice(1), ids.slice(0, len(ids) - 1))).as_py():
         return table
@@ -114,9 +203,9 @@ def write_release(
     out_root: Path,
     name: str,
     version: str,
-    splits: dict[str, pa.Table],
+    splits: dict[str, Rows],
     *,
-    pool: pa.Table,
+    pool: Rows,
     stats_dir: Path | None,
     config: dict[str, Any],
     config_hash: str | None = None,
@@ -130,7 +219,9 @@ def write_release(
     """Write ``<out_root>/<name>/<version>/`` and return its path.
 
     ``splits`` maps split names (train, test, ...) to QUESTIONS tables; ``pool`` is the
-    pre-balancing question pool kept for re-splits. Rows are sorted by question_id.
+    pre-balancing question pool kept for re-splits. Rows are sorted by question_id. Splits and
+    pool may be ``RowSource``s (e.g. ``TableRows``) already in question_id order; the folders
+    are written ``WRITERS`` at a time.
     ``tables`` are further record tables named as in ``schemas.TABLES`` (e.g. ``regions``), one folder each.
     ``annotations`` (the human decisions applied, see annotation_exports/apply.py) goes into the manifest.
     If the version exists with identical content it is left as is; with different
@@ -153,7 +244,7 @@ def write_release(
                                         annotations=annotations)
 
 
-def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table], *, pool: pa.Table,
+def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *, pool: Rows,
                              stats_dir: Path | None, config: dict[str, Any], config_hash: str,
                              inputs: dict[str, str], card_notes: str, stats_files: dict[str, str] | None,
                              overwrite: bool, tables: dict[str, pa.Table] | None = None,
@@ -163,16 +254,10 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table]
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     try:
-        counts = {}
-        for split in _ordered(splits):
-            table = _sort_by_question_id(splits[split])
-            write_table_files(table, tmp / split)
-            counts[split] = table.num_rows
-        write_table_files(_sort_by_question_id(pool), tmp / "pool")
-        counts["pool"] = pool.num_rows
-        for table_name, table in sorted((tables or {}).items()):
-            write_table_files(table, tmp / table_name, schemas.TABLES[table_name])
-            counts[table_name] = table.num_rows
+        jobs = [(split, splits[split], schemas.QUESTIONS) for split in _ordered(splits)] + [("pool", pool, schemas.QUESTIONS)]
+        jobs += [(table_name, table, schemas.TABLES[table_name]) for table_name, table in sorted((tables or {}).items())]
+        counts = {folder: table.num_rows for folder, table, _ in jobs}
+        write_folders(tmp, jobs)
         if stats_dir is not None and stats_dir.exists():
             shutil.copytree(stats_dir, tmp / "stats")
         bias_file = tmp / "stats" / "bias.json"
@@ -212,7 +297,18 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, pa.Table]
         raise
 
 
-def _ordered(splits: dict[str, pa.Table]) -> list[str]:
+def write_folders(root: Path, jobs: list[tuple[str, Rows, pa.Schema]]) -> None:
+    """Write each (folder, rows, schema) under ``root``, question tables sorted by question_id,
+    ``WRITERS`` folders at a time (largest first; Arrow and Parquet release the GIL)."""
+    def write(job: tuple[str, Rows, pa.Schema]) -> None:
+        folder, table, schema = job
+        write_table_files(_sort_by_question_id(table) if schema is schemas.QUESTIONS else table, root / folder, schema)
+
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        list(pool.map(write, sorted(jobs, key=lambda job: -job[1].num_rows)))
+
+
+def _ordered(splits: dict[str, Rows]) -> list[str]:
     known = [s for s in SPLIT_ORDER if s in splits]
     return known + sorted(s for s in splits if s not in SPLIT_ORDER)
 

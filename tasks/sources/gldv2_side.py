@@ -19,6 +19,7 @@ from urllib.parse import unquote
 import numpy as np
 
 from reasonvqa.tasks.sources.normalize import as_int_id, collapse_spaces
+from reasonvqa.tasks.sources.seen_ids import sorted_unique
 
 CATEGORIES = "train_label_to_category.csv"
 CLEAN = "train_clean.csv"
@@ -139,7 +140,7 @@ def read_clean(path: Path, tables: SideTables) -> None:
             else:
                 ids.append(int(key, 16))
         chunks.append(np.array(ids, dtype=np.uint64))
-    tables.clean = np.unique(np.concatenate(chunks)) if chunks else np.zeros(0, dtype=np.uint64)
+    tables.clean = sorted_unique(np.concatenate(chunks)) if chunks else np.zeros(0, dtype=np.uint64)
 
 
 def read_side_tables(folder: Path, need_categories: bool) -> SideTables:

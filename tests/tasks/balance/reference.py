@@ -47,7 +47,7 @@ def reference_balance(pool: pa.Table, config: BalanceConfig, seed: int) -> Balan
     invalid: dict[int, str] = {}
     seen: set[str] = set()
     for row, (qid, image, prop, answer) in enumerate(zip(qids, images, props, answers)):
-        if qid is None:
+        if not qid:
             invalid[row] = "missing_question_id"
         elif qid in seen:
             invalid[row] = "duplicate_question_id"

@@ -36,8 +36,12 @@ def synthetic_pool(
     seed: int = 0,
     answer_exponent: float = 1.1,
     max_answers: int = 5000,
+    image_offset: int = 0,
 ) -> pa.Table:
-    """A QUESTIONS table: group sizes and answers per group follow Zipf-like laws."""
+    """A QUESTIONS table: group sizes and answers per group follow Zipf-like laws.
+
+    ``image_offset`` numbers the images from there (pools of several chunks with distinct images).
+    """
     rng = np.random.default_rng(seed)
     group_weight = 1.0 / np.arange(1, n_groups + 1) ** 0.8
     group = rng.choice(n_groups, size=n_questions, p=group_weight / group_weight.sum())
@@ -57,7 +61,7 @@ def synthetic_pool(
     # answers recur across groups and the split sees many pool answers.
     vocabulary = _fmt("V", pa.array(group % ANSWER_VOCABULARIES))
     answer_text = pc.binary_join_element_wise(vocabulary, pa.scalar("-a"), _str(answer), "")
-    image_text = _fmt("vg:", pa.array(image))
+    image_text = _fmt("vg:", pa.array(image + image_offset))
     n = n_questions
     choices = _list_of(
         [answer_text] + [pc.binary_join_element_wise(answer_text, pa.scalar(f" ({i})"), "") for i in (1, 2, 3)]

@@ -109,6 +109,21 @@ def test_invalid_rows_are_removed_with_reasons_in_round_zero():
     assert any("removed invalid questions" in w for w in result.report["warnings"])
 
 
+def test_empty_question_id_is_invalid_like_a_missing_one():
+    rows = [
+        question("", "vg:1", "P17", "France"),
+        question("", "vg:2", "P17", "Spain"),
+        question("q3", "vg:3", "P17", "Italy"),
+    ]
+    result = balance_questions(pool_of(rows), BalanceConfig(), seed=0)
+    assert result.kept["question_id"].to_pylist() == ["q3"]
+    assert [(r["question_id"], r["reason"]) for r in result.removed.to_pylist()] == [
+        ("", "missing_question_id"),
+        ("", "missing_question_id"),
+    ]
+    assert result.report["removed_by_reason"] == {"missing_question_id": 2}
+
+
 def test_single_answer_group_is_kept_and_reported():
     rows = [question(f"q{i}", f"vg:{i}", "P31", "human") for i in range(5)]
     result = balance_questions(pool_of(rows), BalanceConfig(), seed=0)

@@ -47,11 +47,14 @@ def test_content_invariants_are_checked(tmp_path):
     bad = {
         "train": schemas.from_rows(
             [question("q1", "vg:1", "Paris", ["Paris", "Lyon", "Lyon", "Nice"]),
-             question("q2", "vg:2", " ", ["a", "b", "c", " "])], schemas.QUESTIONS),
+             question("q2", "vg:2", " ", ["a", "b", "c", " "]),
+             question("", "vg:4", "Oslo", ["Oslo", "a", "b", "c"])], schemas.QUESTIONS),
         "test": schemas.from_rows([question("q3", "vg:2", "Rome", ["Rome", "a", "b", "c"])], schemas.QUESTIONS),
     }
     problems = verify_release(_write(tmp_path, bad))
     assert "train: 1 questions with an empty answer" in problems
+    assert "train: 1 questions without a question_id (null or empty)" in problems
+    assert "train: duplicate question_id" not in problems
     assert "train: 1 questions whose choices are not the answer + 3 distinct distractors" in problems
     assert "image vg:2 is in both train and test" in problems
 
