@@ -36,11 +36,10 @@ def greedy_suppress(boxes: np.ndarray, order: np.ndarray, iou_threshold: float) 
     """Visit boxes in ``order``; keep a box unless a kept box overlaps it with IoU > threshold.
 
     A suppressed box's ``suppressed_by`` is the first kept box (in visiting order) that overlaps
-    it. Computed block by block (``_BLOCK`` boxes of the order at a time, as the blocked NMS of
+    it. Computed block by block (``_BLOCK`` boxes of the order at a time, like the blocked NMS of
     GPU implementations): one vectorized IoU test of the block against every box kept so far, one
-    of the block against itself, then a sweep through the block that needs a numpy call only per
-    box kept. That is ~n / _BLOCK + kept small array operations instead of ~15 per kept box over
-    all remaining boxes.
+    of the block against itself, then a sweep through the block on bit sets (Python ints), so the
+    numpy calls are a few per block instead of ~15 per kept box.
     """
     boxes = _as_boxes(boxes)
     order = np.asarray(order, dtype=np.int64)
@@ -62,15 +61,25 @@ def greedy_suppress(boxes: np.ndarray, order: np.ndarray, iou_threshold: float) 
             hit = over.any(axis=0)
             by[hit] = kept[over.argmax(axis=0)[hit]]
         within = _iou_above(block, block, iou_threshold)  # (block, block)
-        for j in np.flatnonzero(by < 0).tolist():
-            if by[j] >= 0:  # suppressed by a box kept earlier in this block
+        # the sweep on Python ints as bit sets (bit j = block box j): no numpy call per box
+        rows = np.packbits(within, axis=1, bitorder="little")
+        width = rows.shape[1]
+        rows = rows.tobytes()
+        removed = int.from_bytes(np.packbits(by >= 0, bitorder="little").tobytes(), "little")
+        local = []
+        for j in range(size):
+            if removed >> j & 1:
                 continue
-            kept[n_kept] = start + j
-            n_kept += 1
-            later = within[j].copy()
-            later[: j + 1] = False
-            newly = later & (by < 0)
-            by[newly] = start + j
+            local.append(j)
+            removed |= int.from_bytes(rows[j * width:(j + 1) * width], "little") >> (j + 1) << (j + 1)
+        kept[n_kept:n_kept + len(local)] = start + np.asarray(local, dtype=np.int64)
+        n_kept += len(local)
+        newly = np.ones(size, dtype=bool)
+        newly[local] = False
+        newly &= by < 0
+        if newly.any():  # suppressed inside the block: by the first box kept in the block that overlaps it
+            first = within[local][:, newly].argmax(axis=0)
+            by[newly] = start + np.asarray(local, dtype=np.int64)[first]
         done = by >= 0
         suppressed_by[order[start:start + size][done]] = order[by[done]]
     return Suppression(order[kept[:n_kept]], suppressed_by)
