@@ -12,6 +12,9 @@ attributes. The parts read here, as DROID's own post-processing reads them:
 
 A file without an ``action`` group is incomplete (recording aborted); DROID's post-processing
 treats it as invalid, and so does this reader.
+
+Not verified against a real episode: no DROID file with a usable licence is available here; the
+tests build HDF5 files in the layout above with h5py.
 """
 
 from __future__ import annotations
