@@ -9,13 +9,15 @@ strings, new ids). Then, each in a fresh single-threaded interpreter (peak RSS =
 after one `cat` of the tar to warm the page cache:
 
 * ``floor``: Python ``tarfile`` walk of every member + ``json.loads`` of every JSON (what any
-  reader must do);
+  reader must do; the issue's baseline);
+* ``floor_orjson``: the same walk with ``orjson.loads`` (the parser the ingest uses), the lowest
+  floor a Python reader has;
 * ``gnu_tar``: ``tar -xOf <tar> --wildcards '*.json' > /dev/null`` (members streamed out, no parse);
 * ``ingest``: ``Sa1bSource`` plan/read (safe member checks, JPEG header, validation, RLE area
   check with pycocotools, Arrow columns) + ``write_shard`` of images and regions as zstd Parquet;
 * ``ingest_no_area``: the same with ``verify_area: false`` (what the RLE area check costs).
 
-Reports images/s, regions/s, CPU seconds, the ingest / floor time ratio and peak RSS.
+Reports images/s, regions/s, CPU seconds, the ingest / floor time ratios and peak RSS.
 """
 
 from __future__ import annotations
@@ -81,12 +83,15 @@ def generate(size_mb: float, annotations: int) -> Path:
     return path
 
 
-def run_floor(tar: Path) -> dict:
+def run_floor(tar: Path, parser: str = "json") -> dict:
+    import orjson
+
+    loads = orjson.loads if parser == "orjson" else json.loads
     images = regions = 0
     with tarfile.open(tar, "r:") as archive:
         for member in archive:
             if member.name.endswith(".json"):
-                doc = json.loads(archive.extractfile(member).read())
+                doc = loads(archive.extractfile(member).read())
                 images += 1
                 regions += len(doc["annotations"])
     return {"images": images, "regions": regions}
@@ -119,7 +124,10 @@ def measure(kind: str, tar: Path) -> dict:
         import reasonvqa.stage  # noqa: F401
         import reasonvqa.tasks.sources.sa1b  # noqa: F401
     start, cpu = time.perf_counter(), time.process_time()
-    counts = run_floor(tar) if kind == "floor" else run_ingest(tar, verify_area=kind == "ingest")
+    if kind.startswith("floor"):
+        counts = run_floor(tar, "orjson" if kind == "floor_orjson" else "json")
+    else:
+        counts = run_ingest(tar, verify_area=kind == "ingest")
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {**counts, "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu,
             "user_s": usage.ru_utime, "peak_rss_mb": peak_rss_mb()}
@@ -146,7 +154,7 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=1024)
     parser.add_argument("--annotations", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--measure", choices=["floor", "ingest", "ingest_no_area"])
+    parser.add_argument("--measure", choices=["floor", "floor_orjson", "ingest", "ingest_no_area"])
     parser.add_argument("--tar", type=Path)
     args = parser.parse_args()
     if args.measure:
@@ -156,10 +164,10 @@ def main() -> None:
     with open(tar, "rb") as handle:  # warm the page cache so every run reads from memory
         while handle.read(1 << 24):
             pass
-    runs: dict[str, list[dict]] = {"floor": [], "ingest": [], "ingest_no_area": [], "gnu_tar": []}
+    runs: dict[str, list[dict]] = {"floor": [], "floor_orjson": [], "ingest": [], "ingest_no_area": [], "gnu_tar": []}
     for _ in range(args.repeat):
         runs["gnu_tar"].append(gnu_tar(tar))
-        for kind in ("floor", "ingest", "ingest_no_area"):
+        for kind in ("floor", "floor_orjson", "ingest", "ingest_no_area"):
             runs[kind].append(subprocess_measure(kind, tar))
     best = {k: min(v, key=lambda r: r.get("cpu_s", r["wall_s"])) for k, v in runs.items()}  # CPU: the machine is shared
     floor, ingest = best["floor"], best["ingest"]
@@ -167,7 +175,8 @@ def main() -> None:
         "tar_mb": round(tar.stat().st_size / 1e6, 1), "images": ingest["images"], "regions": ingest["regions"],
         "rejected": ingest["rejected"], "shards": ingest["shards"],
         "gnu_tar_json_out_s": round(best["gnu_tar"]["wall_s"], 2),
-        **{f"{k}_{m}": round(r[m], 2) for k, r in (("floor", floor), ("ingest", ingest),
+        **{f"{k}_{m}": round(r[m], 2) for k, r in (("floor", floor), ("floor_orjson", best["floor_orjson"]),
+                                                   ("ingest", ingest),
                                                    ("ingest_no_area", best["ingest_no_area"]))
            for m in ("wall_s", "cpu_s", "peak_rss_mb")},
         "ingest_images_per_cpu_s": round(ingest["images"] / ingest["cpu_s"], 1),
@@ -179,6 +188,7 @@ def main() -> None:
         "floor_images_per_s": round(floor["images"] / floor["wall_s"], 1),
         "ingest_over_floor_wall": round(ingest["wall_s"] / floor["wall_s"], 2),
         "ingest_over_floor_cpu": round(ingest["cpu_s"] / floor["cpu_s"], 2),
+        "ingest_over_floor_orjson_cpu": round(ingest["cpu_s"] / best["floor_orjson"]["cpu_s"], 2),
         "all_runs": runs,
     }
     print(json.dumps(report, indent=2))

@@ -118,15 +118,27 @@ def render_card(
         lines += [f"- [{label}]({path})" for label, path in sorted(stats_files.items())]
     if notes:
         lines += ["", "## Notes", "", notes.strip()]
+    # the build's sources are the ``source:<kind>`` inputs; each declares its license in the registry
+    from reasonvqa import sources
+
+    source_rows = []
+    for kind in sorted(k.removeprefix("source:") for k in inputs if k.startswith("source:")):
+        try:
+            source = sources.source_class(kind)
+            cells = [(source.description or kind).replace("|", "\\|"), source.license.replace("|", "\\|")]
+            source_rows.append(f"| `{kind}` | {cells[0]} | {cells[1]} |")
+        except sources.UnknownSourceError:  # e.g. a re-split where a plugin source is not installed
+            source_rows.append(f"| `{kind}` | (source not installed here) | see the source dataset |")
     lines += [
         "",
         "## Licenses",
         "",
-        "Questions derive from Wikidata (CC0) and image annotations of their source datasets "
-        "(Visual Genome: CC BY 4.0; Google Landmarks v2: see its per-image licenses). "
-        "Images themselves are not redistributed.",
-        "",
+        "Questions derive from Wikidata (CC0) and the image annotations of their source datasets, "
+        "each under its own license. Images themselves are not redistributed.",
     ]
+    if source_rows:
+        lines += ["", "| source | dataset | license |", "| --- | --- | --- |", *source_rows]
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -6,13 +6,18 @@ An episode folder holds ``metadata_<uuid>.json`` (``uuid``, ``current_task``, ``
 language instructions of the crowd-sourced annotation file (``{episode uuid:
 {"language_instruction1": ..., ...}}``), when configured, join ``current_task`` as the image context.
 
+``trajectory.h5``, when present (see ``droid_trajectory.py``), gives the trajectory length (the
+recordings hold one frame per timestep: a keyframe past the last timestep has no robot state and
+is rejected), the camera roles where the metadata lacks a camera's serial, and the operator's task
+where the metadata lacks ``current_task``. An unreadable or incomplete one refuses the episode.
+
 Per configured camera, keyframes at ``keyframe_rate_hz`` become images
 ``droid:<uuid>/<camera>/<k>`` (``file_path`` = the MP4 with a ``#t=<seconds>`` fragment,
 ``group_id`` = the episode uuid). DROID has no boxes or masks, so no regions.
 
 Units: episode folders (every folder holding a metadata file, ``trajectory.h5`` or ``recordings/``),
 sorted. Accounting unit (``rows_in``): each keyframe read, each camera video that could not be
-read, and each episode refused as a whole (no or bad metadata).
+read, and each episode refused as a whole (no or bad metadata, bad trajectory).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from pydantic import Field
 from reasonvqa import schemas
 from reasonvqa.sources import Source, SourceConfig
 from reasonvqa.stage import Rejects, StageResult
+from reasonvqa.tasks.sources.droid_trajectory import FILE_NAME as TRAJECTORY_FILE
+from reasonvqa.tasks.sources.droid_trajectory import Trajectory, TrajectoryError, read_trajectory
 from reasonvqa.tasks.sources.video_keyframes import VideoDecodeError, sample_keyframes
 
 STAGE = "sources_droid"
@@ -105,13 +112,17 @@ class _Episode:
         if metadata is None:
             yield self._result([], rejects, 1)
             return
+        trajectory = self._trajectory(rejects)
+        if trajectory is False:
+            yield self._result([], rejects, 1)
+            return
         uuid = metadata["uuid"]
-        context = _context(metadata, self.instructions.get(uuid, []))
+        context = _context(metadata, trajectory, self.instructions.get(uuid, []))
         images: list[dict] = []
         rows_in = 0
         shard = 0
         for camera in self.config.cameras:
-            video, problem = self._video(metadata, camera)
+            video, problem = self._video(metadata, trajectory, camera)
             if video is None:
                 rows_in += 1
                 rejects.add(problem[0], f"{self.unit}/{where}#{camera}", problem[1])
@@ -125,6 +136,10 @@ class _Episode:
             relative = video.relative_to(self.config.path).as_posix()
             for keyframe in keyframes:
                 rows_in += 1
+                if trajectory is not None and keyframe.frame_number >= trajectory.length:
+                    rejects.add("droid_keyframe_past_trajectory", f"{self.unit}/{video.relative_to(self.folder)}"
+                                f"#frame={keyframe.frame_number}", f"trajectory has {trajectory.length} timesteps")
+                    continue
                 images.append({
                     "image_id": f"droid:{uuid}/{camera}/{keyframe.index}", "source": "droid",
                     "source_image_id": f"{uuid}/{camera}/{keyframe.index}", "width": keyframe.width,
@@ -157,18 +172,32 @@ class _Episode:
             return None, path.name
         return metadata, path.name
 
-    def _video(self, metadata: dict, camera: str) -> tuple[Path | None, tuple[str, str]]:
-        """The camera's MP4 in ``recordings/MP4/``, found by serial or by the metadata's mp4 path."""
+    def _trajectory(self, rejects: Rejects) -> Trajectory | None | bool:
+        """The episode's trajectory; None when it has no trajectory.h5; False when it was refused."""
+        path = self.folder / TRAJECTORY_FILE
+        if not path.is_file():
+            return None
+        try:
+            return read_trajectory(path)
+        except TrajectoryError as error:
+            rejects.add("droid_trajectory_invalid", f"{self.unit}/{TRAJECTORY_FILE}", str(error))
+            return False
+
+    def _video(self, metadata: dict, trajectory: Trajectory | None, camera: str) -> tuple[Path | None, tuple[str, str]]:
+        """The camera's MP4 in ``recordings/MP4/``, found by serial (the metadata's, else the
+        trajectory's camera roles) or by the metadata's mp4 path."""
         mp4_dir = self.folder / "recordings" / "MP4"
         names = []
         serial = metadata.get(f"{camera}_cam_serial")
+        if not (isinstance(serial, (str, int)) and str(serial)) and trajectory is not None:
+            serial = trajectory.cameras.get(camera)
         if isinstance(serial, (str, int)) and str(serial):
             names.append(f"{serial}.mp4")
         listed = metadata.get(f"{camera}_mp4_path")
         if isinstance(listed, str) and listed:
             names.append(Path(listed).name)
         if not names:
-            return None, ("droid_camera_unknown", f"metadata has no {camera}_cam_serial or {camera}_mp4_path")
+            return None, ("droid_camera_unknown", f"neither metadata nor trajectory.h5 name the {camera} camera")
         for name in names:
             if (mp4_dir / name).is_file():
                 return mp4_dir / name, ("", "")
@@ -179,10 +208,13 @@ class _Episode:
                            rows_in=rows_in, extra={"source": "droid", "episode": self.unit})
 
 
-def _context(metadata: dict, instructions: list[str]) -> str | None:
-    """The episode's instructions, one per line: the operator's task first, then the annotations, deduplicated."""
+def _context(metadata: dict, trajectory: Trajectory | None, instructions: list[str]) -> str | None:
+    """The episode's instructions, one per line: the operator's task first (the metadata's, else
+    the trajectory's), then the annotations, deduplicated."""
     texts = []
     task = metadata.get("current_task")
+    if not (isinstance(task, str) and task.strip()) and trajectory is not None:
+        task = trajectory.current_task
     for text in ([task.strip()] if isinstance(task, str) else []) + instructions:
         if text and text not in texts:
             texts.append(text)

@@ -22,9 +22,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Literal, Sequence
+from itertools import chain
+from typing import Any, ClassVar, Iterator, Literal, NamedTuple, Sequence
 
 import numpy as np
+import orjson
 from pycocotools import mask as mask_utils
 from pydantic import Field
 
@@ -119,6 +121,18 @@ def read_domain_table(path: Path) -> dict[int, str]:
                 raise ValueError(f"{path.name}:{line_no}: expected '<image id><TAB>indoor|outdoor', got {line.strip()!r}")
             table[int(fields[0])] = fields[1]
     return table
+
+
+def parse_json(data: bytes) -> Any:
+    """``json.loads(data)``, through orjson (3-4x faster on SA-1B files) when it accepts the bytes.
+
+    orjson refuses some inputs the standard library reads (NaN and Infinity literals, UTF-16/32,
+    integers beyond 64 bits); those are read by ``json.loads``, so the result is always its result.
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def _resolve(config: Sa1bConfig, path: Path) -> Path:
@@ -221,7 +235,7 @@ class _TarReader:
             shard.rejects.add(half.refused[0], f"{self.tar.name}:sa_{stem}.jpg@{half.jpeg_offset}", half.refused[1])
             return
         try:
-            doc = json.loads(half.json_bytes or b"")
+            doc = parse_json(half.json_bytes or b"")
             image, annotations = _image_fields(doc, stem)
         except (ValueError, TypeError, KeyError) as error:
             shard.rejects.add("sa1b_json_invalid", where, str(error))
@@ -243,17 +257,24 @@ class _TarReader:
 
     def _regions(self, image_id: str, width: int, height: int, annotations: list, where: str, shard: _Shard) -> None:
         """Annotations -> region columns. Clean images take a columnar path; others are checked one by one."""
-        kept = _clean_annotations(annotations, width, height)
-        clean = kept is not None
-        if kept is None:
-            kept = self._checked_one_by_one(annotations, width, height, where, shard)
-        if not kept:
+        if not annotations:
             return
-        indices, anns = zip(*kept)
-        counts = [ann["segmentation"]["counts"] for ann in anns]
-        areas = np.array([ann["area"] for ann in anns], dtype=np.float64)
+        columns = _clean_columns(annotations, width, height)
+        clean = columns is not None
+        if columns is None:
+            kept = self._checked_one_by_one(annotations, width, height, where, shard)
+            if not kept:
+                return
+            indices, anns = zip(*kept)
+            columns = _Columns([ann["segmentation"]["counts"] for ann in anns],
+                               np.array([ann["area"] for ann in anns], dtype=np.float64),
+                               np.array([ann["bbox"] for ann in anns], dtype=np.float64),
+                               [ann.get("predicted_iou") for ann in anns], [ann.get("stability_score") for ann in anns])
+        else:
+            indices, anns = range(len(annotations)), annotations
+        counts, areas, boxes = columns.counts, columns.areas, columns.boxes
         if self.config.verify_area:
-            covered = mask_utils.area([{"size": [height, width], "counts": c.encode()} for c in counts])
+            covered = mask_utils.area([{"size": [height, width], "counts": c} for c in counts])  # pycocotools encodes str counts itself
             wrong = np.flatnonzero(covered != areas)
             if len(wrong):
                 for i in wrong.tolist():
@@ -262,11 +283,12 @@ class _TarReader:
                 keep = set(range(len(anns))) - set(wrong.tolist())
                 anns = [a for i, a in enumerate(anns) if i in keep]
                 counts = [c for i, c in enumerate(counts) if i in keep]
-                areas = np.delete(areas, wrong)
+                areas, boxes = np.delete(areas, wrong), np.delete(boxes, wrong, axis=0)
+                columns = _Columns(counts, areas, boxes, [a.get("predicted_iou") for a in anns],
+                                   [a.get("stability_score") for a in anns])
         if not anns:
             return
         n = len(anns)
-        boxes = np.array([ann["bbox"] for ann in anns], dtype=np.float64)
         if _has_sam_keys_only(anns):  # the released layout: no dict per row for extra
             extra = {"extra_fields": {"crop_box": [a["crop_box"] for a in anns],
                                       "point_coords": [a["point_coords"] for a in anns]}}
@@ -276,8 +298,8 @@ class _TarReader:
             n, region_id=[f"{image_id}/g{ann['id']}" for ann in anns], image_id=image_id,
             x=boxes[:, 0].tolist(), y=boxes[:, 1].tolist(), w=boxes[:, 2].tolist(), h=boxes[:, 3].tolist(),
             masks=([height] * n, [width] * n, counts), area=areas.tolist(), origin=ORIGIN,
-            predicted_iou=_finite_column([ann.get("predicted_iou") for ann in anns], clean),
-            stability_score=_finite_column([ann.get("stability_score") for ann in anns], clean),
+            predicted_iou=_finite_column(columns.predicted_iou, clean),
+            stability_score=_finite_column(columns.stability_score, clean),
             **extra,
         )
 
@@ -324,38 +346,55 @@ def _image_fields(doc: Any, stem: str) -> tuple[dict, list]:
     return image, annotations
 
 
-def _clean_annotations(annotations: list, width: int, height: int) -> list[tuple[int, dict]] | None:
-    """``(index, annotation)`` for all annotations when every one is valid (checked column-wise), else None.
+class _Columns(NamedTuple):
+    """The values of an image's annotations that become region columns."""
+
+    counts: list[str]
+    areas: np.ndarray
+    boxes: np.ndarray  # (n, 4) XYWH
+    predicted_iou: list
+    stability_score: list
+
+
+def _clean_columns(annotations: list, width: int, height: int) -> _Columns | None:
+    """The region columns of all annotations when every one is valid (checked column-wise), else None.
 
     Gives the same verdict as ``_annotation_problem`` on each, without a Python call per annotation
-    (type checks are ``set(map(type, column))``, value checks numpy).
+    (type checks are ``set(map(type, column))``, value checks numpy). A bbox passes when it has 4
+    numbers, as the dtype of ``np.array(bboxes)`` would say: ints, floats, and bools mixed with them.
     """
     try:
         ids = [ann["id"] for ann in annotations]
-        boxes = np.array([ann["bbox"] for ann in annotations])
+        bboxes = [ann["bbox"] for ann in annotations]
         areas = [ann["area"] for ann in annotations]
         segmentations = [ann["segmentation"] for ann in annotations]
         sizes = [seg["size"] for seg in segmentations]
         counts = [seg["counts"] for seg in segmentations]
-        scores = [ann.get("predicted_iou") for ann in annotations] + [ann.get("stability_score") for ann in annotations]
-    except (KeyError, TypeError, ValueError):
+        predicted = [ann.get("predicted_iou") for ann in annotations]
+        stability = [ann.get("stability_score") for ann in annotations]
+    except (KeyError, TypeError):
         return None
     n = len(annotations)
     if sizes.count([height, width]) != n or not set(map(type, counts)) <= {str} or not all(counts):
         return None
     if not set(map(type, ids)) <= {int} or len(set(ids)) != n:
         return None
-    if boxes.shape != (n, 4) or boxes.dtype.kind not in "if" or not set(map(type, areas)) <= _NUMBER_TYPES:
+    if not set(map(type, bboxes)) <= {list} or not set(map(len, bboxes)) <= {4}:
         return None
-    if not set(map(type, scores)) <= _SCORE_TYPES:
+    box_types = set(map(type, chain.from_iterable(bboxes)))
+    if not box_types <= _BOX_TYPES or box_types == {bool} or not set(map(type, areas)) <= _NUMBER_TYPES:
         return None
+    if not set(map(type, predicted)) <= _SCORE_TYPES or not set(map(type, stability)) <= _SCORE_TYPES:
+        return None
+    boxes = np.fromiter(chain.from_iterable(bboxes), dtype=np.float64, count=4 * n).reshape(n, 4)
     area = np.array(areas, dtype=np.float64)
     if not (np.isfinite(boxes).all() and (boxes[:, 2:] > 0).all() and np.isfinite(area).all() and (area > 0).all()):
         return None
-    return list(enumerate(annotations))
+    return _Columns(counts, area, boxes, predicted, stability)
 
 
 _NUMBER_TYPES = {int, float}
+_BOX_TYPES = {int, float, bool}
 _SCORE_TYPES = {int, float, type(None)}
 
 

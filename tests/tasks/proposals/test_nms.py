@@ -28,6 +28,12 @@ def brute_force_greedy(boxes, key, threshold) -> list[int]:
     return kept
 
 
+def brute_force_suppressed_by(boxes, kept, threshold) -> list[int]:
+    """For each box not kept, the first kept box (in visiting order) with IoU > threshold; -1 for kept ones."""
+    return [-1 if i in kept else next(j for j in kept if iou_scalar(boxes[j], boxes[i]) > threshold)
+            for i in range(len(boxes))]
+
+
 def brute_force_class_count_nms(boxes, scores, labels, threshold) -> list[int]:
     count = {label: list(labels).count(label) for label in labels}
     return brute_force_greedy(boxes, lambda i: (-count[labels[i]], -scores[i], i), threshold)
@@ -95,12 +101,7 @@ def test_class_count_nms_matches_brute_force(case):
     result = class_count_nms(boxes, scores, labels, threshold)
     expected = brute_force_class_count_nms(boxes.tolist(), scores.tolist(), labels.tolist(), threshold)
     assert result.keep.tolist() == expected
-    kept = set(expected)
-    for i, by in enumerate(result.suppressed_by.tolist()):
-        if i in kept:
-            assert by == -1
-        else:
-            assert by in kept and iou_scalar(boxes[by], boxes[i]) > threshold
+    assert result.suppressed_by.tolist() == brute_force_suppressed_by(boxes.tolist(), expected, threshold)
 
 
 @settings(max_examples=300, deadline=None)
@@ -140,3 +141,16 @@ def test_score_nms_matches_torchvision(torchvision_ops, seed):
         expected = torchvision_ops.batched_nms(torch.from_numpy(boxes), torch.from_numpy(scores),
                                                torch.from_numpy(labels), threshold)
         assert batched_nms(boxes, scores, labels, threshold).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_class_count_nms_over_several_blocks_matches_brute_force(seed):
+    """Enough boxes for several blocks of the blocked sweep, clustered so blocks suppress each other."""
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(0, 300, size=(60, 2))[rng.integers(0, 60, size=700)]
+    boxes = np.hstack([centers - 15, centers + 15]) + rng.normal(0, 4, size=(700, 4))
+    scores, labels = rng.uniform(size=700), rng.integers(0, 5, size=700).astype(str)
+    result = class_count_nms(boxes, scores, labels, 0.5)
+    expected = brute_force_class_count_nms(boxes.tolist(), scores.tolist(), labels.tolist(), 0.5)
+    assert result.keep.tolist() == expected
+    assert result.suppressed_by.tolist() == brute_force_suppressed_by(boxes.tolist(), expected, 0.5)

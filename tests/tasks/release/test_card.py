@@ -20,3 +20,15 @@ def test_card_shows_the_bias_report_against_its_targets():
     assert "Average question length: 10.2 words (ReasonVQA paper: 9.77)." in card
     assert "## Bias report" not in render_card(name="r", version="1", splits=["train"], counts={}, config_hash="h",
                                                inputs={}, stats_files={})
+
+
+def test_card_licenses_follow_the_sources_of_the_build():
+    inputs = {"source:sa1b": "s1", "source:droid": "s2", "knowledge": "k", "source:no_such_plugin": "s3"}
+    card = render_card(name="r", version="1", splits=["train"], counts={}, config_hash="h", inputs=inputs,
+                       stats_files={})
+    licenses = card[card.index("## Licenses"):]
+    assert "| `droid` | DROID raw episodes: keyframes of the MP4 recordings, language instructions as context | CC BY 4.0 |" in licenses
+    assert "| SA-1B Dataset Research License (research use) |" in licenses
+    assert "| `no_such_plugin` | (source not installed here) | see the source dataset |" in licenses
+    assert "Visual Genome" not in licenses and "Landmarks" not in licenses
+    assert licenses.index("`droid`") < licenses.index("`no_such_plugin`") < licenses.index("`sa1b`")

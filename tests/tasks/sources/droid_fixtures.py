@@ -51,3 +51,30 @@ def write_episode(folder: Path, uuid: str, cameras: tuple[str, ...] = ("ext1", "
     for camera in cameras:
         write_mp4(folder / "recordings" / "MP4" / f"{SERIALS[camera]}.mp4", **video)
     return folder
+
+
+def write_trajectory(folder: Path, length: int, task: str | None = "put the marker in the cup",
+                     serials: dict[str, str] = SERIALS) -> Path:
+    """``trajectory.h5`` in the raw release's layout: one dataset per recorded leaf with the timestep
+    as first axis (DROID's TrajectoryWriter), the episode metadata as file attributes. Camera type
+    0 marks the wrist camera. Values are illustrative; the layout is what the reader relies on."""
+    import h5py
+
+    path = folder / "trajectory.h5"
+    steps = np.arange(length)
+    with h5py.File(path, "w") as h5:
+        if task is not None:
+            h5.attrs["current_task"] = task
+        h5.attrs.update({"success": True, "building": "lab", "scene_id": 1, "robot_serial_number": "panda-1",
+                         "version_number": "1.3", "user": "operator"})
+        h5["action/joint_position"] = np.zeros((length, 7))
+        h5["action/cartesian_position"] = np.zeros((length, 6))
+        h5["action/gripper_position"] = np.linspace(0, 1, length)
+        h5["observation/robot_state/cartesian_position"] = np.zeros((length, 6))
+        h5["observation/robot_state/gripper_position"] = np.linspace(0, 1, length)
+        h5["observation/timestamp/control/step_start"] = 1688722943000 + steps * 66
+        for role, serial in serials.items():
+            h5[f"observation/camera_type/{serial}"] = np.full(length, 0 if role == "wrist" else 1)
+            h5[f"observation/camera_extrinsics/{serial}_left"] = np.zeros((length, 6))
+            h5[f"observation/timestamp/cameras/{serial}_estimated_capture"] = 1688722943000 + steps * 66
+    return path

@@ -6,10 +6,11 @@ import pytest
 from reasonvqa import sources
 from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.tasks.sources.droid import DroidConfig, DroidSource, read_instructions
+from reasonvqa.tasks.sources.droid_trajectory import TrajectoryError, read_trajectory
 from reasonvqa.tasks.sources.video_keyframes import VideoDecodeError, sample_keyframes
 
 from tests.tasks.sources.conftest import rejects_by_reason, rows
-from tests.tasks.sources.droid_fixtures import SERIALS, write_episode, write_mp4
+from tests.tasks.sources.droid_fixtures import SERIALS, write_episode, write_mp4, write_trajectory
 from tests.tasks.sources.source_runner import run_source, table_counts
 
 UUID = "AUTOLab+5d05c5aa+2023-07-07-09h-42m-23s"
@@ -115,3 +116,55 @@ def test_bundled_sample_episode(tmp_path):
     run_source(DroidSource(), config(tmp_path / "droid"), stage)
     counts = table_counts(stage, ("images",))
     assert counts["images"] == 6 and counts["rejected"] == {}
+
+
+def test_read_trajectory_length_task_and_camera_roles(tmp_path):
+    path = write_trajectory(tmp_path, length=20, task="  wipe the table ")
+    trajectory = read_trajectory(path)
+    assert trajectory.length == 20
+    assert trajectory.current_task == "wipe the table"
+    # wrist by camera type 0; the two external cameras sorted by serial: 24400334 < 26405488
+    assert trajectory.cameras == {"wrist": "18026681", "ext1": "24400334", "ext2": "26405488"}
+
+
+def test_trajectory_gives_missing_serials_and_task_and_bounds_the_keyframes(tmp_path):
+    folder = write_episode(tmp_path / EPISODE, UUID)  # 3 s at 15 fps: keyframes at frames 0, 15, 30
+    meta_path = folder / f"metadata_{UUID}.json"
+    meta = json.loads(meta_path.read_text())
+    for camera in ("ext1", "ext2", "wrist"):
+        del meta[f"{camera}_cam_serial"], meta[f"{camera}_mp4_path"]
+    del meta["current_task"]
+    meta_path.write_text(json.dumps(meta))
+    write_trajectory(folder, length=20, task="wipe the table")
+    stage = tmp_path / "stage"
+    stats = run_source(DroidSource(), config(tmp_path), stage)
+    assert table_counts(stage, ("images",)) == {"images": 6, "rejected": {"droid_keyframe_past_trajectory": 3},
+                                                "shards": 1}
+    images = rows(stage, "images")
+    assert [r["image_id"].split("/", 1)[1] for r in images] == [f"{c}/{k}" for c in ("ext1", "ext2", "wrist") for k in (0, 1)]
+    assert images[0]["file_path"] == f"{EPISODE}/recordings/MP4/{SERIALS['ext1']}.mp4#t=0.000000"
+    assert {r["context"] for r in images} == {"wipe the table"}
+    assert rejects_by_reason(stage)["droid_keyframe_past_trajectory"] == sorted(
+        f"{EPISODE}/recordings/MP4/{serial}.mp4#frame=30" for serial in SERIALS.values())
+    assert stats[0]["rows_in"] == 9
+
+
+def test_incomplete_or_damaged_trajectory_refuses_the_episode(tmp_path):
+    import h5py
+
+    incomplete = write_episode(tmp_path / "lab/success/a", "lab+1+a", cameras=("ext1",))
+    with h5py.File(incomplete / "trajectory.h5", "w") as h5:  # recording aborted before the first step
+        h5.attrs["current_task"] = "open the drawer"
+    damaged = write_episode(tmp_path / "lab/success/b", "lab+1+b", cameras=("ext1",))
+    write_trajectory(damaged, length=45)
+    data = (damaged / "trajectory.h5").read_bytes()
+    (damaged / "trajectory.h5").write_bytes(data[:1000])
+    stage = tmp_path / "stage"
+    stats = run_source(DroidSource(), config(tmp_path, cameras=["ext1"]), stage)
+    assert table_counts(stage, ("images",)) == {"images": 0, "rejected": {"droid_trajectory_invalid": 2}, "shards": 2}
+    assert rejects_by_reason(stage)["droid_trajectory_invalid"] == ["lab/success/a/trajectory.h5",
+                                                                    "lab/success/b/trajectory.h5"]
+    with pytest.raises(TrajectoryError, match="incomplete recording"):
+        read_trajectory(incomplete / "trajectory.h5")
+    for s in stats:
+        assert s["rows_in"] == s["rows_out"] + sum(s["rejected"].values())
