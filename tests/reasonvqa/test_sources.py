@@ -88,8 +88,9 @@ def test_the_sample_config_hash_is_pinned():
     # registry-validated sources serialize like the former hard-coded union did; the hash changes
     # only when config fields change (here: proposals, hop shares, seen-in-train, distractors; then the
     # grounded-questions issue added the grounded, verified_questions and select fields and the SA-1B and
-    # nuScenes excerpts to the sample, and balance.hallucination_share)
-    assert sample_config().config_hash() == "55f09c765c8c77c688aa845b8fb34c1674978f3b6bcf5917fe57a2bdc0f3405c"
+    # nuScenes excerpts to the sample, and balance.hallucination_share; the operations issue added
+    # knowledge.refresh and knowledge.rate_limit)
+    assert sample_config().config_hash() == "3a0d4ad63c935bd3c45e6a08e818bb9b0618da9b658767a8186eeba384b13eba"
 
 
 def test_images_get_the_declared_domain_and_license_where_the_reader_left_them_null():
