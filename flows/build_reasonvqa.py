@@ -166,8 +166,9 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     require_rate_limit(config.knowledge)
     if storage.protocol(out):  # an fsspec URL: build into a local folder, then upload the release
         storage.filesystem(out)  # fail now, naming the extra to install, when its backend is missing
-        local = build_reasonvqa.fn(config, str(local_staging(out)), work, overwrite, knowledge_as_of)
-        return storage.upload_release(Path(local), out)
+        # the local copy is only staging: whether a release may be replaced is decided at the URL
+        local = build_reasonvqa.fn(config, str(local_staging(out)), work, True, knowledge_as_of)
+        return storage.upload_release(Path(local), out, overwrite)
     out_dir = Path(out)
     release_dir(out_dir, config.release.name, config.release.version)  # refuse a release path outside out first
     as_of = knowledge_as_of or utc_now()
@@ -258,9 +259,10 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     extra_tables["images"] = release_images([shard.table("images") for shard in shards], pool)
 
     # 5-7. balance, split, stats, release
-    # passed without a local name: the release's row views then hold the pool's only reference
-    release = finish_release(read_table(question_dir, "questions", schemas.QUESTIONS), config, out_dir, work_dir,
-                             inputs, report, overwrite, extra_tables)
+    # handed over with no local name left: the release's row views then hold the pool's only reference
+    handed = [pool]
+    del pool
+    release = finish_release(handed.pop(), config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
     logger.info("release written to %s", release)
     return str(release)
 

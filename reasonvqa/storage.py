@@ -46,13 +46,27 @@ def filesystem(url: str):
     return fs, path
 
 
-def upload_release(release: Path, out_url: str) -> str:
-    """Copy a local release folder to ``<out_url>/<name>/<version>``; a copy with the same manifest is kept."""
+def upload_release(release: Path, out_url: str, overwrite: bool = False) -> str:
+    """Copy a local release folder to ``<out_url>/<name>/<version>``.
+
+    A remote copy holding the same content (same manifest, or the same ``content_hash``) is kept
+    as is; one with other content is replaced only with ``overwrite``, else ReleaseExistsError.
+    """
+    import json
+
+    from reasonvqa.tasks.release.writer import ReleaseExistsError
+
     fs, root = filesystem(out_url)
     target = posixpath.join(root, release.parent.name, release.name)
+    url = f"{out_url.rstrip('/')}/{release.parent.name}/{release.name}"
     manifest = posixpath.join(target, "manifest.json")
-    if fs.exists(manifest) and fs.cat_file(manifest) == (release / "manifest.json").read_bytes():
-        return f"{out_url.rstrip('/')}/{release.parent.name}/{release.name}"
+    if fs.exists(manifest):
+        remote, local = fs.cat_file(manifest), (release / "manifest.json").read_bytes()
+        new_hash = json.loads(local).get("content_hash")
+        if remote == local or (new_hash is not None and _content_hash(remote) == new_hash):
+            return url
+        if not overwrite:
+            raise ReleaseExistsError(f"release {url} exists with different content; choose another version or overwrite")
     staging = f"{target}.uploading"
     for file in sorted(p for p in release.rglob("*") if p.is_file()):  # manifest last: its presence marks completion
         if file.name != "manifest.json":
@@ -61,4 +75,15 @@ def upload_release(release: Path, out_url: str) -> str:
     if fs.exists(target):
         fs.rm(target, recursive=True)
     fs.mv(staging, target, recursive=True)
-    return f"{out_url.rstrip('/')}/{release.parent.name}/{release.name}"
+    return url
+
+
+def _content_hash(manifest: bytes) -> str | None:
+    """The ``content_hash`` of a manifest's bytes; None when it has none or is not JSON."""
+    import json
+
+    try:
+        value = json.loads(manifest)
+    except ValueError:
+        return None
+    return value.get("content_hash") if isinstance(value, dict) else None

@@ -104,4 +104,4 @@ def test_sample_build_from_another_folder_passes_verify(installed):
     verified = _run([reasonvqa, "verify", release], cwd=installed["cwd"], env=installed["env"])
     assert verified.stdout.strip() == f"OK {release}"
     assert sorted(p.name for p in release.iterdir()) == ["README.md", "croissant.json", "images", "manifest.json",
-                                                        "manifest.json.sha256", "pool", "stats", "test", "train"]
+                                                        "manifest.json.sha256", "pool", "regions", "stats", "test", "train"]

@@ -32,7 +32,7 @@ def release_questions(release: Path) -> pl.DataFrame:
     if not parts:
         return pl.from_arrow(schemas.QUESTIONS.empty_table())
     questions = pl.concat(parts, how="diagonal_relaxed")
-    return questions.filter(pl.col("kind").is_null())
+    return questions.filter(pl.col("kind").is_null() | (pl.col("kind") == "template"))  # null: before kinds existed
 
 
 def scan_release(release: Path, work: Path, bank: TemplateBank) -> dict:

@@ -48,3 +48,24 @@ def test_upload_copies_every_file_and_keeps_an_identical_copy(tmp_path):
     assert upload_release(release, "memory://uploads/out") == url
     assert fs.info("/uploads/out/demo/1.0.0/manifest.json")["created"] == modified  # not uploaded again
     assert not fs.exists("/uploads/out/demo/1.0.0.uploading")
+
+
+def test_upload_refuses_to_replace_other_content_unless_overwrite(tmp_path):
+    from reasonvqa.tasks.release.writer import ReleaseExistsError
+
+    def release_with(answer: str, folder: str):
+        splits = {"train": schemas.from_rows([question("q1", "vg:1", answer, [answer, "Lyon", "Nice", "Lille"])],
+                                             schemas.QUESTIONS),
+                  "test": schemas.from_rows([question("q2", "vg:2", "Rome", ["Rome", "Bern", "Oslo", "Riga"])],
+                                            schemas.QUESTIONS)}
+        return write_release(tmp_path / folder, "demo", "1.0.0", splits, pool=pa.concat_tables(list(splits.values())),
+                             stats_dir=None, config={"seed": 0}, inputs={"vg": "s1"})
+
+    first, second = release_with("Paris", "a"), release_with("Tours", "b")
+    url = upload_release(first, "memory://replace/out")
+    with pytest.raises(ReleaseExistsError, match="memory://replace/out/demo/1.0.0 exists with different content"):
+        upload_release(second, "memory://replace/out")
+    fs = fsspec.filesystem("memory")
+    assert fs.cat_file("/replace/out/demo/1.0.0/manifest.json") == (first / "manifest.json").read_bytes()
+    assert upload_release(second, "memory://replace/out", overwrite=True) == url
+    assert fs.cat_file("/replace/out/demo/1.0.0/manifest.json") == (second / "manifest.json").read_bytes()
