@@ -178,10 +178,6 @@ def apply_store(store_dir: Path | str | None, questions: pa.Table,
 
 def record_tables(release: Path, manifest: dict) -> dict[str, pa.Table]:
     """The record tables (e.g. regions) a release lists in its manifest, read whole."""
-    import pyarrow.parquet as pq
+    from reasonvqa.tasks.release.reader import read_split
 
-    out = {}
-    for name in manifest.get("tables", []):
-        parts = sorted((Path(release) / name).glob("part-*.parquet"))
-        out[name] = schemas.conform(pa.concat_tables([pq.read_table(p) for p in parts]), schemas.TABLES[name])
-    return out
+    return {name: read_split(Path(release), name, schemas.TABLES[name]) for name in manifest.get("tables", [])}

@@ -96,10 +96,9 @@ class _Ledger:
 
 def read_release_images(release: Path) -> pa.Table:
     """The release's ``images`` table (FileNotFoundError naming the folder when it has none)."""
-    parts = sorted((release / IMAGES_TABLE).glob("*.parquet"))
-    if not parts:
-        raise FileNotFoundError(f"{release / IMAGES_TABLE}: no images table in this release")
-    return schemas.conform(pa.concat_tables([pq.read_table(p) for p in parts]), schemas.IMAGES)
+    from reasonvqa.tasks.release.reader import read_split
+
+    return read_split(release, IMAGES_TABLE, schemas.IMAGES)
 
 
 def fetch_images(release: Path, dest: Path, *, workers: int = 8, timeout_s: float = 30.0,
