@@ -17,7 +17,8 @@ objects, see regions.py) -> questions whose ``evidence_region_ids`` prove the an
 Evidence region ids are listed in the order the question mentions the regions (subject first),
 else in region id order. A region is referred to as "the <label>" when its label is unique in the image, "the <attribute>
 <label>" when that pair is, and "the segment in box [x, y, w, h]" when it has no label (SA-1B);
-otherwise it is not referred to. Hallucination questions are added by hallucination.py.
+otherwise it is not referred to. Hallucination questions are added by hallucination.py (absent objects),
+hallucination_attribute.py (wrong attributes) and hallucination_relation.py (impossible relations).
 
 Accounting (rows_in): every candidate question examined ends as one question or one reject.
 """
@@ -59,6 +60,7 @@ class Candidate:
     is_hallucination: bool = False
     reason: str | None = None
     detail: dict = field(default_factory=dict)
+    template_id: str | None = None  # hallucination sub-type ("hallucination:absent_object"), the row's template_ids
 
 
 @lru_cache(maxsize=1)
@@ -338,6 +340,7 @@ def to_rows(candidates: list[Candidate], sources: dict[str, str], objects_of: di
             "n_hop": 0, "has_scene_graph": False, "template_version": version, "kind": kind,
             "generator_model": generator_model, "evidence_object_ids": objects, "task_type": c.task_type,
             "evidence_region_ids": c.evidence, "is_hallucination": c.is_hallucination,
+            "template_ids": [c.template_id] if c.template_id else None,
         })
     rows.sort(key=lambda r: r["question_id"])
     return schemas.from_rows(rows, schemas.QUESTIONS)
@@ -349,4 +352,4 @@ def add_rejects(rejects: Rejects, candidates: list[Candidate], source_file: str)
         if c.reason is not None:
             rejects.add(c.reason, f"{source_file}#{c.image_id}",
                         {"task_type": c.task_type, "question": c.question, "answer": c.answer, "evidence": c.evidence,
-                         **c.detail})
+                         **({"template_id": c.template_id} if c.template_id else {}), **c.detail})

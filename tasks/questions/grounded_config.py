@@ -38,7 +38,8 @@ class GroundedConfig(BaseModel):
     enabled: bool = Field(default=True, description="Generate grounded questions from the regions of every source.")
     task_types: list[str] = Field(default_factory=lambda: list(RULE_TASK_TYPES))
     hallucination_candidates_per_image: int = Field(default=25, ge=0, description="Hallucination questions made per "
-                                                    "image (absent objects, most co-occurring first); balancing then keeps "
+                                                    "image and form (absent objects, most co-occurring first; wrong "
+                                                    "attributes; impossible relations); balancing then keeps "
                                                     "balance.hallucination_share of the grounded questions.")
     spatial_margin: float = Field(default=0.02, ge=0, description="Least gap between two boxes along the asked axis, "
                                   "as a share of the image's width (left/right) or height (above/below); closer pairs are skipped.")

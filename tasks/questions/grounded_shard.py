@@ -1,4 +1,5 @@
-"""One grounded-questions shard: a source shard's regions -> rule questions + hallucination questions.
+"""One grounded-questions shard: a source shard's regions -> rule questions + hallucination questions
+(absent objects, wrong attributes, impossible relations).
 
 Outputs ``questions`` (QUESTIONS, kind ``grounded``) and ``regions`` (every region of the shard's
 images, the release's pixel evidence). ``rows_in`` counts candidate questions; ``rows_out`` the
@@ -13,18 +14,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reasonvqa.stage import Rejects, StageResult, part_name
-from reasonvqa.tasks.questions.grounded import STAGE, add_rejects, image_candidates, mark_duplicates, to_rows
+from reasonvqa.tasks.questions.grounded import STAGE, add_rejects, image_candidates, mark_duplicates, references, to_rows
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.hallucination import cooccurrence_candidates, hallucination_candidates
+from reasonvqa.tasks.questions.hallucination_attribute import attribute_candidates
+from reasonvqa.tasks.questions.hallucination_relation import predicate_index, relation_candidates
 from reasonvqa.tasks.questions.regions import regions_by_image, shard_regions, unlabeled_images
 
 
 def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa.Table | None,
                       regions: pa.Table, corpus: pa.Table, config: GroundedConfig, shard: int,
-                      source_file: str = "regions") -> StageResult:
+                      source_file: str = "regions", *, relations: pa.Table | None = None,
+                      corpus_relations: pa.Table | None = None) -> StageResult:
     """Grounded questions of one shard whose every region is in ``regions`` (see ``shard_regions``).
 
-    ``corpus`` holds (image_id, label) of every image of the build, for hallucination candidates.
+    ``corpus`` holds (image_id, label) of every image of the build, for absent-object candidates;
+    ``relations`` the shard's annotated relations and ``corpus_relations`` the build's predicate
+    counts (hallucination_relation.corpus_relation_counts), for impossible-relation candidates.
     """
     rejects = Rejects(STAGE, shard)
     image_rows = {r["image_id"]: r for r in images.select(["image_id", "source", "width", "height"]).to_pylist()}
@@ -40,10 +46,22 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
     labels: dict[str, set[str]] = {}
     for image_id, label in zip(corpus["image_id"].to_pylist(), corpus["label"].to_pylist()):
         labels.setdefault(image_id, set()).add(label)
+    relations_of: dict[str, list[dict]] = {}
+    if relations is not None and relations.num_rows:
+        for r in relations.select(["image_id", "subject_id", "object_id", "predicate", "subject_label",
+                                   "object_label"]).to_pylist():
+            relations_of.setdefault(r["image_id"], []).append(r)
+    shard_labels = {r.label for image_id in eligible for r in by_image.get(image_id, []) if r.label}
+    index = predicate_index(corpus_relations, shard_labels)
     halluc = []
     for image_id in eligible:
-        halluc += hallucination_candidates(image_id, by_image.get(image_id, []), labels.get(image_id, set()),
+        image_regions = by_image.get(image_id, [])
+        refs = references(image_regions)
+        halluc += hallucination_candidates(image_id, image_regions, labels.get(image_id, set()),
                                            absent.get(image_id, []), config)
+        halluc += attribute_candidates(image_id, image_regions, refs, config)
+        halluc += relation_candidates(image_id, image_regions, refs, relations_of.get(image_id, []), index,
+                                      image_rows[image_id], config)
     candidates += halluc
     mark_duplicates(candidates)
 
@@ -59,13 +77,14 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
                        extra={"hallucination": sum(c.reason is None for c in halluc)})
 
 
-def grounded_for_shard(images: pa.Table, objects: pa.Table, attributes: pa.Table, source_regions: pa.Table,
-                       proposals_file: Path | None, corpus_path: Path, config: GroundedConfig, shard: int,
-                       source_file: str) -> StageResult:
+def grounded_for_shard(images: pa.Table, objects: pa.Table, attributes: pa.Table, relations: pa.Table,
+                       source_regions: pa.Table, proposals_file: Path | None, corpus_path: Path,
+                       corpus_relations_path: Path, config: GroundedConfig, shard: int, source_file: str) -> StageResult:
     """Read the shard's proposal regions (if the proposals stage wrote any) and generate."""
     proposals = pq.read_table(proposals_file) if proposals_file is not None and Path(proposals_file).exists() else None
     regions = shard_regions(objects, attributes, source_regions, proposals)
-    return generate_grounded(images, objects, attributes, regions, pq.read_table(corpus_path), config, shard, source_file)
+    return generate_grounded(images, objects, attributes, regions, pq.read_table(corpus_path), config, shard, source_file,
+                             relations=relations, corpus_relations=pq.read_table(corpus_relations_path))
 
 
 def proposals_part(proposals_dir: Path | None, shard: int) -> Path | None:

@@ -1,4 +1,4 @@
-"""Prefect wiring of grounded questions: corpus labels once, then one task per source shard;
+"""Prefect wiring of grounded questions: corpus labels and relation counts once, then one task per source shard;
 the VLM stage (optional) as one task per shard of the images that have regions."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from reasonvqa.model_stage import instance, run_model_shard
 from reasonvqa.stage import part_name, read_table, run_shard, summarize, write_parquet
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig, VLMConfig
 from reasonvqa.tasks.questions.grounded_shard import grounded_for_shard, proposals_part
+from reasonvqa.tasks.questions.hallucination_relation import corpus_relation_counts
 from reasonvqa.tasks.questions.regions import image_labels
 from reasonvqa.tasks.sources.ingest import SourceShard
 
@@ -32,14 +33,21 @@ def write_corpus_labels(shards: list[SourceShard], proposals_dir: Path | None, p
     return path
 
 
+def write_corpus_relations(shards: list[SourceShard], path: Path) -> Path:
+    """How many images of the build join two labels by each askable predicate, one Parquet file."""
+    write_parquet(corpus_relation_counts([shard.table("relations") for shard in shards]), path)
+    return path
+
+
 @task(name="grounded-shard", cache_policy=NO_CACHE)
 def grounded_shard(shard: SourceShard, proposals_dir: Path | None, stage_dir: Path, corpus_path: Path,
-                   config: GroundedConfig) -> dict:
+                   corpus_relations_path: Path, config: GroundedConfig) -> dict:
     """Grounded and hallucination questions of one source shard (written as shard ``shard.number``)."""
     source_file = shard.file("regions").relative_to(stage_dir.parent).as_posix()
     return run_shard(stage_dir, shard.number, lambda: grounded_for_shard(
-        shard.table("images"), shard.table("objects"), shard.table("attributes"), shard.table("regions"),
-        proposals_part(proposals_dir, shard.number), corpus_path, config, shard.number, source_file))
+        shard.table("images"), shard.table("objects"), shard.table("attributes"), shard.table("relations"),
+        shard.table("regions"), proposals_part(proposals_dir, shard.number), corpus_path, corpus_relations_path,
+        config, shard.number, source_file))
 
 
 def run_grounded(config: GroundedConfig, shards: list[SourceShard], work_dir: Path,
@@ -47,7 +55,8 @@ def run_grounded(config: GroundedConfig, shards: list[SourceShard], work_dir: Pa
     """Submit one grounded task per source shard; return the stage totals, the questions and every region."""
     stage_dir = work_dir / "grounded"
     corpus = write_corpus_labels(shards, proposals_dir, work_dir / "corpus_labels.parquet")
-    futures = [grounded_shard.submit(s, proposals_dir, stage_dir, corpus, config) for s in shards]
+    corpus_relations = write_corpus_relations(shards, work_dir / "corpus_relations.parquet")
+    futures = [grounded_shard.submit(s, proposals_dir, stage_dir, corpus, corpus_relations, config) for s in shards]
     report = summarize([f.result() for f in futures])
     questions = read_table(stage_dir, "questions", schemas.QUESTIONS)
     regions = read_table(stage_dir, "regions", schemas.REGIONS).sort_by([("region_id", "ascending")])

@@ -44,6 +44,7 @@ from reasonvqa.tasks.questions.regions import Region, regions_by_image
 
 KIND = "grounded_vlm"
 PROMPTS = ("grounded_vqa", "grounded_negatives")
+NEGATIVE_TEMPLATE_ID = "hallucination:vlm_negative"  # the template_ids of its negative candidates
 TASK_INSTRUCTIONS = {  # VistaQA appendix A.7, one line each
     "identification": "Questions should require recognizing and naming objects, entities, or scene elements present in "
                       "the image based on their functional role, spatial position, or contextual relationships.",
@@ -243,7 +244,8 @@ class GroundedVLMStage(ModelStage):
             return None, "no_evidence"
         evidence = list(dict.fromkeys(handles[h].region_id for h in ids))
         c = Candidate(image["image_id"], task_type, item["question"].strip(), item["answer"].strip(), evidence,
-                      is_hallucination=negative, detail={"absent": item["absent"].strip().lower()} if negative else {})
+                      is_hallucination=negative, detail={"absent": item["absent"].strip().lower()} if negative else {},
+                      template_id=NEGATIVE_TEMPLATE_ID if negative else None)
         return c, None
 
     def _judge(self, kept: list[Candidate], ctx: ShardContext, rejects: Rejects) -> list[Candidate]:

@@ -26,6 +26,8 @@ from reasonvqa.tasks.questions.grounded import Candidate, be, plural, references
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.regions import Region
 
+TEMPLATE_ID = "hallucination:absent_object"
+
 
 def cooccurrence_candidates(corpus: pa.Table, images: list[str], per_image: int) -> dict[str, list[str]]:
     """image -> labels absent from it, most co-occurring first (ties by label), at most ``3 * per_image``.
@@ -49,25 +51,29 @@ def cooccurrence_candidates(corpus: pa.Table, images: list[str], per_image: int)
     return out
 
 
-def _words(text: str) -> str:
+def words(text: str) -> str:
+    """`` a b `` : the lower-case words of ``text`` between single spaces (for whole-word containment)."""
     return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
 
 
 def is_absent(label: str, present: set[str]) -> bool:
     """True when no present label contains ``label`` (or its plural) as whole words, or is contained in it."""
-    forms = {_words(label), _words(plural(label)), _words(singular(label))}
+    forms = {words(label), words(plural(label)), words(singular(label))}
     for p in present:
-        wp = _words(p)
+        wp = words(p)
         if any(f in wp or wp in f for f in forms):
             return False
     return True
 
 
-def forms(absent: str, named: list[str]) -> list[tuple[str, str]]:
+def forms(absent: str, named: list[str], attribute: str = "color") -> list[tuple[str, str]]:
     """(task type, question) forms of a hallucination question about ``absent``; ``named`` are
-    phrases of present, uniquely named objects."""
+    phrases of present, uniquely named objects; ``attribute`` (color or material) is what the
+    attribute form asks."""
+    asked = (f"What color {be(absent)} the {absent}?" if attribute == "color"
+             else f"What {be(absent)} the {absent} made of?")
     out = [("counting", f"How many {plural(absent)} are there in the image?"),
-           ("attribute", f"What color {be(absent)} the {absent}?"),
+           ("attribute", asked),
            ("identification", f"What is the object next to the {absent}?")]
     if named:
         out += [("spatial", f"Is the {absent} to the left or to the right of {named[0]}?"),
@@ -90,7 +96,8 @@ def hallucination_candidates(image_id: str, regions: list[Region], labels: set[s
             continue
         task, question = options[int(stable_order(image_id, label, "form"), 16) % len(options)]
         answer = f"There are no {plural(label)} in the image." if task == "counting" else f"There is no {label} in the image."
-        c = Candidate(image_id, task, question, answer, [], is_hallucination=True, detail={"absent": label})
+        c = Candidate(image_id, task, question, answer, [], is_hallucination=True, template_id=TEMPLATE_ID,
+                      detail={"absent": label})
         if not is_absent(label, labels):
             c.reason = "not_absent"
         else:

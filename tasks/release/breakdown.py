@@ -3,7 +3,8 @@
 ``write_breakdown`` writes ``breakdown.json`` and ``examples/*.png`` into a release's stats folder;
 ``breakdown_section`` renders them as the card's "Question breakdown" section. Counts are over the
 released questions (train + test): per task type, per visual domain (hallucination or not), per
-kind, and per evidence multiplicity (number of evidence regions; 0 = hallucination).
+kind, per evidence multiplicity (number of evidence regions; 0 = hallucination), and per
+hallucination form (the ``hallucination:<form>`` entry of a hallucination row's ``template_ids``).
 
 Pictures are drawn on a blank canvas of the image's size (the release does not redistribute
 images): each evidence region's COCO RLE mask filled in a translucent colour (pycocotools
@@ -50,6 +51,7 @@ def breakdown(questions: pa.Table, domains: dict[str, str]) -> dict:
     halluc = column("is_hallucination", False)
     sources = column("image_source", "unknown")
     evidence = column("evidence_region_ids", None)
+    templates = column("template_ids", None)
     by_domain: dict[str, Counter] = {}
     for source, h in zip(sources, halluc):
         by_domain.setdefault(domains.get(source, "unknown"), Counter())["hallucination" if h else "other"] += 1
@@ -61,7 +63,17 @@ def breakdown(questions: pa.Table, domains: dict[str, str]) -> dict:
         "domain": {d: dict(sorted(c.items())) for d, c in sorted(by_domain.items())},
         "evidence_multiplicity": {b: multiplicity.get(b, 0) for b in MULTIPLICITY_BINS},
         "hallucination": sum(bool(h) for h in halluc),
+        "hallucination_form": dict(sorted(Counter(hallucination_form(t) for t, h in zip(templates, halluc) if h).items())),
     }
+
+
+def hallucination_form(template_ids: list[str] | None) -> str:
+    """"absent_object", "wrong_attribute", "impossible_relation", "vlm_negative" from a hallucination row's
+    ``template_ids`` (``hallucination:<form>``); "unspecified" for rows without one (releases before the forms)."""
+    for t in template_ids or []:
+        if t.startswith("hallucination:"):
+            return t.removeprefix("hallucination:")
+    return "unspecified"
 
 
 def pick_examples(questions: pa.Table, per_task: int = EXAMPLES_PER_TASK) -> list[dict]:
@@ -111,7 +123,7 @@ def draw_example(regions: list[dict], path: Path) -> None:
 
 
 BREAKDOWN_COLUMNS = ["question_id", "image_id", "image_source", "question", "answer", "kind", "task_type",
-                     "is_hallucination", "evidence_region_ids"]  # what the breakdown and the examples read
+                     "is_hallucination", "evidence_region_ids", "template_ids"]  # what the breakdown and the examples read
 
 
 def released_questions(*splits) -> pa.Table:
@@ -152,6 +164,9 @@ def breakdown_section(report: dict) -> list[str]:
     lines += [f"| {k} | {v} |" for k, v in report["task_type"].items()]
     lines += ["", "| visual domain | non-hallucination | hallucination |", "| --- | ---: | ---: |"]
     lines += [f"| {d} | {c.get('other', 0)} | {c.get('hallucination', 0)} |" for d, c in report["domain"].items()]
+    if report.get("hallucination_form"):
+        lines += ["", "| hallucination form | questions |", "| --- | ---: |"]
+        lines += [f"| {k.replace('_', ' ')} | {v} |" for k, v in report["hallucination_form"].items()]
     lines += ["", "| kind | questions |", "| --- | ---: |"]
     lines += [f"| {k} | {v} |" for k, v in report["kind"].items()]
     lines += ["", "| evidence regions | questions |", "| --- | ---: |"]

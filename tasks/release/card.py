@@ -22,7 +22,8 @@ _COLUMNS = {
     "property_id": "the property asked about (last of the route)",
     "domains": "knowledge domains of the properties on the route (only the selected ones in a domain-restricted build or re-split)",
     "has_scene_graph": "the question names its object through a scene-graph relation",
-    "template_ids": "templates used to render the question",
+    "template_ids": "templates used to render the question; for a grounded hallucination question its form "
+                    "`hallucination:<form>` (absent_object, wrong_attribute, impossible_relation, vlm_negative)",
     "template_version": "content hash of the template bank",
     "knowledge_snapshot": "content hash of the knowledge base the facts came from",
     "kind": "`template`, `verified` (PROVE), `grounded` (region rules) or `grounded_vlm` (written by a VLM)",
@@ -34,7 +35,7 @@ _COLUMNS = {
     "task_type": "VistaQA task type (identification, attribute, ocr, spatial, counting, comparison); `knowledge` "
                  "for templated, `free_form` for verified questions",
     "evidence_region_ids": "regions (`regions/` table) whose masks or boxes prove the answer, in the order the question names them; empty for hallucination questions",
-    "is_hallucination": "the asked object is absent: the answer states the absence and the evidence is empty",
+    "is_hallucination": "the asked object, attribute or relation is absent: the answer states the absence and the evidence is empty",
 }
 
 

@@ -12,6 +12,7 @@ from reasonvqa.flows.build_reasonvqa import build_reasonvqa, stage_report
 from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.config import sample_config
 from reasonvqa.stage import stage_stats
+from reasonvqa.tasks.questions.grounded import singular
 from reasonvqa.tasks.release.verify import verify_release
 
 pytestmark = pytest.mark.integration
@@ -123,11 +124,24 @@ def test_grounded_questions_of_the_sample_are_proved_by_the_release_regions(two_
             names = {2: ["left", "right"], 3: ["leftmost", "middle", "rightmost"]}[len(by_x)]
             assert q["answer"] == f"the {names[by_x.index(nearest)]} one"
     labels = pl.read_parquet(work / "corpus_labels.parquet")
+    sub_types = {q["template_ids"][0] for q in halluc.to_dicts()}
+    assert sub_types == {"hallucination:absent_object", "hallucination:wrong_attribute", "hallucination:impossible_relation"}
     for q in halluc.to_dicts():
-        absent = q["answer"].removeprefix("There is no ").removeprefix("There are no ").removesuffix(" in the image.")
         present = set(labels.filter(pl.col("image_id") == q["image_id"])["label"])
+        here = [r for r in regions.values() if r["image_id"] == q["image_id"]]
+        if q["template_ids"] == ["hallucination:impossible_relation"]:
+            subject = re.fullmatch(r"No (.+?) (?:is|are) .+ in the image\.", q["answer"]).group(1)
+            assert subject in present and sum(r["label"] == subject for r in here) == 1
+            continue
+        absent = q["answer"].removeprefix("There is no ").removeprefix("There are no ").removesuffix(" in the image.")
         assert absent in q["question"] and absent not in present
-        assert not any(f" {absent} " in f" {label} " for label in present)
+        if q["template_ids"] == ["hallucination:wrong_attribute"]:
+            attribute, label = absent.split(" ", 1)  # "blue car", "blue cars" (the asked words are single words)
+            same = [r for r in here if r["label"] in (label, singular(label))]
+            assert len(same) == 1 and same[0]["attributes"]
+            assert not any(attribute in a.split() for r in same for a in r["attributes"])
+        else:
+            assert not any(f" {absent} " in f" {label} " for label in present)
 
 
 def test_the_card_shows_the_breakdown_and_example_pictures(two_builds):

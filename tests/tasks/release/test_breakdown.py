@@ -9,7 +9,11 @@ QUESTIONS = schemas.from_rows([
     dict(question_id="a", image_id="sa1b:1", image_source="sa1b", question="Which is larger?", answer="x",
          kind="grounded", task_type="comparison", evidence_region_ids=["sa1b:1/g1", "sa1b:1/g2"], is_hallucination=False),
     dict(question_id="b", image_id="vg:1", image_source="vg", question="How many dogs?", answer="There are no dogs.",
-         kind="grounded", task_type="counting", evidence_region_ids=[], is_hallucination=True),
+         kind="grounded", task_type="counting", evidence_region_ids=[], is_hallucination=True,
+         template_ids=["hallucination:absent_object"]),
+    dict(question_id="d", image_id="vg:1", image_source="vg", question="What color is the cup under the table?",
+         answer="No cup is under the table in the image.", kind="grounded", task_type="attribute", evidence_region_ids=[],
+         is_hallucination=True, template_ids=["hallucination:impossible_relation"]),
     dict(question_id="c", image_id="vg:1", image_source="vg", question="Q?", answer="A", kind="template",
          task_type="knowledge", is_hallucination=False),
 ], schemas.QUESTIONS)
@@ -29,12 +33,14 @@ REGIONS = schemas.from_rows([
 
 def test_counts_per_task_type_domain_kind_and_multiplicity():
     report = breakdown(QUESTIONS, {"sa1b": "indoor/outdoor", "vg": "mixed"})
-    assert report["task_type"] == {"comparison": 1, "counting": 1, "knowledge": 1}
-    assert report["kind"] == {"grounded": 2, "template": 1}
-    assert report["domain"] == {"indoor/outdoor": {"other": 1}, "mixed": {"hallucination": 1, "other": 1}}
-    assert report["evidence_multiplicity"] == {"0": 1, "1": 0, "2": 1, "3": 0, "4": 0, "5-9": 0, "10+": 0}
+    assert report["task_type"] == {"attribute": 1, "comparison": 1, "counting": 1, "knowledge": 1}
+    assert report["kind"] == {"grounded": 3, "template": 1}
+    assert report["domain"] == {"indoor/outdoor": {"other": 1}, "mixed": {"hallucination": 2, "other": 1}}
+    assert report["evidence_multiplicity"] == {"0": 2, "1": 0, "2": 1, "3": 0, "4": 0, "5-9": 0, "10+": 0}
+    assert report["hallucination_form"] == {"absent_object": 1, "impossible_relation": 1}
     section = breakdown_section({**report, "examples": []})
-    assert "| mixed | 1 | 1 |" in section and "| 2 | 1 |" in section
+    assert "| mixed | 1 | 2 |" in section and "| 2 | 1 |" in section
+    assert "| absent object | 1 |" in section and "| impossible relation | 1 |" in section
 
 
 def test_example_pictures_fill_the_masks_and_are_byte_identical(tmp_path):

@@ -1,0 +1,94 @@
+"""Wrong-attribute hallucination questions (VistaQA 3.2 "absent attributes", GroundingME 3.2).
+
+"How many blue cars are there in the image?" -> "There are no blue cars in the image.", where the
+image has one car, annotated white:
+
+1. Subject: a labeled region whose label no other region of the image has (singular and plural
+   forms count as the same label), with an annotated attribute of a family of
+   templates/grounded/wrong_attributes.yaml (colour, material, size, shape). A family the object
+   has no value of is unknown, not absent: no question about it.
+2. The wrong attribute is the first word of a group of the family, groups in a stable hash order
+   of (region, family). It is rejected ``attribute_present`` when a word of its group (or a plural
+   form) is a whole word of any attribute of the subject or of a box duplicating it (IoU at least
+   ``duplicate_iou``, another annotation of the same thing); the next group is examined until
+   one is kept (at most one question per region and family).
+3. Forms as the absent-object questions (hallucination.forms) about "<attribute> <label>"; the
+   attribute form asks the other family ("What is the blue car made of?").
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import yaml
+
+from reasonvqa.paths import TEMPLATES_DIR
+from reasonvqa.tasks.questions.grounded import Candidate, plural, singular, stable_order
+from reasonvqa.tasks.questions.grounded_config import GroundedConfig
+from reasonvqa.tasks.questions.hallucination import forms, words
+from reasonvqa.tasks.questions.regions import Region, box_iou
+
+FAMILIES_FILE = TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml"
+TEMPLATE_ID = "hallucination:wrong_attribute"
+
+
+@lru_cache(maxsize=1)
+def attribute_families() -> dict[str, tuple[tuple[str, ...], ...]]:
+    """family -> its groups of words for the same thing, from templates/grounded/wrong_attributes.yaml."""
+    data = yaml.safe_load(FAMILIES_FILE.read_text(encoding="utf-8"))
+    return {family: tuple(tuple(str(w).lower() for w in group) for group in groups) for family, groups in sorted(data.items())}
+
+
+def _carries(attributes: list[str], group: tuple[str, ...]) -> bool:
+    """True when some attribute holds a word of ``group`` (or its plural) as whole words."""
+    texts = [words(a) for a in attributes]
+    return any(words(form) in t for w in group for form in (w, plural(w)) for t in texts)
+
+
+def known_families(attributes: list[str]) -> list[str]:
+    """The families of which ``attributes`` hold a value."""
+    return [f for f, groups in attribute_families().items() if any(_carries(attributes, g) for g in groups)]
+
+
+def attribute_candidates(image_id: str, regions: list[Region], refs: dict[str, str],
+                         config: GroundedConfig) -> list[Candidate]:
+    """Wrong-attribute hallucination candidates of one image (kept ones and rejects)."""
+    if config.hallucination_candidates_per_image == 0:
+        return []
+    labeled = [r for r in regions if r.label]
+    same: dict[str, list[Region]] = {}
+    for r in labeled:
+        same.setdefault(singular(r.label), []).append(r)
+    named = sorted(ref for r in labeled if (ref := refs.get(r.region_id)) == f"the {r.label}")
+    out: list[Candidate] = []
+    kept = 0
+    for r in sorted(labeled, key=lambda r: stable_order(r.region_id, "attribute")):
+        if kept >= config.hallucination_candidates_per_image:
+            break
+        if len(same[singular(r.label)]) != 1 or refs.get(r.region_id) != f"the {r.label}":
+            continue
+        carried = [a for o in labeled if o is r or box_iou(r, o) >= config.duplicate_iou for a in o.attributes]
+        others = [n for n in named if n != f"the {r.label}"]
+        for family in known_families(r.attributes):
+            groups = sorted(attribute_families()[family], key=lambda g: stable_order(r.region_id, family, g[0]))
+            for group in groups:
+                wrong = group[0]
+                phrase = f"{wrong} {r.label}"
+                asked = "material" if family == "color" else "color"
+                options = [f for f in forms(phrase, others, attribute=asked) if f[0] in config.task_types]
+                if not options:
+                    break
+                task, question = options[int(stable_order(image_id, r.region_id, wrong, "form"), 16) % len(options)]
+                answer = (f"There are no {wrong} {plural(r.label)} in the image." if task == "counting"
+                          else f"There is no {phrase} in the image.")
+                if task == "counting":
+                    question = f"How many {wrong} {plural(r.label)} are there in the image?"
+                c = Candidate(image_id, task, question, answer, [], is_hallucination=True, template_id=TEMPLATE_ID,
+                              detail={"subject": r.region_id, "family": family, "attribute": wrong})
+                out.append(c)
+                if _carries(carried, group):
+                    c.reason = "attribute_present"
+                    continue
+                kept += 1
+                break
+    return out
