@@ -30,6 +30,7 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import inflect
 import pyarrow as pa
@@ -70,11 +71,17 @@ def attribute_words() -> dict[str, str]:
     return {word: category for category, words in sorted(data.items()) for word in words}
 
 
+RULE_FILES = (ATTRIBUTES_FILE, TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml", TEMPLATES_DIR / "grounded" / "relations.yaml",
+              Path(__file__), *(Path(__file__).with_name(n) for n in ("hallucination.py", "hallucination_attribute.py",
+                                                                     "hallucination_relation.py")))
+
+
 @lru_cache(maxsize=1)
 def rules_version() -> str:
-    """Content hash of this module and the attribute words: the ``template_version`` of grounded rows."""
-    digest = hashlib.sha256(ATTRIBUTES_FILE.read_bytes())
-    digest.update(open(__file__, "rb").read())
+    """Content hash of the rule modules and their word lists: the ``template_version`` of grounded rows."""
+    digest = hashlib.sha256()
+    for path in RULE_FILES:
+        digest.update(path.read_bytes())
     return "grounded:" + digest.hexdigest()[:16]
 
 

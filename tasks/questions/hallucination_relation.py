@@ -14,7 +14,8 @@ cup and the table are both present and named unambiguously, and the relation can
    spatial margin (grounded.spatial_answer) or an annotated relation of an excluded family holds
    (annotated "on" vs asked "under"). Visual Genome relations are incomplete, so absence of an
    annotation alone never makes a question.
-4. At most one kept question per pair, ``hallucination_candidates_per_image`` per image.
+4. At most one kept question per pair, ``hallucination_candidates_per_image`` per image; corpus
+   predicates of every pair are examined before the spatial fallbacks of any pair.
 """
 
 from __future__ import annotations
@@ -149,13 +150,14 @@ def geometry_refutes(family: Family, a: Region, b: Region, image: dict, config: 
     return False
 
 
-def relation_forms(a: str, predicate: str, b_ref: str, others: list[str]) -> list[tuple[str, str]]:
-    """(task type, question) forms about "the <a> <predicate> <b>"; ``others`` name further present objects."""
+def relation_forms(a: str, predicate: str, b_ref: str, others: list[str], geometry: str) -> list[tuple[str, str]]:
+    """(task type, question) forms about "the <a> <predicate> <b>"; ``others`` name further present objects
+    (no left-or-right form when the predicate itself is left or right)."""
     phrase = f"the {a} {predicate} {b_ref}"
     out = [("counting", f"How many {plural(a)} are {predicate} {b_ref}?"),
            ("attribute", f"What color {be(a)} {phrase}?"),
            ("identification", f"What is the object next to {phrase}?")]
-    if others:
+    if others and geometry not in ("left", "right"):
         out.append(("spatial", f"Is {phrase} to the left or to the right of {others[0]}?"))
     return out
 
@@ -175,43 +177,56 @@ def relation_candidates(image_id: str, regions: list[Region], refs: dict[str, st
     region_ids = {r.region_id for r in regions}
     region_of = {oid: object_region_id(oid) for r in relations for oid in (r["subject_id"], r["object_id"])
                  if object_region_id(oid) in region_ids}
-    annotated = annotated_families(relations, region_of)
+    annotated: dict[tuple[str, str], set[str]] = {}
+    for s_, o_, f_ in annotated_families(relations, region_of):
+        annotated.setdefault((s_, o_), set()).add(f_)
     aliases = {r.region_id: {o.region_id for o in labeled if box_iou(r, o) >= config.duplicate_iou} | {r.region_id}
                for r in labeled}
     own = own_triples(relations)
     fams, ask = families(), askable()
     pairs = sorted(((a, b) for a in subjects for b in objects if b.label != a.label and b.region_id not in aliases[a.region_id]),
                    key=lambda p: stable_order(p[0].region_id, p[1].region_id, "relation"))
-    out: list[Candidate] = []
-    kept = 0
-    for a, b in pairs:
-        if kept >= config.hallucination_candidates_per_image:
-            break
-        held = {f for x in aliases[a.region_id] for y in aliases[b.region_id] for (s, o, f) in annotated if s == x and o == y}
-        predicates = predicates_elsewhere(index, own, a.label, b.label)
-        for family in ("above", "below", "left", "right"):
-            fallback = _SPATIAL_FALLBACK[family]
-            if fallback not in predicates and geometry_refutes(fams[ask[fallback]], a, b, image, config):
-                predicates.append(fallback)
+
+    def examine(a: Region, b: Region, predicates: list[str]) -> bool:
+        """Candidates for ``predicates`` in order until one is kept; True when one was."""
+        held = set().union(*(annotated.get((x, y), ()) for x in aliases[a.region_id] for y in aliases[b.region_id]))
         b_ref = refs[b.region_id]
         others = sorted(ref for r in objects if r.region_id not in (a.region_id, b.region_id)
                         and (ref := refs[r.region_id]) == f"the {r.label}" and r.label not in (a.label, b.label))
         for predicate in predicates:
             family = fams[ask[predicate]]
-            options = [f for f in relation_forms(a.label, predicate, b_ref, others) if f[0] in config.task_types]
+            options = [f for f in relation_forms(a.label, predicate, b_ref, others, family.geometry)
+                       if f[0] in config.task_types]
             if not options:
-                break
+                return False
             task, question = options[int(stable_order(image_id, a.region_id, b.region_id, predicate, "form"), 16) % len(options)]
-            answer = f"No {a.label} {be(a.label)} {predicate} {b_ref} in the image."
-            c = Candidate(image_id, task, question, answer, [], is_hallucination=True, template_id=TEMPLATE_ID,
+            c = Candidate(image_id, task, question, f"No {a.label} {be(a.label)} {predicate} {b_ref} in the image.", [],
+                          is_hallucination=True, template_id=TEMPLATE_ID,
                           detail={"subject": a.region_id, "object": b.region_id, "predicate": predicate})
             if family.name in held:
                 c.reason = "relation_present"
             elif not (geometry_refutes(family, a, b, image, config) or held & set(family.excludes)):
                 c.reason = "relation_not_refuted"
-            else:
-                kept += 1
             out.append(c)
             if c.reason is None:
-                break  # one question per pair
+                return True
+        return False
+
+    out: list[Candidate] = []
+    kept: set[tuple[str, str]] = set()
+    # corpus predicates first (plausible in this scene), then spatial ones the boxes refute
+    for a, b in pairs:
+        if len(kept) < config.hallucination_candidates_per_image and examine(a, b, predicates_elsewhere(index, own, a.label, b.label)):
+            kept.add((a.region_id, b.region_id))
+    for a, b in pairs:
+        if len(kept) >= config.hallucination_candidates_per_image:
+            break
+        if (a.region_id, b.region_id) in kept:
+            continue
+        tried = set(predicates_elsewhere(index, own, a.label, b.label))
+        fallback = sorted((p for g in ("above", "below", "left", "right") if (p := _SPATIAL_FALLBACK[g]) not in tried
+                           and geometry_refutes(fams[ask[p]], a, b, image, config)),
+                          key=lambda p: stable_order(a.region_id, b.region_id, p))
+        if examine(a, b, fallback[:1]):
+            kept.add((a.region_id, b.region_id))
     return out
