@@ -159,7 +159,9 @@ def test_hallucination_questions_ask_about_absent_cooccurring_objects(shard):
     assert len(halluc) == result.extra["hallucination"] > len(grounded) * 0.27 / 0.73
     pairs = image_labels(OBJECTS, regions).to_pydict()
     asked = set()
-    assert {q["template_ids"][0] for q in halluc} == {"hallucination:absent_object", "hallucination:wrong_attribute"}
+    # without annotated relations, impossible relations are the spatial ones the boxes refute
+    assert {q["template_ids"][0] for q in halluc} == {"hallucination:absent_object", "hallucination:wrong_attribute",
+                                                      "hallucination:impossible_relation"}
     for q in (q for q in halluc if q["template_ids"] == ["hallucination:absent_object"]):
         assert q["image_id"] != "sa1b:9"  # unlabeled masks may show anything: absence cannot be checked
         labels = {l for i, l in zip(pairs["image_id"], pairs["label"]) if i == q["image_id"]}
