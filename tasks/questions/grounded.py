@@ -86,9 +86,16 @@ def rules_version() -> str:
 
 
 @lru_cache(maxsize=8192)
+def is_plural(label: str) -> bool:
+    """True for a plural label ("curtains", "sneakers"); inflect reads "bus" and "tennis" as plurals of
+    "bu" and "tenni", so words ending in -ss, -us, -is count as singular."""
+    return bool(_ENGLISH.singular_noun(label)) and not label.endswith(("ss", "us", "is"))
+
+
+@lru_cache(maxsize=8192)
 def plural(label: str) -> str:
-    """English plural of a label ("car" -> "cars", "traffic light" -> "traffic lights")."""
-    return _ENGLISH.plural_noun(label) or label
+    """English plural of a label ("car" -> "cars", "traffic light" -> "traffic lights"); a plural label as it is."""
+    return label if is_plural(label) else _ENGLISH.plural_noun(label) or label
 
 
 @lru_cache(maxsize=8192)
@@ -99,7 +106,7 @@ def singular(label: str) -> str:
 
 def be(label: str) -> str:
     """"are" for a plural label ("curtains"), else "is"."""
-    return "are" if _ENGLISH.singular_noun(label) else "is"
+    return "are" if is_plural(label) else "is"
 
 
 def question_id(kind: str, image_id: str, task_type: str, question: str, answer: str) -> str:

@@ -95,7 +95,7 @@ def hallucination_candidates(image_id: str, regions: list[Region], labels: set[s
         if not options:
             continue
         task, question = options[int(stable_order(image_id, label, "form"), 16) % len(options)]
-        answer = f"There are no {plural(label)} in the image." if task == "counting" else f"There is no {label} in the image."
+        answer = f"There are no {plural(label)} in the image." if task == "counting" else f"There {be(label)} no {label} in the image."
         c = Candidate(image_id, task, question, answer, [], is_hallucination=True, template_id=TEMPLATE_ID,
                       detail={"absent": label})
         if not is_absent(label, labels):

@@ -23,7 +23,7 @@ from functools import lru_cache
 import yaml
 
 from reasonvqa.paths import TEMPLATES_DIR
-from reasonvqa.tasks.questions.grounded import Candidate, plural, singular, stable_order
+from reasonvqa.tasks.questions.grounded import Candidate, be, plural, singular, stable_order
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.hallucination import forms, words
 from reasonvqa.tasks.questions.regions import Region, box_iou
@@ -80,7 +80,7 @@ def attribute_candidates(image_id: str, regions: list[Region], refs: dict[str, s
                     break
                 task, question = options[int(stable_order(image_id, r.region_id, wrong, "form"), 16) % len(options)]
                 answer = (f"There are no {wrong} {plural(r.label)} in the image." if task == "counting"
-                          else f"There is no {phrase} in the image.")
+                          else f"There {be(r.label)} no {phrase} in the image.")
                 if task == "counting":
                     question = f"How many {wrong} {plural(r.label)} are there in the image?"
                 c = Candidate(image_id, task, question, answer, [], is_hallucination=True, template_id=TEMPLATE_ID,
