@@ -110,6 +110,8 @@ def test_grounded_qa_passes_the_checks_and_filters_with_counts_per_reason(vlm_ru
     assert rows["How many cars are in the picture?"]["evidence_region_ids"] == ["vg:7/g1", "vg:7/g2"]
     dog = rows["How many dogs are sitting on the red car?"]
     assert dog["is_hallucination"] and dog["evidence_region_ids"] == [] and dog["task_type"] == "counting"
+    assert dog["template_ids"] == ["hallucination:vlm_negative"]
+    assert all(q["template_ids"] is None for q in rows.values() if not q["is_hallucination"])
     assert set(questions["kind"].to_pylist()) == {"grounded_vlm"}
     assert set(questions["generator_model"].to_pylist()) == {"fixture-vlm"}
 
