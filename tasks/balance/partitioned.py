@@ -45,10 +45,25 @@ REMOVED, TRAIN, TEST = 0, 1, 2
 RANK, DEST = "__rank", "__dest"
 
 
-def read_columns(paths: list[Path], columns: list[str]) -> pa.Table:
-    """``columns`` of every pool file, concatenated in file order, one chunk per column."""
-    tables = [pq.read_table(path, columns=columns) for path in paths]
+def read_columns(paths: list[Path], columns: list[str], dictionary: bool = False) -> pa.Table:
+    """``columns`` of every pool file, concatenated in file order, one chunk per column; with
+    ``dictionary`` the string columns (and string lists' values) come dictionary-encoded."""
+    tables = [pq.read_table(path, columns=columns, read_dictionary=string_paths(path, columns) if dictionary else None)
+              for path in paths]
     return pa.concat_tables(tables).combine_chunks()
+
+
+def string_paths(path: Path, columns: list[str]) -> list[str]:
+    """Parquet column paths of the string columns and string-list values among ``columns``."""
+    schema = pq.read_schema(path)
+    found = []
+    for name in columns:
+        kind = schema.field(name).type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            found.append(name)
+        elif pa.types.is_list(kind) and pa.types.is_string(kind.value_type):
+            found.append(f"{name}.list.{kind.value_field.name}")
+    return found
 
 
 def stream(path: Path, columns: list[str] | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -117,7 +132,7 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
     dest[result.test_rows] = TEST
     spill = _spill(paths, starts, rank, dest, work_dir / "pool", rows_per_file, run)
     del rank, dest
-    counts = read_columns(paths, COUNT_COLUMNS)
+    counts = read_columns(paths, COUNT_COLUMNS, dictionary=True)  # about half the memory of plain strings
     result.train = SpilledRows(spill, TRAIN, len(result.train_rows), counts, result.train_rows)
     result.test = SpilledRows(spill, TEST, len(result.test_rows), counts, result.test_rows)
     pool = SpilledRows(spill, None, n, counts, order)
