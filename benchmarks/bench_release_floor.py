@@ -88,11 +88,13 @@ class Steps(dict):
     def __init__(self) -> None:
         super().__init__()
         self.start = self.last = time.perf_counter()
+        self.peaks: dict[str, int] = {}  # step -> the process's peak RSS (MB) when the step ended
 
     def mark(self, name: str) -> None:
         now = time.perf_counter()
         self[name] = round(now - self.last, 2)
         self.last = now
+        self.peaks[name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
     def total(self) -> float:
         return time.perf_counter() - self.start
@@ -148,7 +150,7 @@ def stats_and_release(done, out: Path, steps: Steps) -> dict:
                   stats_dir=out / "stats", config={}, inputs={})
     steps.mark("write")
     counts = {"train": done.split.train.num_rows, "test": done.split.test.num_rows, "pool": done.pool.num_rows}
-    return {"s": steps.total(), "steps": dict(steps), "counts": counts}
+    return {"s": steps.total(), "steps": dict(steps), "peak_mb_after": steps.peaks, "counts": counts}
 
 
 def measured(engine: str, pool_path: Path | list[Path], out: Path, extra: list[str] = ()) -> dict:
@@ -225,7 +227,8 @@ def bench_partitioned(questions: int) -> dict:
             raise AssertionError("partitioned and in-memory release files differ")
     shutil.rmtree(out, ignore_errors=True)
     print(f"  {questions:>10,d} partitioned: {result['s']:6.2f} s, {result['peak_rss_mb']:5d} MB "
-          f"{json.dumps(result['steps'])}" + (" (files identical to the in-memory release)" if same else ""), flush=True)
+          f"{json.dumps(result['steps'])} peak MB after each step {json.dumps(result['peak_mb_after'])}"
+          + (" (files identical to the in-memory release)" if same else ""), flush=True)
     return {"questions": questions, "engine": "partitioned", "s": result["s"], "peak_rss_mb": result["peak_rss_mb"],
             "identical_to_in_memory": same, "runs": [result]}
 

@@ -13,12 +13,13 @@ import shutil
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 from prefect import flow, get_run_logger, task
 from prefect.futures import as_completed
 from prefect.cache_policies import NO_CACHE
+from prefect.context import FlowRunContext
 
 from reasonvqa import progress, sources, storage
 from reasonvqa.knowledge.config import KnowledgeConfig
@@ -85,6 +86,17 @@ def questions_shard(shard: SourceShard, link_dir: Path, stage_dir: Path, facts_p
 
     return run_shard(stage_dir, shard.number, lambda: questions_for_shard(
         shard, link_dir, facts_path, config, seed, knowledge_snapshot))
+
+
+@task(name="partition-step", cache_policy=NO_CACHE)
+def partition_step(fn: Callable, args: tuple) -> Any:
+    """One per-file or per-partition step of the on-disk release path (tasks/balance/partitioned.py)."""
+    return fn(*args)
+
+
+def run_partition_steps(fn: Callable, calls: list[tuple]) -> list:
+    """``partitioned.Mapper`` of the flow: one ``partition-step`` task per call on the flow's task runner."""
+    return run_tasks(partition_step, [(fn, args) for args in calls], False)
 
 
 def run_tasks(task_fn, calls: list[tuple], one_at_a_time: bool) -> list[dict]:
@@ -287,6 +299,7 @@ def regions_of_pool(regions: pa.Table, pool: pa.Table) -> pa.Table:
 def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str],
                    report: dict[str, dict], overwrite: bool, tables: dict[str, pa.Table] | None = None) -> Path:
     """Balance the pool, split it, write stats and the release folder (with ``tables``, e.g. regions)."""
+    from reasonvqa.tasks.balance.partitioned import in_process, plan_partitioned, write_pool_files
     from reasonvqa.tasks.balance.pipeline import plan_release
     from reasonvqa.tasks.balance.stats import write_stats
     from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
@@ -294,8 +307,15 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
     from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, write_decisions_file
 
     pool, tables, applied = apply_store(config.annotations, pool, tables)  # human decisions, when configured
-    done = plan_release(pool, config.balance, config.split, config.seed)  # views of pool: no copy until written
-    del pool
+    partition_dir = work_dir / "partitioned"
+    if config.partitioned.on_disk(pool.num_rows):  # the pool leaves memory; a few of its columns come back
+        paths = write_pool_files(pool, partition_dir / "input")
+        del pool
+        done = plan_partitioned(paths, config.balance, config.split, config.seed, partition_dir / "work",
+                                run=run_partition_steps if FlowRunContext.get() else in_process)
+    else:
+        done = plan_release(pool, config.balance, config.split, config.seed)  # views of pool: no copy until written
+        del pool
     stats_dir = work_dir / "stats"
     if stats_dir.exists():
         shutil.rmtree(stats_dir)
@@ -321,6 +341,7 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
         overwrite=overwrite, tables=tables,
         annotations=applied.manifest_entry() if applied is not None else None,
     )
+    shutil.rmtree(partition_dir, ignore_errors=True)
     publish_artifacts(release)
     return release
 

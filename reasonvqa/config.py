@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.paths import RESOURCE_ROOTS, SAMPLE_DIR
 from reasonvqa.sources import SourceConfig, SourceEntry, parse_config
-from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.balance.config import BalanceConfig, PartitionConfig, SplitConfig
 from reasonvqa.tasks.balance.kind_filters import KindSelection
 from reasonvqa.tasks.proposals.config import ProposalsConfig
 from reasonvqa.tasks.questions.config import QuestionConfig
@@ -57,6 +57,8 @@ class BuildConfig(BaseModel):
     select: KindSelection = Field(default_factory=KindSelection, description="Question kinds, task types and "
                                   "hallucination flag the release keeps.")
     annotations: Path | None = Field(default=None, description="Annotation decision store whose decisions the release applies.")
+    partitioned: PartitionConfig = Field(default_factory=PartitionConfig, description="Balance, split and write "
+                                         "from disk for large pools (same release bytes; not hashed).")
     seed: int = 0
     shard_size: int = Field(default=5000, ge=1, description="Records per shard (one Prefect task per shard).")
 
@@ -78,6 +80,7 @@ class BuildConfig(BaseModel):
         dump = self.model_dump(mode="json")
         if dump.get("annotations") is None:
             dump.pop("annotations", None)
+        dump.pop("partitioned")  # where the pool is held does not change the release (like the task runner)
         return json.dumps(_relative_paths(dump), sort_keys=True, separators=(",", ":"))
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import polars as pl
@@ -40,39 +40,87 @@ KEY_COLUMNS = ["question_id", "image_id", "property_id", "answer", "n_hop"]
 KIND_COLUMNS = ["kind", "task_type", "is_hallucination"]  # read when the pool files have them (pipeline.decide)
 BATCH_ROWS = 262_144  # rows per record batch streamed from the pool files
 PAIR_PARTITIONS = 16
+INPUT_ROWS_PER_FILE = 1_000_000  # rows per Parquet file when an in-memory pool is written out
 REMOVED, TRAIN, TEST = 0, 1, 2
 RANK, DEST = "__rank", "__dest"
 
 
-def read_columns(paths: list[Path], columns: list[str]) -> pa.Table:
-    """``columns`` of every pool file, concatenated in file order, one chunk per column."""
-    tables = [pq.read_table(path, columns=columns) for path in paths]
+def read_columns(paths: list[Path], columns: list[str], dictionary: bool = False) -> pa.Table:
+    """``columns`` of every pool file, concatenated in file order, one chunk per column; with
+    ``dictionary`` the string columns (and string lists' values) come dictionary-encoded."""
+    tables = [pq.read_table(path, columns=columns, read_dictionary=string_paths(path, columns) if dictionary else None)
+              for path in paths]
     return pa.concat_tables(tables).combine_chunks()
 
 
-def stream(paths: list[Path], columns: list[str] | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """(first global row number, batch) over the pool files in order."""
+def string_paths(path: Path, columns: list[str]) -> list[str]:
+    """Parquet column paths of the string columns and string-list values among ``columns``."""
+    schema = pq.read_schema(path)
+    found = []
+    for name in columns:
+        kind = schema.field(name).type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            found.append(name)
+        elif pa.types.is_list(kind) and pa.types.is_string(kind.value_type):
+            found.append(f"{name}.list.{kind.value_field.name}")
+    return found
+
+
+def stream(path: Path, columns: list[str] | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """(first row number within the file, batch) over one pool file."""
     start = 0
-    for path in paths:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns):
-            yield start, batch
-            start += batch.num_rows
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns):
+        yield start, batch
+        start += batch.num_rows
+
+
+Mapper = Callable[[Callable, list[tuple]], list]  # (function, argument tuples) -> results in call order
+
+
+def in_process(fn: Callable, calls: list[tuple]) -> list:
+    """The default ``Mapper``: run the calls one after another here."""
+    return [fn(*args) for args in calls]
+
+
+def file_starts(paths: list[Path]) -> np.ndarray:
+    """First global row number of each pool file, then the total row count."""
+    counts = [pq.ParquetFile(p).metadata.num_rows for p in paths]
+    return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+
+
+def write_pool_files(pool: pa.Table, folder: Path) -> list[Path]:
+    """Write an in-memory ``pool`` as Parquet files of INPUT_ROWS_PER_FILE rows under ``folder`` (emptied
+    first), in row order: the input of ``plan_partitioned`` for a pool that was built in memory."""
+    rows_per_file = INPUT_ROWS_PER_FILE
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    paths = []
+    for k, start in enumerate(range(0, max(pool.num_rows, 1), rows_per_file)):
+        paths.append(folder / f"pool-{k:05d}.parquet")
+        pq.write_table(pool.slice(start, rows_per_file), paths[-1])
+    return paths
 
 
 def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConfig, seed: int, work_dir: Path,
-                     rows_per_file: int = ROWS_PER_FILE) -> BalancedSplit:
+                     rows_per_file: int | None = None, run: Mapper = in_process) -> BalancedSplit:
     """``plan_release`` for a pool in Parquet ``paths`` (rows in file order), spilling under ``work_dir``.
 
     Returns views for ``write_stats`` and sources for ``write_release``: ``pool``, ``split.train`` and
     ``split.test`` are ``SpilledRows`` (each with ``select`` for the few columns statistics read);
-    ``counts`` holds the narrow table the statistics count from.
+    ``counts`` holds the narrow table the statistics count from. The per-file and per-partition steps
+    (``spill_file``, ``bucket_pairs``, ``seen_in_bucket``) go through ``run``: a flow passes one that
+    submits them as tasks to its task runner (threads or Dask workers; same files either way).
+    ``rows_per_file`` (default: the writer's) sizes the spill's parts; any size gives the same release.
     """
+    rows_per_file = rows_per_file or ROWS_PER_FILE
     if work_dir.exists():
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
     present = set(pq.read_schema(paths[0]).names) if paths else set()
     keys = read_columns(paths, KEY_COLUMNS + [c for c in KIND_COLUMNS if c in present])
-    seen = _SeenInTrain(paths, work_dir / "pairs")
+    starts = file_starts(paths)
+    seen = _SeenInTrain(paths, starts, work_dir / "pairs", run)
     balanced, result = decide(keys, balance, split, seed, seen_in_train=seen)
     order = balanced.question_id_order
     del keys
@@ -82,8 +130,9 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
     dest = np.zeros(n, dtype=np.int8)
     dest[result.train_rows] = TRAIN
     dest[result.test_rows] = TEST
-    spill = _spill(paths, rank, dest, work_dir / "pool", rows_per_file)
-    counts = read_columns(paths, COUNT_COLUMNS)
+    spill = _spill(paths, starts, rank, dest, work_dir / "pool", rows_per_file, run)
+    del rank, dest
+    counts = read_columns(paths, COUNT_COLUMNS, dictionary=True)  # about half the memory of plain strings
     result.train = SpilledRows(spill, TRAIN, len(result.train_rows), counts, result.train_rows)
     result.test = SpilledRows(spill, TEST, len(result.test_rows), counts, result.test_rows)
     pool = SpilledRows(spill, None, n, counts, order)
@@ -96,29 +145,40 @@ class _Spill:
     schema: pa.Schema  # the pool's own columns
 
 
-def _spill(paths: list[Path], rank: np.ndarray, dest: np.ndarray, folder: Path, rows_per_file: int) -> _Spill:
-    """Stream the pool into one IPC file per pool part file (rank // rows_per_file)."""
-    folder.mkdir(parents=True)
+def _spill(paths: list[Path], starts: np.ndarray, rank: np.ndarray, dest: np.ndarray, folder: Path,
+           rows_per_file: int, run: Mapper) -> _Spill:
+    """Spill every pool file (one ``spill_file`` call each) into the folders of the pool parts."""
     n_parts = max(1, -(-len(rank) // rows_per_file))
-    files = [folder / f"{k:05d}.arrow" for k in range(n_parts)]
+    parts = [folder / f"{k:05d}" for k in range(n_parts)]
+    for part in parts:
+        part.mkdir(parents=True)
+    calls = [(path, i, rank[starts[i]:starts[i + 1]], dest[starts[i]:starts[i + 1]], folder, rows_per_file)
+             for i, path in enumerate(paths)]
+    run(spill_file, calls)
     schema = pq.read_schema(paths[0]).remove_metadata() if paths else pa.schema([])
+    return _Spill(files=parts, schema=schema)
+
+
+def spill_file(path: Path, index: int, rank: np.ndarray, dest: np.ndarray, folder: Path, rows_per_file: int) -> int:
+    """Stream pool file number ``index`` (its rows' ``rank`` and ``dest``) into ``<folder>/<part>/<index>.arrow``,
+    part = rank // rows_per_file, as uncompressed Arrow IPC; return its row count."""
     writers = {}
     try:
-        for start, batch in stream(paths):
+        for start, batch in stream(path):
             rows = np.arange(start, start + batch.num_rows)
             part = rank[rows] // rows_per_file
             by_part = np.argsort(part, kind="stable")
-            bounds = np.searchsorted(part[by_part], np.arange(n_parts + 1))
+            bounds = np.searchsorted(part[by_part], np.arange(part.max(initial=0) + 2))
             batch = batch.append_column(RANK, pa.array(rank[rows])).append_column(DEST, pa.array(dest[rows]))
             for k in np.flatnonzero(np.diff(bounds)).tolist():
                 piece = batch.take(pa.array(by_part[bounds[k]:bounds[k + 1]]))
                 if k not in writers:
-                    writers[k] = pa.ipc.new_file(files[k], piece.schema)
+                    writers[k] = pa.ipc.new_file(folder / f"{k:05d}" / f"{index:05d}.arrow", piece.schema)
                 writers[k].write_batch(piece)
     finally:
         for writer in writers.values():
             writer.close()
-    return _Spill(files=files, schema=schema)
+    return len(rank)
 
 
 class SpilledRows:
@@ -161,54 +221,82 @@ class SpilledRows:
             yield pa.concat_tables(pending) if pending else self.spill.schema.empty_table()
 
     def _pieces(self, columns: list[str]) -> Iterator[pa.Table]:
-        """Per spill file in order: its rows of this destination, by rank, only ``columns``."""
-        for path in self.spill.files:
-            if not path.exists():
+        """Per pool part in order: its rows of this destination, by rank, only ``columns``."""
+        for part in self.spill.files:
+            files = sorted(part.glob("*.arrow"))
+            if not files:
                 continue
-            with pa.memory_map(str(path)) as source:  # the gather copies out of the map before it closes
-                table = pa.ipc.open_file(source).read_all()
+            sources = [pa.memory_map(str(f)) for f in files]
+            try:  # the gather copies out of the maps before they close
+                table = pa.concat_tables([pa.ipc.open_file(source).read_all() for source in sources])
                 order = np.argsort(table[RANK].to_numpy(), kind="stable")
                 if self.dest is not None:
                     order = order[table[DEST].to_numpy()[order] == self.dest]
                 piece = take_rows(table.select(columns), order).combine_chunks()
                 del table
+            finally:
+                for source in sources:
+                    source.close()
             yield piece
 
 
 class _SeenInTrain:
-    """The seen-in-train check over hash partitions of the (question, answer) strings on disk."""
+    """The seen-in-train check over hash partitions of the (question, answer) strings on disk: each pool
+    file is bucketed (``bucket_pairs``), then each bucket joins its test pairs to its train pairs
+    (``seen_in_bucket``). Exact: equal pairs always land in the same bucket."""
 
-    def __init__(self, paths: list[Path], folder: Path, partitions: int = PAIR_PARTITIONS):
-        self.paths, self.folder, self.partitions = paths, folder, partitions
+    def __init__(self, paths: list[Path], starts: np.ndarray, folder: Path, run: Mapper,
+                 partitions: int = PAIR_PARTITIONS):
+        self.paths, self.starts, self.folder, self.run, self.partitions = paths, starts, folder, run, partitions
 
     def __call__(self, test_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
-        side = np.zeros(sum(pq.ParquetFile(p).metadata.num_rows for p in self.paths), dtype=np.int8)
+        side = np.zeros(int(self.starts[-1]), dtype=np.int8)
         side[train_rows], side[test_rows] = TRAIN, TEST
-        self.folder.mkdir(parents=True)
-        files = [self.folder / f"{k:03d}.arrow" for k in range(self.partitions)]
-        schema = pa.schema([("row", pa.int64()), ("side", pa.int8()), ("pair", pa.large_string())])
-        writers = [pa.ipc.new_file(f, schema) for f in files]
-        try:
-            for start, batch in stream(self.paths, ["question", "answer"]):
-                rows = np.arange(start, start + batch.num_rows)
-                mine = side[rows] > 0
-                pairs = pl.Series(question_answer_pairs(pa.Table.from_batches([batch]).filter(pa.array(mine))))
-                bucket = (pairs.hash(seed=0) % self.partitions).to_numpy()
-                chunk = pa.table({"row": rows[mine], "side": side[rows[mine]], "pair": pairs.to_arrow().cast(pa.large_string())})
-                for k in range(self.partitions):
-                    writers[k].write_table(chunk.filter(pa.array(bucket == k)))
-        finally:
-            for writer in writers:
-                writer.close()
-        seen_rows = []
-        for f in files:
-            with pa.memory_map(str(f)) as source:
-                part = pl.from_arrow(pa.ipc.open_file(source).read_all())
-                train = part.filter(pl.col("side") == TRAIN).select("pair").unique()
-                test = part.filter(pl.col("side") == TEST)
-                seen_rows.append(test.join(train, on="pair", how="semi", nulls_equal=True)["row"].to_numpy().copy())
-                del part, train, test
+        buckets = [self.folder / f"{k:03d}" for k in range(self.partitions)]
+        for bucket in buckets:
+            bucket.mkdir(parents=True)
+        s = self.starts
+        self.run(bucket_pairs, [(path, i, int(s[i]), side[s[i]:s[i + 1]], self.folder, self.partitions)
+                                for i, path in enumerate(self.paths)])
+        seen_rows = self.run(seen_in_bucket, [(bucket,) for bucket in buckets])
         shutil.rmtree(self.folder)
         seen = np.zeros(len(side), dtype=bool)
         seen[np.concatenate(seen_rows)] = True
         return seen[test_rows]
+
+
+PAIRS_SCHEMA = pa.schema([("row", pa.int64()), ("side", pa.int8()), ("pair", pa.large_string())])
+
+
+def bucket_pairs(path: Path, index: int, first_row: int, side: np.ndarray, folder: Path, partitions: int) -> int:
+    """Write the (question, answer) pairs of pool file ``index``'s train and test rows (``side``) into
+    ``<folder>/<bucket>/<index>.arrow`` by hash of the pair; rows are global (``first_row`` on)."""
+    writers = [pa.ipc.new_file(folder / f"{k:03d}" / f"{index:05d}.arrow", PAIRS_SCHEMA) for k in range(partitions)]
+    try:
+        for start, batch in stream(path, ["question", "answer"]):
+            mine = side[start:start + batch.num_rows] > 0
+            rows = np.arange(first_row + start, first_row + start + batch.num_rows)[mine]
+            pairs = pl.Series(question_answer_pairs(pa.Table.from_batches([batch]).filter(pa.array(mine))))
+            bucket = (pairs.hash(seed=0) % partitions).to_numpy()
+            chunk = pa.table({"row": rows, "side": side[start:start + batch.num_rows][mine],
+                              "pair": pairs.to_arrow().cast(pa.large_string())}, schema=PAIRS_SCHEMA)
+            for k in range(partitions):
+                writers[k].write_table(chunk.filter(pa.array(bucket == k)))
+    finally:
+        for writer in writers:
+            writer.close()
+    return len(side)
+
+
+def seen_in_bucket(bucket: Path) -> np.ndarray:
+    """Global row numbers of the test rows of one bucket whose pair occurs among its train rows."""
+    sources = [pa.memory_map(str(f)) for f in sorted(bucket.glob("*.arrow"))]
+    try:
+        tables = [pa.ipc.open_file(source).read_all() for source in sources]
+        part = pl.from_arrow(pa.concat_tables(tables) if tables else PAIRS_SCHEMA.empty_table())
+        train = part.filter(pl.col("side") == TRAIN).select("pair").unique()
+        test = part.filter(pl.col("side") == TEST)
+        return test.join(train, on="pair", how="semi", nulls_equal=True)["row"].to_numpy().astype(np.int64, copy=True)
+    finally:
+        for source in sources:
+            source.close()

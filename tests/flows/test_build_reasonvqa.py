@@ -11,6 +11,8 @@ import pytest
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa, stage_report
 from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.config import sample_config
+from reasonvqa.tasks.balance import partitioned
+from reasonvqa.tasks.balance.config import PartitionConfig
 from reasonvqa.stage import stage_stats
 from reasonvqa.tasks.questions.grounded import plural
 from reasonvqa.tasks.release.verify import verify_release
@@ -24,8 +26,15 @@ def two_builds(tmp_path_factory):
     first = Path(build_reasonvqa(sample_config(), str(root / "a")))
     # the second build runs its shards on a 2-worker Dask LocalCluster and publishes to an fsspec URL:
     # outputs must depend on neither
+    # and balances, splits and writes from disk (partitioned: the pool in several files, per-file and
+    # per-partition steps as tasks on the Dask workers): the release must not depend on that either
     on_dask = build_reasonvqa.with_options(task_runner=make_task_runner(dask_workers=2))
-    url = on_dask(sample_config(), "memory://builds/b")
+    config = sample_config()
+    config.partitioned = PartitionConfig(mode="on")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(partitioned, "INPUT_ROWS_PER_FILE", 40)
+        patch.setattr(partitioned, "ROWS_PER_FILE", 30)
+        url = on_dask(config, "memory://builds/b")
     assert url == "memory://builds/b/reasonvqa-sample/0.1.0"
     fs, path = fsspec.core.url_to_fs(url)
     fs.get(path, str(root / "b" / "reasonvqa-sample" / "0.1.0"), recursive=True)
