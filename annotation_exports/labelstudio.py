@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
@@ -21,6 +22,7 @@ import numpy as np
 from reasonvqa.annotation_exports import masks
 from reasonvqa.annotation_exports.batches import Batch, Item
 from reasonvqa.annotation_exports.decisions import DecisionStore, ImportReport, StoreError, normalize_time
+from reasonvqa.tasks.sources.sa1b import parse_json
 from reasonvqa.annotation_exports.importing import BadRecord, added_region_id, changed_geometry, decision, match_region
 
 TASKS_FILE = "tasks.json"
@@ -68,12 +70,12 @@ def image_url(info: dict, image_id: str, url_prefix: str) -> str:
     return url_prefix + (info.get("file_name") or image_id.replace(":", "_").replace("/", "_"))
 
 
-def rle_digest(rle: list[int]) -> str:
+def rle_digest(rle: list[int] | bytes) -> str:
     """Short content id of a brush RLE: an annotation that returns it unchanged needs no decoding."""
     return hashlib.sha256(bytes(rle)).hexdigest()[:16]
 
 
-def _region_result(key: str, region: dict, width: int, height: int, brush: list[int] | None) -> dict:
+def _region_result(key: str, region: dict, width: int, height: int, brush: object | None) -> dict:
     label = region["label"] or "region"
     base = {"id": key, "to_name": "image", "original_width": width, "original_height": height, "image_rotation": 0}
     if brush is not None:
@@ -85,13 +87,17 @@ def _region_result(key: str, region: dict, width: int, height: int, brush: list[
                       "height": 100.0 * h / height, "rotation": 0, "rectanglelabels": [label]}}
 
 
-def task_for(batch: Batch, item: Item, url_prefix: str, cfg_hash: str, brushes: dict[str, list[int]]) -> dict:
-    """One Label Studio task (data + one prediction) for ``item``; ``brushes``: region id -> brush RLE."""
+def task_for(batch: Batch, item: Item, url_prefix: str, cfg_hash: str, brushes: dict[str, object],
+             digests: dict[str, str]) -> dict:
+    """One Label Studio task (data + one prediction) for ``item``.
+
+    ``brushes``: region id -> the value its brush result's ``rle`` holds; ``digests``: region id
+    -> ``rle_digest`` of its brush RLE.
+    """
     info = batch.images[item.image_id]
     width, height = int(info["width"]), int(info["height"])
     keys = {f"r{k}": region_id for k, region_id in enumerate(item.region_ids)}
     results = [_region_result(key, batch.regions[rid], width, height, brushes.get(rid)) for key, rid in keys.items()]
-    digests = {key: rle_digest(brushes[rid]) for key, rid in keys.items() if rid in brushes}
     if item.question_id is not None:
         results.append({"id": "answer", "from_name": "answer", "to_name": "image", "type": "textarea",
                         "value": {"text": [item.answer or ""]}})
@@ -102,25 +108,58 @@ def task_for(batch: Batch, item: Item, url_prefix: str, cfg_hash: str, brushes: 
             "answer": item.answer or "",
             "choices_text": " | ".join(item.choices),
             "reasonvqa": {"batch_id": batch.batch_id, "item_id": item.item_id, "image_id": item.image_id,
-                          "question_id": item.question_id, "regions": keys, "mask_digests": digests,
+                          "question_id": item.question_id, "regions": keys,
+                          "mask_digests": {key: digests[rid] for key, rid in keys.items() if rid in digests},
                           "width": width, "height": height, "label_config": cfg_hash},
         },
         "predictions": [{"model_version": f"reasonvqa:{batch.batch_id}", "result": results}],
     }
 
 
+# A brush result's "rle" is written as a slot number, then replaced by the JSON text of its
+# byte list: each region's RLE is formatted once although every item of its image shows it.
+# Only brush values have an "rle" key, and a quote inside a JSON string is escaped, so the
+# pattern cannot match text of a question or label.
+_RLE_SLOT = re.compile(r'"rle":(\d+)')
+
+
+_BYTE_TEXT = [str(v) for v in range(256)]
+
+
+def _byte_list_json(raw: bytes) -> str:
+    """``json.dumps(list(raw), separators=(",", ":"))``, faster."""
+    return "[" + ",".join(map(_BYTE_TEXT.__getitem__, raw)) + "]"
+
+
 def export_labelstudio(batch: Batch, out: Path, url_prefix: str = LOCAL_FILES_PREFIX) -> list[Path]:
-    """Write ``tasks.json`` and ``label_config.xml`` for ``batch`` into ``out``."""
+    """Write ``tasks.json`` and ``label_config.xml`` for ``batch`` into ``out``.
+
+    ``tasks.json`` holds the bytes ``json.dump(tasks, sort_keys=True, separators=(",", ":"))``
+    would write, written one task at a time.
+    """
     out.mkdir(parents=True, exist_ok=True)
     config = labeling_config(batch.labels())
     cfg_hash = config_hash(config)
-    brushes = {rid: masks.labelstudio_encode(masks.coco_decode(r["mask"]))  # once per region, shared by items
-               for rid, r in batch.regions.items() if r["mask"] is not None}
-    tasks = [task_for(batch, item, url_prefix, cfg_hash, brushes) for item in batch.items]
+    slots: dict[str, int] = {}
+    texts: list[str] = []
+    digests: dict[str, str] = {}
+    for rid, region in batch.regions.items():  # once per region, shared by the items of its image
+        if region["mask"] is not None:
+            raw = masks.labelstudio_encode_coco(region["mask"])
+            slots[rid], digests[rid] = len(texts), rle_digest(raw)
+            texts.append(_byte_list_json(raw))
+
+    def fill(match: re.Match) -> str:
+        return '"rle":' + texts[int(match.group(1))]
+
     (out / CONFIG_FILE).write_text(config, encoding="utf-8")
     with (out / TASKS_FILE).open("w", encoding="utf-8") as handle:
-        json.dump(tasks, handle, sort_keys=True, separators=(",", ":"))
-        handle.write("\n")
+        handle.write("[")
+        for n, item in enumerate(batch.items):
+            text = json.dumps(task_for(batch, item, url_prefix, cfg_hash, slots, digests), sort_keys=True,
+                              separators=(",", ":"))
+            handle.write(("," if n else "") + _RLE_SLOT.sub(fill, text))
+        handle.write("]\n")
     return [out / TASKS_FILE, out / CONFIG_FILE]
 
 
@@ -257,7 +296,7 @@ def _question_decision(batch: Batch, item: Item, results: list[dict], who: str, 
 def parse_labelstudio(data: bytes, name: str, store: DecisionStore, report: ImportReport) -> None:
     """Fill ``report`` from a Label Studio JSON export (a list of tasks with annotations)."""
     try:
-        tasks = json.loads(data)
+        tasks = parse_json(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StoreError(f"{name}: not JSON ({exc})") from None
     if not isinstance(tasks, list):
