@@ -231,9 +231,10 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], digests: d
             unchanged = rid in keys and rid in shapes and _unchanged_brush(shapes[rid][1], digests.get(rid))
             if rid in shapes and not unchanged:
                 mask, box, label = _geometry(shapes[rid][1], width, height)
+            rle = masks.coco_encode(mask) if mask is not None else None
             region_id = keys.get(rid)
             if region_id is None and (mask is not None or box is not None):
-                region_id = match_region(batch, item, mask, box)
+                region_id = match_region(batch, item, mask, box, rle)
             verdict = verdicts.get(rid, (k, None))[1]
             if region_id is None and mask is None and box is None and not unchanged:
                 raise BadRecord("unknown_region_id", f"region {rid!r} is not in the task and has no geometry to match")
@@ -241,7 +242,6 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], digests: d
             if region_id is None:  # drawn by the annotator
                 if verdict == "reject":
                     continue  # drawn and rejected in the same annotation: nothing to add
-                rle = masks.coco_encode(mask) if mask is not None else None
                 geometry = rle["counts"] if rle else json.dumps([round(v, 4) for v in box])
                 box = masks.coco_area_and_box(rle)[1] if rle else box
                 report.decisions.append(decision(batch, item, target="region", action="add", label=label or "region",
@@ -251,7 +251,7 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], digests: d
             if verdict == "reject":
                 report.decisions.append(decision(batch, item, target="region", action="reject", region_id=region_id, **common))
                 continue
-            edited = changed_geometry(batch.regions[region_id], mask, box)
+            edited = changed_geometry(batch.regions[region_id], mask, box, rle)
             if edited is not None:
                 report.decisions.append(decision(batch, item, target="region", action="edit", region_id=region_id,
                                                  label=label, box=edited[1], mask=edited[0], **common))

@@ -53,6 +53,12 @@ def coco_area_and_box(rle: dict) -> tuple[float, list[float]]:
     return float(coco_mask.area(raw)), [float(v) for v in coco_mask.toBbox(raw)]
 
 
+def rle_iou(a: dict, b: dict) -> float:
+    """``mask_iou`` of two same-size COCO RLEs (compressed counts), computed on their runs."""
+    raw = [{"size": r["size"], "counts": r["counts"].encode("ascii")} for r in (a, b)]
+    return float(coco_mask.iou(raw[:1], raw[1:], [0])[0][0])
+
+
 def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
     """Intersection over union of two same-size 0/1 masks (0 when both are empty)."""
     union = np.count_nonzero(a | b)
@@ -208,6 +214,12 @@ def _byte_values(rle: object) -> bytes:
 
 def labelstudio_decode_values(rle: list[int]) -> np.ndarray:
     """The values of Label Studio RLE bytes (the SDK's ``decode_rle``); MaskError when malformed."""
+    values, lengths = _labelstudio_runs(rle)
+    return np.repeat(values, lengths)
+
+
+def _labelstudio_runs(rle: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(values, lengths) of the runs in Label Studio RLE bytes; MaskError when malformed."""
     raw = _byte_values(rle)
     total = len(raw) * 8
     if total < _LS_HEADER:
@@ -238,7 +250,7 @@ def labelstudio_decode_values(rle: list[int]) -> np.ndarray:
         raise MaskError("brush RLE ends before its declared values") from None
     if pos > total or i != num:
         raise MaskError(f"brush RLE runs cover {i} values in {pos} bits, it declares {num} values in {total} bits")
-    return np.repeat(np.array(values, dtype=np.uint8 if word <= 8 else np.uint32), lengths)
+    return np.array(values, dtype=np.uint8 if word <= 8 else np.uint32), np.array(lengths, dtype=np.int64)
 
 
 def labelstudio_encode(mask: np.ndarray) -> list[int]:
@@ -261,8 +273,12 @@ def labelstudio_decode(rle: list[int], width: int, height: int) -> np.ndarray:
     declared = int.from_bytes(_byte_values(rle)[:4], "big")
     if declared != width * height * 4:
         raise MaskError(f"brush RLE holds {declared} values, an RGBA image of {width}x{height} has {width * height * 4}")
-    alpha = labelstudio_decode_values(rle)[3::4]
-    return (alpha > 0).astype(np.uint8).reshape(height, width)
+    values, lengths = _labelstudio_runs(rle)
+    ends = np.cumsum(lengths)
+    # value k of the RGBA stream is channel k % 4 of pixel k // 4: a run [s, e) holds the alpha
+    # values of pixels s // 4 to e // 4
+    pixels = ends // 4 - (ends - lengths) // 4
+    return np.repeat((values > 0).astype(np.uint8), pixels).reshape(height, width)
 
 
 # --- CVAT for images 1.1 mask RLE -------------------------------------------------------------
