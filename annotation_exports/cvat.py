@@ -93,7 +93,7 @@ def export_cvat(batch: Batch, out: Path) -> list[Path]:
 def _region_shape(image: ET.Element, region_id: str, region: dict) -> None:
     label = region["label"] or "region"
     common = {"label": label, "source": "auto", "occluded": "0", "z_order": "0"}
-    encoded = masks.cvat_encode(masks.coco_decode(region["mask"])) if region["mask"] is not None else None
+    encoded = masks.cvat_encode_coco(region["mask"]) if region["mask"] is not None else None
     if encoded is not None:
         shape = ET.SubElement(image, "mask", **common, rle=encoded.rle, left=str(encoded.left), top=str(encoded.top),
                               width=str(encoded.width), height=str(encoded.height))

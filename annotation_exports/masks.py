@@ -43,7 +43,7 @@ def coco_decode(rle: dict) -> np.ndarray:
 
 def coco_encode(mask: np.ndarray) -> dict:
     """An HxW 0/1 array as a COCO RLE with a ``counts`` string (the record model's form)."""
-    rle = coco_mask.encode(np.asfortranarray(mask.astype(np.uint8)))
+    rle = coco_mask.encode(np.asfortranarray(mask, dtype=np.uint8))  # no copy of a Fortran-order uint8 mask
     return {"size": [int(rle["size"][0]), int(rle["size"][1])], "counts": rle["counts"].decode("ascii")}
 
 
@@ -100,6 +100,11 @@ def _row_major_runs(counts: np.ndarray, height: int, width: int) -> tuple[np.nda
     starts a row-major run where column c differs from column c - 1 at row r (the symmetric
     difference of their intervals), or, for c = 0, where (r, 0) differs from (r - 1, W - 1).
     """
+    return _segment_runs(*_column_segments(counts, height), height, width)
+
+
+def _column_segments(counts: np.ndarray, height: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(column, first row, end row) of each foreground interval of a column-major COCO run list."""
     ends = np.cumsum(counts)
     fg = np.flatnonzero(counts[1::2]) * 2 + 1  # the odd runs are foreground
     s, e = ends[fg] - counts[fg], ends[fg]
@@ -109,6 +114,11 @@ def _row_major_runs(counts: np.ndarray, height: int, width: int) -> tuple[np.nda
     col = first_col[run_of] + np.arange(run_of.size) - np.repeat(np.cumsum(n_seg) - n_seg, n_seg)
     r0 = np.where(col == first_col[run_of], s[run_of] - col * height, 0)
     r1 = np.where(col == last_col[run_of], e[run_of] - col * height, height)
+    return col, r0, r1
+
+
+def _segment_runs(col: np.ndarray, r0: np.ndarray, r1: np.ndarray, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values, lengths) of the row-major runs of the height x width mask made of these column intervals."""
     # where column c differs from c - 1: boundaries of both, a boundary in both cancels
     ev_col = np.concatenate((col, col, col + 1, col + 1))
     ev_row = np.concatenate((r0, r1, r0, r1))
@@ -310,6 +320,22 @@ def cvat_encode(mask: np.ndarray) -> CvatMask | None:
     return CvatMask(", ".join(map(str, runs)), left, top, right - left + 1, bottom - top + 1)
 
 
+def cvat_encode_coco(rle: dict) -> CvatMask | None:
+    """``cvat_encode(coco_decode(rle))`` from the COCO runs, without building the H x W raster."""
+    height, width = (int(v) for v in rle["size"])
+    counts = _coco_counts(rle["counts"]) if isinstance(rle.get("counts"), str) and height * width > 0 else None
+    if counts is None or int(counts.sum()) != height * width:
+        return cvat_encode(coco_decode(rle))
+    col, r0, r1 = _column_segments(counts, height)
+    if col.size == 0:
+        return None
+    left, top = int(col.min()), int(r0.min())
+    box_width, box_height = int(col.max()) - left + 1, int(r1.max()) - top
+    values, lengths = _segment_runs(col - left, r0 - top, r1 - top, box_height, box_width)
+    runs = ([0] if values[0] else []) + lengths.tolist()  # the run list starts with background
+    return CvatMask(", ".join(map(str, runs)), left, top, box_width, box_height)
+
+
 def cvat_decode(rle: str, left: int, top: int, width: int, height: int, image_width: int, image_height: int) -> np.ndarray:
     """A CVAT mask placed in an ``image_height`` x ``image_width`` 0/1 array.
 
@@ -327,6 +353,6 @@ def cvat_decode(rle: str, left: int, top: int, width: int, height: int, image_wi
         raise MaskError(f"CVAT mask runs sum to {int(runs.sum()) if runs.size else 0}, its box has {width * height} pixels")
     values = np.arange(runs.size) % 2  # background first
     crop = np.repeat(values, runs).astype(np.uint8).reshape(height, width)
-    full = np.zeros((image_height, image_width), dtype=np.uint8)
+    full = np.zeros((image_height, image_width), dtype=np.uint8, order="F")  # the order COCO RLE runs in
     full[top:top + height, left:left + width] = crop
     return full
