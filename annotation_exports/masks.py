@@ -30,6 +30,9 @@ def coco_decode(rle: dict) -> np.ndarray:
                 raise MaskError(f"uncompressed RLE runs sum to {sum(counts)}, not {height}x{width}")
             rle = coco_mask.frPyObjects({"size": [height, width], "counts": counts}, height, width)
         else:
+            runs = _coco_counts(counts) if isinstance(counts, str) else None
+            if runs is not None and int(runs.sum()) != height * width:  # pycocotools would read past them
+                raise MaskError(f"RLE runs sum to {int(runs.sum())}, not {height}x{width}")
             rle = {"size": [height, width], "counts": counts.encode("ascii") if isinstance(counts, str) else counts}
         mask = coco_mask.decode(rle)
     except MaskError:
@@ -79,7 +82,9 @@ def _coco_counts(counts: str) -> np.ndarray | None:
     """Column-major run lengths of a compressed COCO ``counts`` string (pycocotools' rleFrString,
     vectorized); None for a string that function would misread (it is then left to pycocotools)."""
     chars = np.frombuffer(counts.encode("ascii", "replace"), dtype=np.uint8).astype(np.int64) - 48
-    if chars.size == 0 or (chars < 0).any() or (chars > 63).any() or chars[-1] & 0x20:
+    if chars.size == 0:
+        return np.zeros(0, np.int64)
+    if (chars < 0).any() or (chars > 63).any() or chars[-1] & 0x20:
         return None
     last = (chars & 0x20) == 0  # the last character of each number
     starts = np.flatnonzero(np.concatenate(([True], last[:-1])))
