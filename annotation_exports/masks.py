@@ -81,7 +81,9 @@ def box_iou(a: list[float], b: list[float]) -> float:
 def _coco_counts(counts: str) -> np.ndarray | None:
     """Column-major run lengths of a compressed COCO ``counts`` string (pycocotools' rleFrString,
     vectorized); None for a string that function would misread (it is then left to pycocotools)."""
-    chars = np.frombuffer(counts.encode("ascii", "replace"), dtype=np.uint8).astype(np.int64) - 48
+    if not counts.isascii():
+        return None
+    chars = np.frombuffer(counts.encode("ascii"), dtype=np.uint8).astype(np.int64) - 48
     if chars.size == 0:
         return np.zeros(0, np.int64)
     if (chars < 0).any() or (chars > 63).any() or chars[-1] & 0x20:

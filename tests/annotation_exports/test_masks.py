@@ -139,7 +139,7 @@ def outcome(encode, rle):
         return "MaskError"
 
 
-@pytest.mark.parametrize("counts", ["\x01\x02", "0", "", "PPPPPPPP", "o", [5], [12], [-1, 13]])
+@pytest.mark.parametrize("counts", ["\x01\x02", "0", "", "PPPPPPPP", "o", "<\u00e9", [5], [12], [-1, 13]])
 def test_malformed_coco_rle_gives_what_the_raster_path_gives(counts):
     rle = {"size": [3, 4], "counts": counts}
     assert outcome(masks.labelstudio_encode_coco, rle) == outcome(lambda r: masks.labelstudio_encode_bytes(masks.coco_decode(r)), rle)
