@@ -13,7 +13,7 @@ import hashlib
 import json
 import posixpath
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,7 +70,7 @@ class Batch:
 
     def to_json(self) -> dict:
         return {"batch_id": self.batch_id, "seed": self.seed, "filters": self.filters, "source": self.source,
-                "items": [asdict(i) for i in self.items], "images": self.images, "regions": self.regions,
+                "items": [dict(vars(i)) for i in self.items], "images": self.images, "regions": self.regions,
                 "skipped": self.skipped}
 
     @classmethod

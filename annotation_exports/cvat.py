@@ -93,7 +93,7 @@ def export_cvat(batch: Batch, out: Path) -> list[Path]:
 def _region_shape(image: ET.Element, region_id: str, region: dict) -> None:
     label = region["label"] or "region"
     common = {"label": label, "source": "auto", "occluded": "0", "z_order": "0"}
-    encoded = masks.cvat_encode(masks.coco_decode(region["mask"])) if region["mask"] is not None else None
+    encoded = masks.cvat_encode_coco(region["mask"]) if region["mask"] is not None else None
     if encoded is not None:
         shape = ET.SubElement(image, "mask", **common, rle=encoded.rle, left=str(encoded.left), top=str(encoded.top),
                               width=str(encoded.width), height=str(encoded.height))
@@ -237,13 +237,13 @@ class _ImageContext:
         if region_id is not None and region_id not in self.region_item:
             raise BadRecord("unknown_region_id", f"region {region_id!r} is not in this image of the batch")
         mask, box = _shape_geometry(shape, self.width, self.height)
+        rle = masks.coco_encode(mask) if mask is not None else None
         if region_id is None:
-            region_id = match_region(self.batch, self.image_item, mask, box)
+            region_id = match_region(self.batch, self.image_item, mask, box, rle)
         common = {**self.common, "source": source}
         if region_id is None:
             if verdict == "reject":
                 return None
-            rle = masks.coco_encode(mask) if mask is not None else None
             geometry = rle["counts"] if rle else json.dumps([round(v, 4) for v in box])
             self.report.decisions.append(decision(
                 self.batch, self.items[0], target="region", action="add", label=shape.get("label") or "region",
@@ -255,7 +255,7 @@ class _ImageContext:
             self.report.decisions.append(decision(self.batch, item, target="region", action="reject", region_id=region_id, **common))
             return region_id
         region = self.batch.regions[region_id]
-        changed = changed_geometry(region, mask, box)
+        changed = changed_geometry(region, mask, box, rle)
         if changed is not None:
             self.report.decisions.append(decision(self.batch, item, target="region", action="edit", region_id=region_id,
                                                   label=shape.get("label"), box=changed[1], mask=changed[0], **common))

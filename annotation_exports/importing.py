@@ -13,6 +13,7 @@ import numpy as np
 from reasonvqa.annotation_exports import masks
 from reasonvqa.annotation_exports.batches import Batch, Item
 from reasonvqa.annotation_exports.decisions import DecisionStore, ImportReport, StoreError, decision_id, target_of
+from reasonvqa.tasks.sources.gc_pause import gc_paused
 
 MATCH_IOU = 0.9  # an unknown region id matches an exported region of the item at this IoU or more
 
@@ -37,26 +38,32 @@ def added_region_id(image_id: str, annotator: str, geometry: str) -> str:
     return f"{image_id}/gh{digest[:12]}"
 
 
-def match_region(batch: Batch, item: Item, mask: np.ndarray | None, box: list[float] | None) -> str | None:
-    """The exported region of ``item`` with the highest IoU >= MATCH_IOU to this geometry, if any."""
+def match_region(batch: Batch, item: Item, mask: np.ndarray | None, box: list[float] | None,
+                 rle: dict | None = None) -> str | None:
+    """The exported region of ``item`` with the highest IoU >= MATCH_IOU to this geometry, if any.
+
+    ``rle``: ``mask`` as COCO RLE when the caller has it (mask IoU is computed on the runs).
+    """
     best, best_iou = None, MATCH_IOU
-    info = batch.images[item.image_id]
+    if mask is not None and rle is None:
+        rle = masks.coco_encode(mask)
     for region_id in item.region_ids:
         region = batch.regions[region_id]
         if mask is not None and region["mask"] is not None:
-            iou = masks.mask_iou(mask.astype(bool), masks.coco_decode(region["mask"]).astype(bool))
+            iou = masks.rle_iou(rle, region["mask"]) if rle["size"] == list(region["mask"]["size"]) else 0.0
         else:
-            theirs = box if box is not None else _mask_box(mask, info)
+            theirs = box if box is not None else _mask_box(rle)
             iou = masks.box_iou(theirs, region["box"]) if theirs and region["box"] else 0.0
         if iou >= best_iou:
             best, best_iou = region_id, iou
     return best
 
 
-def _mask_box(mask: np.ndarray | None, info: dict) -> list[float] | None:
-    if mask is None or not mask.any():
+def _mask_box(rle: dict | None) -> list[float] | None:
+    if rle is None:
         return None
-    return masks.coco_area_and_box(masks.coco_encode(mask))[1]
+    area, box = masks.coco_area_and_box(rle)
+    return box if area > 0 else None
 
 
 def _content(d: dict) -> str:
@@ -93,7 +100,8 @@ def run_import(store: DecisionStore, fmt: str, path: Path, parse: Callable[[byte
         raise StoreError(f"{path}: no such file")
     data = path.read_bytes()
     report = ImportReport(import_id="sha256:" + hashlib.sha256(data).hexdigest(), format=fmt, file=path.name)
-    parse(data, path.name, store, report)
+    with gc_paused():  # parsing builds millions of objects and no reference cycles
+        parse(data, path.name, store, report)
     resolve_in_file(report)
     return store.commit(report)
 
@@ -106,17 +114,23 @@ class BadRecord(ValueError):
         self.reason = reason
 
 
-def changed_geometry(region: dict, mask: np.ndarray | None, box: list[float] | None) -> tuple[dict | None, list[float]] | None:
+def changed_geometry(region: dict, mask: np.ndarray | None, box: list[float] | None,
+                     rle: dict | None = None) -> tuple[dict | None, list[float]] | None:
     """(COCO RLE or None, XYWH box) when the returned shape differs from the exported region, else None.
 
-    Masks compare pixel for pixel; boxes within 0.01 px (exports write 2 decimals or percentages).
-    A box returned for a region that had a mask replaces the mask (the annotator redrew it as a box).
+    Masks compare pixel for pixel (``rle``: ``mask`` as COCO RLE when the caller has it); boxes
+    within 0.01 px (exports write 2 decimals or percentages). A box returned for a region that
+    had a mask replaces the mask (the annotator redrew it as a box).
     """
     if mask is not None:
-        if region["mask"] is not None and np.array_equal(mask, masks.coco_decode(region["mask"])):
+        rle = rle or masks.coco_encode(mask)
+        area, new_box = masks.coco_area_and_box(rle)
+        theirs = region["mask"]
+        if theirs is not None and list(theirs["size"]) == rle["size"] and (
+                theirs["counts"] == rle["counts"]  # pycocotools writes one string per mask
+                or (masks.coco_area_and_box(theirs)[0] == area and np.array_equal(mask, masks.coco_decode(theirs)))):
             return None
-        rle = masks.coco_encode(mask)
-        return rle, masks.coco_area_and_box(rle)[1]
+        return rle, new_box
     if box is None:
         return None
     if region["box"] is not None and region["mask"] is None and max(abs(a - b) for a, b in zip(box, region["box"])) <= 0.01:

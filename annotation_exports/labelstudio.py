@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
@@ -68,12 +69,12 @@ def image_url(info: dict, image_id: str, url_prefix: str) -> str:
     return url_prefix + (info.get("file_name") or image_id.replace(":", "_").replace("/", "_"))
 
 
-def rle_digest(rle: list[int]) -> str:
+def rle_digest(rle: list[int] | bytes) -> str:
     """Short content id of a brush RLE: an annotation that returns it unchanged needs no decoding."""
     return hashlib.sha256(bytes(rle)).hexdigest()[:16]
 
 
-def _region_result(key: str, region: dict, width: int, height: int, brush: list[int] | None) -> dict:
+def _region_result(key: str, region: dict, width: int, height: int, brush: object | None) -> dict:
     label = region["label"] or "region"
     base = {"id": key, "to_name": "image", "original_width": width, "original_height": height, "image_rotation": 0}
     if brush is not None:
@@ -85,13 +86,17 @@ def _region_result(key: str, region: dict, width: int, height: int, brush: list[
                       "height": 100.0 * h / height, "rotation": 0, "rectanglelabels": [label]}}
 
 
-def task_for(batch: Batch, item: Item, url_prefix: str, cfg_hash: str, brushes: dict[str, list[int]]) -> dict:
-    """One Label Studio task (data + one prediction) for ``item``; ``brushes``: region id -> brush RLE."""
+def task_for(batch: Batch, item: Item, url_prefix: str, cfg_hash: str, brushes: dict[str, object],
+             digests: dict[str, str]) -> dict:
+    """One Label Studio task (data + one prediction) for ``item``.
+
+    ``brushes``: region id -> the value its brush result's ``rle`` holds; ``digests``: region id
+    -> ``rle_digest`` of its brush RLE.
+    """
     info = batch.images[item.image_id]
     width, height = int(info["width"]), int(info["height"])
     keys = {f"r{k}": region_id for k, region_id in enumerate(item.region_ids)}
     results = [_region_result(key, batch.regions[rid], width, height, brushes.get(rid)) for key, rid in keys.items()]
-    digests = {key: rle_digest(brushes[rid]) for key, rid in keys.items() if rid in brushes}
     if item.question_id is not None:
         results.append({"id": "answer", "from_name": "answer", "to_name": "image", "type": "textarea",
                         "value": {"text": [item.answer or ""]}})
@@ -102,25 +107,58 @@ def task_for(batch: Batch, item: Item, url_prefix: str, cfg_hash: str, brushes: 
             "answer": item.answer or "",
             "choices_text": " | ".join(item.choices),
             "reasonvqa": {"batch_id": batch.batch_id, "item_id": item.item_id, "image_id": item.image_id,
-                          "question_id": item.question_id, "regions": keys, "mask_digests": digests,
+                          "question_id": item.question_id, "regions": keys,
+                          "mask_digests": {key: digests[rid] for key, rid in keys.items() if rid in digests},
                           "width": width, "height": height, "label_config": cfg_hash},
         },
         "predictions": [{"model_version": f"reasonvqa:{batch.batch_id}", "result": results}],
     }
 
 
+# A brush result's "rle" is written as a slot number, then replaced by the JSON text of its
+# byte list: each region's RLE is formatted once although every item of its image shows it.
+# Only brush values have an "rle" key, and a quote inside a JSON string is escaped, so the
+# pattern cannot match text of a question or label.
+_RLE_SLOT = re.compile(r'"rle":(\d+)')
+
+
+_BYTE_TEXT = [str(v) for v in range(256)]
+
+
+def _byte_list_json(raw: bytes) -> str:
+    """``json.dumps(list(raw), separators=(",", ":"))``, faster."""
+    return "[" + ",".join(map(_BYTE_TEXT.__getitem__, raw)) + "]"
+
+
 def export_labelstudio(batch: Batch, out: Path, url_prefix: str = LOCAL_FILES_PREFIX) -> list[Path]:
-    """Write ``tasks.json`` and ``label_config.xml`` for ``batch`` into ``out``."""
+    """Write ``tasks.json`` and ``label_config.xml`` for ``batch`` into ``out``.
+
+    ``tasks.json`` holds the bytes ``json.dump(tasks, sort_keys=True, separators=(",", ":"))``
+    would write, written one task at a time.
+    """
     out.mkdir(parents=True, exist_ok=True)
     config = labeling_config(batch.labels())
     cfg_hash = config_hash(config)
-    brushes = {rid: masks.labelstudio_encode(masks.coco_decode(r["mask"]))  # once per region, shared by items
-               for rid, r in batch.regions.items() if r["mask"] is not None}
-    tasks = [task_for(batch, item, url_prefix, cfg_hash, brushes) for item in batch.items]
+    slots: dict[str, int] = {}
+    texts: list[str] = []
+    digests: dict[str, str] = {}
+    for rid, region in batch.regions.items():  # once per region, shared by the items of its image
+        if region["mask"] is not None:
+            raw = masks.labelstudio_encode_coco(region["mask"])
+            slots[rid], digests[rid] = len(texts), rle_digest(raw)
+            texts.append(_byte_list_json(raw))
+
+    def fill(match: re.Match) -> str:
+        return '"rle":' + texts[int(match.group(1))]
+
     (out / CONFIG_FILE).write_text(config, encoding="utf-8")
     with (out / TASKS_FILE).open("w", encoding="utf-8") as handle:
-        json.dump(tasks, handle, sort_keys=True, separators=(",", ":"))
-        handle.write("\n")
+        handle.write("[")
+        for n, item in enumerate(batch.items):
+            text = json.dumps(task_for(batch, item, url_prefix, cfg_hash, slots, digests), sort_keys=True,
+                              separators=(",", ":"))
+            handle.write(("," if n else "") + _RLE_SLOT.sub(fill, text))
+        handle.write("]\n")
     return [out / TASKS_FILE, out / CONFIG_FILE]
 
 
@@ -192,9 +230,10 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], digests: d
             unchanged = rid in keys and rid in shapes and _unchanged_brush(shapes[rid][1], digests.get(rid))
             if rid in shapes and not unchanged:
                 mask, box, label = _geometry(shapes[rid][1], width, height)
+            rle = masks.coco_encode(mask) if mask is not None else None
             region_id = keys.get(rid)
             if region_id is None and (mask is not None or box is not None):
-                region_id = match_region(batch, item, mask, box)
+                region_id = match_region(batch, item, mask, box, rle)
             verdict = verdicts.get(rid, (k, None))[1]
             if region_id is None and mask is None and box is None and not unchanged:
                 raise BadRecord("unknown_region_id", f"region {rid!r} is not in the task and has no geometry to match")
@@ -202,7 +241,6 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], digests: d
             if region_id is None:  # drawn by the annotator
                 if verdict == "reject":
                     continue  # drawn and rejected in the same annotation: nothing to add
-                rle = masks.coco_encode(mask) if mask is not None else None
                 geometry = rle["counts"] if rle else json.dumps([round(v, 4) for v in box])
                 box = masks.coco_area_and_box(rle)[1] if rle else box
                 report.decisions.append(decision(batch, item, target="region", action="add", label=label or "region",
@@ -212,7 +250,7 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], digests: d
             if verdict == "reject":
                 report.decisions.append(decision(batch, item, target="region", action="reject", region_id=region_id, **common))
                 continue
-            edited = changed_geometry(batch.regions[region_id], mask, box)
+            edited = changed_geometry(batch.regions[region_id], mask, box, rle)
             if edited is not None:
                 report.decisions.append(decision(batch, item, target="region", action="edit", region_id=region_id,
                                                  label=label, box=edited[1], mask=edited[0], **common))
@@ -257,7 +295,7 @@ def _question_decision(batch: Batch, item: Item, results: list[dict], who: str, 
 def parse_labelstudio(data: bytes, name: str, store: DecisionStore, report: ImportReport) -> None:
     """Fill ``report`` from a Label Studio JSON export (a list of tasks with annotations)."""
     try:
-        tasks = json.loads(data)
+        tasks = json.loads(data)  # not orjson: it makes an object per integer (1.5 GB, not 0.85 GB, for 10,000 tasks)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StoreError(f"{name}: not JSON ({exc})") from None
     if not isinstance(tasks, list):

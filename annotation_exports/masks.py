@@ -30,6 +30,9 @@ def coco_decode(rle: dict) -> np.ndarray:
                 raise MaskError(f"uncompressed RLE runs sum to {sum(counts)}, not {height}x{width}")
             rle = coco_mask.frPyObjects({"size": [height, width], "counts": counts}, height, width)
         else:
+            runs = _coco_counts(counts) if isinstance(counts, str) else None
+            if runs is not None and int(runs.sum()) != height * width:  # pycocotools would read past them
+                raise MaskError(f"RLE runs sum to {int(runs.sum())}, not {height}x{width}")
             rle = {"size": [height, width], "counts": counts.encode("ascii") if isinstance(counts, str) else counts}
         mask = coco_mask.decode(rle)
     except MaskError:
@@ -43,7 +46,7 @@ def coco_decode(rle: dict) -> np.ndarray:
 
 def coco_encode(mask: np.ndarray) -> dict:
     """An HxW 0/1 array as a COCO RLE with a ``counts`` string (the record model's form)."""
-    rle = coco_mask.encode(np.asfortranarray(mask.astype(np.uint8)))
+    rle = coco_mask.encode(np.asfortranarray(mask, dtype=np.uint8))  # no copy of a Fortran-order uint8 mask
     return {"size": [int(rle["size"][0]), int(rle["size"][1])], "counts": rle["counts"].decode("ascii")}
 
 
@@ -51,6 +54,12 @@ def coco_area_and_box(rle: dict) -> tuple[float, list[float]]:
     """Pixel area and pycocotools XYWH box of a COCO RLE."""
     raw = {"size": rle["size"], "counts": rle["counts"].encode("ascii")}
     return float(coco_mask.area(raw)), [float(v) for v in coco_mask.toBbox(raw)]
+
+
+def rle_iou(a: dict, b: dict) -> float:
+    """``mask_iou`` of two same-size COCO RLEs (compressed counts), computed on their runs."""
+    raw = [{"size": r["size"], "counts": r["counts"].encode("ascii")} for r in (a, b)]
+    return float(coco_mask.iou(raw[:1], raw[1:], [0])[0][0])
 
 
 def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
@@ -69,6 +78,92 @@ def box_iou(a: list[float], b: list[float]) -> float:
     return inter / union if union > 0 else 0.0
 
 
+def _coco_counts(counts: str) -> np.ndarray | None:
+    """Column-major run lengths of a compressed COCO ``counts`` string (pycocotools' rleFrString,
+    vectorized); None for a string that function would misread (it is then left to pycocotools)."""
+    if not counts.isascii():
+        return None
+    chars = np.frombuffer(counts.encode("ascii"), dtype=np.uint8).astype(np.int64) - 48
+    if chars.size == 0:
+        return np.zeros(0, np.int64)
+    if (chars < 0).any() or (chars > 63).any() or chars[-1] & 0x20:
+        return None
+    last = (chars & 0x20) == 0  # the last character of each number
+    starts = np.flatnonzero(np.concatenate(([True], last[:-1])))
+    shift = 5 * (np.arange(chars.size) - np.repeat(starts, np.diff(np.append(starts, chars.size))))
+    if shift.max() > 30:
+        return None
+    x = np.add.reduceat((chars & 0x1F) << shift, starts)
+    x -= np.where(chars[last] & 0x10, 1 << (shift[last] + 5), 0)  # sign of the last 5-bit group
+    x[2::2] = np.cumsum(x[2::2])  # from the third count on, each is a difference to the count two before
+    x[1::2] = np.cumsum(x[1::2])
+    return x if (x >= 0).all() else None
+
+
+def _row_major_runs(counts: np.ndarray, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values, lengths) of the row-major runs of a mask given by its column-major COCO runs.
+
+    Works on the foreground intervals of each column instead of the H x W raster: pixel (r, c)
+    starts a row-major run where column c differs from column c - 1 at row r (the symmetric
+    difference of their intervals), or, for c = 0, where (r, 0) differs from (r - 1, W - 1).
+    """
+    return _segment_runs(*_column_segments(counts, height), height, width)
+
+
+def _column_segments(counts: np.ndarray, height: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(column, first row, end row) of each foreground interval of a column-major COCO run list."""
+    ends = np.cumsum(counts)
+    fg = np.flatnonzero(counts[1::2]) * 2 + 1  # the odd runs are foreground
+    s, e = ends[fg] - counts[fg], ends[fg]
+    first_col, last_col = s // height, (e - 1) // height
+    n_seg = last_col - first_col + 1  # a run that wraps into the next column is cut there
+    run_of = np.repeat(np.arange(fg.size), n_seg)
+    col = first_col[run_of] + np.arange(run_of.size) - np.repeat(np.cumsum(n_seg) - n_seg, n_seg)
+    r0 = np.where(col == first_col[run_of], s[run_of] - col * height, 0)
+    r1 = np.where(col == last_col[run_of], e[run_of] - col * height, height)
+    return col, r0, r1
+
+
+def _segment_runs(col: np.ndarray, r0: np.ndarray, r1: np.ndarray, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values, lengths) of the row-major runs of the height x width mask made of these column intervals."""
+    # where column c differs from c - 1: boundaries of both, a boundary in both cancels
+    ev_col = np.concatenate((col, col, col + 1, col + 1))
+    ev_row = np.concatenate((r0, r1, r0, r1))
+    keep = (ev_col >= 1) & (ev_col < width)
+    keys, times = np.unique(ev_col[keep] * (height + 1) + ev_row[keep], return_counts=True)
+    keys = keys[times % 2 == 1]  # each column keeps an even number: they pair up as [from, to)
+    c, a, b = keys[0::2] // (height + 1), keys[0::2] % (height + 1), keys[1::2] % (height + 1)
+    span = b - a
+    rows = np.repeat(a, span) + np.arange(int(span.sum())) - np.repeat(np.cumsum(span) - span, span)
+    inner = rows * width + np.repeat(c, span)
+
+    def column(k: int) -> np.ndarray:
+        edges = np.zeros(height + 1, np.int64)
+        np.add.at(edges, r0[col == k], 1)
+        np.add.at(edges, r1[col == k], -1)
+        return np.cumsum(edges[:height])
+
+    left, right = column(0), column(width - 1)
+    wrap = (np.flatnonzero(left[1:] != right[:-1]) + 1) * width
+    starts = np.concatenate(([0], np.sort(np.concatenate((inner, wrap)))))
+    lengths = np.diff(np.append(starts, height * width))
+    return (int(left[0]) + np.arange(starts.size)) % 2, lengths
+
+
+def labelstudio_encode_coco(rle: dict) -> bytes:
+    """``labelstudio_encode_bytes(coco_decode(rle))`` without building the H x W raster.
+
+    A compressed COCO RLE is converted run by run; anything else (uncompressed counts, a string
+    pycocotools would read differently or reject) goes through ``coco_decode``, with its errors.
+    """
+    height, width = (int(v) for v in rle["size"])
+    counts = _coco_counts(rle["counts"]) if isinstance(rle.get("counts"), str) and height * width > 0 else None
+    if counts is None or int(counts.sum()) != height * width:
+        return labelstudio_encode_bytes(coco_decode(rle))
+    values, lengths = _row_major_runs(counts, height, width)
+    return _encode_runs(values * 255, lengths * 4)
+
+
 # --- Label Studio brush RLE -------------------------------------------------------------------
 # The format of label-studio-sdk's converter/brush.py (encode_rle / decode_rle, from thi-ng's
 # rle-pack): a 32-bit value count, 5 bits word size - 1 (8 bits here), four 4-bit run-length
@@ -81,6 +176,9 @@ def box_iou(a: list[float], b: list[float]) -> float:
 _LS_WORD = 8
 _LS_FIELDS = (3, 4, 8, 16)
 _LS_HEADER = 32 + 5 + 4 * 4
+_LS_FIELD_SIZES = np.array(_LS_FIELDS, dtype=np.int64)
+_LS_FIELD_LIMITS = 1 << _LS_FIELD_SIZES[:-1]  # run lengths up to 8, 16, 256 fit the first three fields
+_BIT_SHIFTS = np.arange(31, -1, -1, dtype=np.uint64)
 
 
 def _runs(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -90,7 +188,7 @@ def _runs(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return flat[starts].astype(np.int64), np.diff(np.concatenate((starts, [flat.size]))).astype(np.int64)
 
 
-def _encode_runs(run_values: np.ndarray, lengths: np.ndarray) -> list[int]:
+def _encode_runs(run_values: np.ndarray, lengths: np.ndarray) -> bytes:
     n = int(lengths.sum())
     # runs over 65536 values are written as 65536-value pieces first (as the SDK does)
     full = np.maximum((lengths - 1) // 65536, 0)
@@ -101,19 +199,17 @@ def _encode_runs(run_values: np.ndarray, lengths: np.ndarray) -> list[int]:
         piece_values = np.repeat(run_values, full + 1)
     else:
         piece_lengths, piece_values = lengths, run_values
-    field = np.select([piece_lengths <= 8, piece_lengths <= 16, piece_lengths <= 256], [0, 1, 2], 3)
-    size = np.array(_LS_FIELDS, dtype=np.int64)[field]
+    field = np.searchsorted(_LS_FIELD_LIMITS, piece_lengths)  # the smallest field the length - 1 fits in
+    size = _LS_FIELD_SIZES[field]
     repeat = (piece_lengths > 1).astype(np.int64)  # a single value: "0", "00", "000", value
     code = (((repeat << 2 | field) << size | (piece_lengths - 1)) << _LS_WORD) | piece_values
     header = (n << 21) | ((_LS_WORD - 1) << 16) | sum((f - 1) << (12 - 4 * k) for k, f in enumerate(_LS_FIELDS))
-    codes = np.concatenate(([header], code)).astype(np.uint64)
-    widths = np.concatenate(([_LS_HEADER], 1 + 2 + size + _LS_WORD)).astype(np.int64)
-    total = int(widths.sum())
-    owner = np.repeat(np.arange(codes.size), widths)
-    offset = np.arange(total) - np.repeat(np.cumsum(widths) - widths, widths)
-    bits = ((codes[owner] >> (widths[owner] - 1 - offset).astype(np.uint64)) & np.uint64(1)).astype(np.uint8)
-    pad = 8 - total % 8  # 1 to 8 zero bits, as the SDK pads
-    return np.packbits(np.concatenate((bits, np.zeros(pad, np.uint8)))).tolist()
+    # one row of 32 bits per code (at most 3 + 16 + 8 bits; the 53-bit header as 21 + 32)
+    codes = np.concatenate(([header >> 32, header & 0xFFFFFFFF], code)).astype(np.uint64)
+    widths = np.concatenate(([_LS_HEADER - 32, 32], 1 + 2 + size + _LS_WORD)).astype(np.uint64)
+    bits = ((codes[:, None] >> _BIT_SHIFTS) & np.uint64(1))[_BIT_SHIFTS < widths[:, None]].astype(np.uint8)
+    pad = 8 - bits.size % 8  # 1 to 8 zero bits, as the SDK pads
+    return np.packbits(np.concatenate((bits, np.zeros(pad, np.uint8)))).tobytes()
 
 
 def labelstudio_encode_values(values: np.ndarray) -> list[int]:
@@ -121,7 +217,7 @@ def labelstudio_encode_values(values: np.ndarray) -> list[int]:
     flat = np.asarray(values).ravel()
     if flat.size == 0:
         raise MaskError("nothing to encode")
-    return _encode_runs(*_runs(flat))
+    return list(_encode_runs(*_runs(flat)))
 
 
 def _byte_values(rle: object) -> bytes:
@@ -135,6 +231,12 @@ def _byte_values(rle: object) -> bytes:
 
 def labelstudio_decode_values(rle: list[int]) -> np.ndarray:
     """The values of Label Studio RLE bytes (the SDK's ``decode_rle``); MaskError when malformed."""
+    values, lengths = _labelstudio_runs(rle)
+    return np.repeat(values, lengths)
+
+
+def _labelstudio_runs(rle: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(values, lengths) of the runs in Label Studio RLE bytes; MaskError when malformed."""
     raw = _byte_values(rle)
     total = len(raw) * 8
     if total < _LS_HEADER:
@@ -165,11 +267,16 @@ def labelstudio_decode_values(rle: list[int]) -> np.ndarray:
         raise MaskError("brush RLE ends before its declared values") from None
     if pos > total or i != num:
         raise MaskError(f"brush RLE runs cover {i} values in {pos} bits, it declares {num} values in {total} bits")
-    return np.repeat(np.array(values, dtype=np.uint8 if word <= 8 else np.uint32), lengths)
+    return np.array(values, dtype=np.uint8 if word <= 8 else np.uint32), np.array(lengths, dtype=np.int64)
 
 
 def labelstudio_encode(mask: np.ndarray) -> list[int]:
     """An HxW 0/1 mask as Label Studio brush RLE: RGBA all 255 inside the mask (as the SDK's ``mask2rle``)."""
+    return list(labelstudio_encode_bytes(mask))
+
+
+def labelstudio_encode_bytes(mask: np.ndarray) -> bytes:
+    """``labelstudio_encode`` as bytes (JSON holds them as a list of byte values)."""
     run_values, lengths = _runs((np.asarray(mask).ravel() > 0).astype(np.uint8))
     return _encode_runs(run_values * 255, lengths * 4)  # each pixel is 4 equal RGBA values
 
@@ -183,8 +290,12 @@ def labelstudio_decode(rle: list[int], width: int, height: int) -> np.ndarray:
     declared = int.from_bytes(_byte_values(rle)[:4], "big")
     if declared != width * height * 4:
         raise MaskError(f"brush RLE holds {declared} values, an RGBA image of {width}x{height} has {width * height * 4}")
-    alpha = labelstudio_decode_values(rle)[3::4]
-    return (alpha > 0).astype(np.uint8).reshape(height, width)
+    values, lengths = _labelstudio_runs(rle)
+    ends = np.cumsum(lengths)
+    # value k of the RGBA stream is channel k % 4 of pixel k // 4: a run [s, e) holds the alpha
+    # values of pixels s // 4 to e // 4
+    pixels = ends // 4 - (ends - lengths) // 4
+    return np.repeat((values > 0).astype(np.uint8), pixels).reshape(height, width)
 
 
 # --- CVAT for images 1.1 mask RLE -------------------------------------------------------------
@@ -216,6 +327,22 @@ def cvat_encode(mask: np.ndarray) -> CvatMask | None:
     return CvatMask(", ".join(map(str, runs)), left, top, right - left + 1, bottom - top + 1)
 
 
+def cvat_encode_coco(rle: dict) -> CvatMask | None:
+    """``cvat_encode(coco_decode(rle))`` from the COCO runs, without building the H x W raster."""
+    height, width = (int(v) for v in rle["size"])
+    counts = _coco_counts(rle["counts"]) if isinstance(rle.get("counts"), str) and height * width > 0 else None
+    if counts is None or int(counts.sum()) != height * width:
+        return cvat_encode(coco_decode(rle))
+    col, r0, r1 = _column_segments(counts, height)
+    if col.size == 0:
+        return None
+    left, top = int(col.min()), int(r0.min())
+    box_width, box_height = int(col.max()) - left + 1, int(r1.max()) - top
+    values, lengths = _segment_runs(col - left, r0 - top, r1 - top, box_height, box_width)
+    runs = ([0] if values[0] else []) + lengths.tolist()  # the run list starts with background
+    return CvatMask(", ".join(map(str, runs)), left, top, box_width, box_height)
+
+
 def cvat_decode(rle: str, left: int, top: int, width: int, height: int, image_width: int, image_height: int) -> np.ndarray:
     """A CVAT mask placed in an ``image_height`` x ``image_width`` 0/1 array.
 
@@ -233,6 +360,6 @@ def cvat_decode(rle: str, left: int, top: int, width: int, height: int, image_wi
         raise MaskError(f"CVAT mask runs sum to {int(runs.sum()) if runs.size else 0}, its box has {width * height} pixels")
     values = np.arange(runs.size) % 2  # background first
     crop = np.repeat(values, runs).astype(np.uint8).reshape(height, width)
-    full = np.zeros((image_height, image_width), dtype=np.uint8)
+    full = np.zeros((image_height, image_width), dtype=np.uint8, order="F")  # the order COCO RLE runs in
     full[top:top + height, left:left + width] = crop
     return full

@@ -43,7 +43,7 @@ def _parts(root: Path, table: str) -> list[Path]:
 def _read(paths: list[Path]) -> pa.Table | None:
     if not paths:
         return None
-    tables = [pq.read_table(p) for p in paths]
+    tables = [pq.ParquetFile(p).read() for p in paths]  # read_table would import pyarrow.dataset and pandas
     return pa.concat_tables(tables, promote_options="default")
 
 

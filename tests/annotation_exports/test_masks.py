@@ -102,3 +102,46 @@ def test_bad_masks_raise_mask_error():
         masks.cvat_decode("1, x", 0, 0, 1, 2, 10, 10)
     with pytest.raises(masks.MaskError):
         masks.coco_decode({"size": [3, 3], "counts": 17})
+
+
+def random_masks() -> list[np.ndarray]:
+    """Masks of every density on thin, square and wide images, plus the named cases and an empty mask."""
+    rng = np.random.default_rng(11)
+    out = list(cases().values()) + [np.zeros((6, 4), np.uint8)]
+    for height, width in [(1, 9), (9, 1), (3, 3), (17, 5), (48, 64), (2, 700)]:
+        for density in (0.01, 0.3, 0.5, 0.9, 1.0):
+            out.append((rng.random((height, width)) < density).astype(np.uint8))
+        block = np.zeros((height, width), np.uint8)
+        block[height // 2:, width // 3:] = 1  # touches the bottom and right borders
+        out.append(block)
+    return out
+
+
+def test_encoders_from_coco_runs_match_the_raster_encoders():
+    for mask in random_masks():
+        rle = masks.coco_encode(mask)
+        assert masks.labelstudio_encode_coco(rle) == bytes(masks.labelstudio_encode(mask)), mask.shape
+        assert masks.cvat_encode_coco(rle) == masks.cvat_encode(mask), mask.shape
+
+
+def test_iou_on_runs_matches_iou_on_pixels():
+    shapes = random_masks()
+    pairs = [(a, b) for a, b in zip(shapes, shapes[1:]) if a.shape == b.shape] + [(m, m) for m in shapes[:5]]
+    for a, b in pairs:
+        expected = masks.mask_iou(a.astype(bool), b.astype(bool))
+        assert masks.rle_iou(masks.coco_encode(a), masks.coco_encode(b)) == expected
+
+
+def outcome(encode, rle):
+    try:
+        return encode(rle)
+    except masks.MaskError:
+        return "MaskError"
+
+
+@pytest.mark.parametrize("counts", ["\x01\x02", "0", "", "PPPPPPPP", "o", "<\u00e9", [5], [12], [-1, 13]])
+def test_malformed_coco_rle_gives_what_the_raster_path_gives(counts):
+    rle = {"size": [3, 4], "counts": counts}
+    assert outcome(masks.labelstudio_encode_coco, rle) == outcome(lambda r: masks.labelstudio_encode_bytes(masks.coco_decode(r)), rle)
+    assert outcome(masks.cvat_encode_coco, rle) == outcome(lambda r: masks.cvat_encode(masks.coco_decode(r)), rle)
+    assert outcome(masks.cvat_encode_coco, {"size": [3, 4], "counts": [12]}) is None  # all background
