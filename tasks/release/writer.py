@@ -13,7 +13,7 @@ import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator, Protocol, Union, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, Union, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -212,6 +212,7 @@ def write_release(
     inputs: dict[str, str],
     card_notes: str = "",
     stats_files: dict[str, str] | None = None,
+    stats_writer: Callable[[], dict[str, str]] | None = None,
     overwrite: bool = False,
     tables: dict[str, pa.Table] | None = None,
     annotations: dict[str, Any] | None = None,
@@ -224,6 +225,8 @@ def write_release(
     are written ``WRITERS`` at a time.
     ``tables`` are further record tables named as in ``schemas.TABLES`` (e.g. ``regions``), one folder each.
     ``annotations`` (the human decisions applied, see annotation_exports/apply.py) goes into the manifest.
+    ``stats_writer``, when given, fills ``stats_dir`` in a thread beside the folder writes (the
+    statistics and the Parquet encoding then share the cores) and returns ``stats_files``.
     If the version exists with identical content it is left as is; with different
     content a ReleaseExistsError is raised unless ``overwrite``. ``name`` and ``version`` are
     checked (ReleasePathError) and every path written resolves inside ``out_root``.
@@ -240,15 +243,15 @@ def write_release(
     with exclusive_lock(lock, "release"):
         return _write_aside_and_publish(tmp, final, splits, pool=pool, stats_dir=stats_dir, config=config,
                                         config_hash=config_hash, inputs=inputs, card_notes=card_notes,
-                                        stats_files=stats_files, overwrite=overwrite, tables=tables,
-                                        annotations=annotations)
+                                        stats_files=stats_files, stats_writer=stats_writer, overwrite=overwrite,
+                                        tables=tables, annotations=annotations)
 
 
 def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *, pool: Rows,
                              stats_dir: Path | None, config: dict[str, Any], config_hash: str,
                              inputs: dict[str, str], card_notes: str, stats_files: dict[str, str] | None,
-                             overwrite: bool, tables: dict[str, pa.Table] | None = None,
-                             annotations: dict[str, Any] | None = None) -> Path:
+                             overwrite: bool, stats_writer: Callable[[], dict[str, str]] | None = None,
+                             tables: dict[str, pa.Table] | None = None, annotations: dict[str, Any] | None = None) -> Path:
     name, version = final.parent.name, final.name
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -257,7 +260,10 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
         jobs = [(split, splits[split], schemas.QUESTIONS) for split in _ordered(splits)] + [("pool", pool, schemas.QUESTIONS)]
         jobs += [(table_name, table, schemas.TABLES[table_name]) for table_name, table in sorted((tables or {}).items())]
         counts = {folder: table.num_rows for folder, table, _ in jobs}
-        write_folders(tmp, jobs)
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            stats = beside.submit(stats_writer) if stats_writer is not None else None
+            write_folders(tmp, jobs)
+            stats_files = stats.result() if stats is not None else stats_files
         if stats_dir is not None and stats_dir.exists():
             shutil.copytree(stats_dir, tmp / "stats")
         bias_file = tmp / "stats" / "bias.json"
