@@ -90,7 +90,12 @@ class TableRows:
 
     @property
     def table(self) -> pa.Table:
-        return self._shared.table
+        with self._shared._lock:  # not while its chunks are being combined (the table is None then)
+            return self._shared.table
+
+    def single_chunk(self) -> pa.Table:
+        """The shared table, its chunks combined once (see ``_SharedTable.single_chunk``)."""
+        return self._shared.single_chunk()
 
     def with_rows(self, rows) -> "TableRows":
         """Another view of the same table."""
@@ -101,7 +106,7 @@ class TableRows:
         return take_rows(self.table.select(columns), self.rows)
 
     def chunks(self, size: int) -> Iterator[pa.Table]:
-        table = self._shared.single_chunk()
+        table = self.single_chunk()
         for start in range(0, max(self.num_rows, 1), size):
             yield take_rows(table, self.rows[start:start + size])
 
@@ -261,6 +266,10 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
         jobs += [(table_name, table, schemas.TABLES[table_name]) for table_name, table in sorted((tables or {}).items())]
         counts = {folder: table.num_rows for folder, table, _ in jobs}
         with ThreadPoolExecutor(max_workers=1) as beside:
+            if stats_writer is not None:  # the stats then read the combined table too, not a second copy
+                for _, rows, _ in jobs:
+                    if isinstance(rows, TableRows):
+                        rows.single_chunk()
             stats = beside.submit(stats_writer) if stats_writer is not None else None
             write_folders(tmp, jobs)
             stats_files = stats.result() if stats is not None else stats_files
