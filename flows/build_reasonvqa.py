@@ -299,18 +299,13 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
     stats_dir = work_dir / "stats"
     if stats_dir.exists():
         shutil.rmtree(stats_dir)
-
-    def stats() -> dict[str, str]:
-        """Fill ``stats_dir`` (run by the writer beside the folder writes); the card's links."""
-        files = write_stats(done.pool, done.balance, done.split, stats_dir)
-        files.update(write_breakdown(released_questions(done.split.train, done.split.test),
-                                     (tables or {}).get("regions"), stats_dir))
-        write_json(release_stage_counts(report), stats_dir / "stages.json")
-        files["stages.json"] = stats_dir / "stages.json"
-        if applied is not None:
-            files[DECISIONS_FILE] = write_decisions_file(applied, stats_dir)
-        return {k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in files.items()}
-
+    stats_files = write_stats(done.pool, done.balance, done.split, stats_dir)
+    stats_files.update(write_breakdown(released_questions(done.split.train, done.split.test),
+                                       (tables or {}).get("regions"), stats_dir))
+    write_json(release_stage_counts(report), stats_dir / "stages.json")
+    stats_files["stages.json"] = stats_dir / "stages.json"
+    if applied is not None:
+        stats_files[DECISIONS_FILE] = write_decisions_file(applied, stats_dir)
     write_json(report, work_dir / RUN_REPORT)  # with the run-dependent figures, outside the release
     publish_run_report(report)
     # an empty split cannot be loaded by `datasets`: fail, pointing at the stage counts and rejects
@@ -321,7 +316,8 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
         out_dir, config.release.name, config.release.version,
         {"train": done.split.train, "test": done.split.test},
         pool=done.pool, stats_dir=stats_dir, config=json.loads(config.canonical_json()),
-        config_hash=config.config_hash(), inputs=inputs, stats_writer=stats,
+        config_hash=config.config_hash(), inputs=inputs,
+        stats_files={k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in stats_files.items()},
         overwrite=overwrite, tables=tables,
         annotations=applied.manifest_entry() if applied is not None else None,
     )

@@ -105,17 +105,12 @@ def resplit(
     inputs = {**manifest.get("inputs", {}), "resplit_source_pool": pool_id}
     with tempfile.TemporaryDirectory(prefix="resplit-stats-") as tmp:
         stats_dir = Path(tmp) / "stats"
-
-        def stats() -> dict[str, str]:
-            """Fill ``stats_dir`` (run by the writer beside the folder writes); the card's links."""
-            files = write_stats(pool, balanced, split, stats_dir)
-            files.update(write_breakdown(released_questions(split.train, split.test), tables.get("regions"), stats_dir))
-            _write_json(filter_report, stats_dir / "filter_report.json")
-            files["filter_report.json"] = stats_dir / "filter_report.json"
-            if applied is not None:
-                files[DECISIONS_FILE] = write_decisions_file(applied, stats_dir)
-            return {name: f"stats/{name}" for name in sorted(files)}
-
+        files = write_stats(pool, balanced, split, stats_dir)
+        files.update(write_breakdown(released_questions(split.train, split.test), tables.get("regions"), stats_dir))
+        _write_json(filter_report, stats_dir / "filter_report.json")
+        files["filter_report.json"] = stats_dir / "filter_report.json"
+        if applied is not None:
+            files[DECISIONS_FILE] = write_decisions_file(applied, stats_dir)
         return write_release(
             Path(out),
             manifest["name"],
@@ -127,7 +122,7 @@ def resplit(
             config_hash=hashlib.sha256(json.dumps(new_config, sort_keys=True, separators=(",", ":")).encode()).hexdigest(),
             inputs=inputs,
             card_notes=_card_notes(manifest, filter_report, balanced.report, split.report),
-            stats_writer=stats,
+            stats_files={name: f"stats/{name}" for name in sorted(files)},
             overwrite=overwrite,
             tables=tables or None,
             annotations=applied.manifest_entry() if applied is not None else None,

@@ -13,7 +13,7 @@ import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol, Union, runtime_checkable
+from typing import Any, Iterator, Protocol, Union, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -90,12 +90,7 @@ class TableRows:
 
     @property
     def table(self) -> pa.Table:
-        with self._shared._lock:  # not while its chunks are being combined (the table is None then)
-            return self._shared.table
-
-    def single_chunk(self) -> pa.Table:
-        """The shared table, its chunks combined once (see ``_SharedTable.single_chunk``)."""
-        return self._shared.single_chunk()
+        return self._shared.table
 
     def with_rows(self, rows) -> "TableRows":
         """Another view of the same table."""
@@ -106,7 +101,7 @@ class TableRows:
         return take_rows(self.table.select(columns), self.rows)
 
     def chunks(self, size: int) -> Iterator[pa.Table]:
-        table = self.single_chunk()
+        table = self._shared.single_chunk()
         for start in range(0, max(self.num_rows, 1), size):
             yield take_rows(table, self.rows[start:start + size])
 
@@ -217,7 +212,6 @@ def write_release(
     inputs: dict[str, str],
     card_notes: str = "",
     stats_files: dict[str, str] | None = None,
-    stats_writer: Callable[[], dict[str, str]] | None = None,
     overwrite: bool = False,
     tables: dict[str, pa.Table] | None = None,
     annotations: dict[str, Any] | None = None,
@@ -230,8 +224,6 @@ def write_release(
     are written ``WRITERS`` at a time.
     ``tables`` are further record tables named as in ``schemas.TABLES`` (e.g. ``regions``), one folder each.
     ``annotations`` (the human decisions applied, see annotation_exports/apply.py) goes into the manifest.
-    ``stats_writer``, when given, fills ``stats_dir`` in a thread beside the folder writes (the
-    statistics and the Parquet encoding then share the cores) and returns ``stats_files``.
     If the version exists with identical content it is left as is; with different
     content a ReleaseExistsError is raised unless ``overwrite``. ``name`` and ``version`` are
     checked (ReleasePathError) and every path written resolves inside ``out_root``.
@@ -248,15 +240,15 @@ def write_release(
     with exclusive_lock(lock, "release"):
         return _write_aside_and_publish(tmp, final, splits, pool=pool, stats_dir=stats_dir, config=config,
                                         config_hash=config_hash, inputs=inputs, card_notes=card_notes,
-                                        stats_files=stats_files, stats_writer=stats_writer, overwrite=overwrite,
-                                        tables=tables, annotations=annotations)
+                                        stats_files=stats_files, overwrite=overwrite, tables=tables,
+                                        annotations=annotations)
 
 
 def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *, pool: Rows,
                              stats_dir: Path | None, config: dict[str, Any], config_hash: str,
                              inputs: dict[str, str], card_notes: str, stats_files: dict[str, str] | None,
-                             overwrite: bool, stats_writer: Callable[[], dict[str, str]] | None = None,
-                             tables: dict[str, pa.Table] | None = None, annotations: dict[str, Any] | None = None) -> Path:
+                             overwrite: bool, tables: dict[str, pa.Table] | None = None,
+                             annotations: dict[str, Any] | None = None) -> Path:
     name, version = final.parent.name, final.name
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -265,14 +257,7 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
         jobs = [(split, splits[split], schemas.QUESTIONS) for split in _ordered(splits)] + [("pool", pool, schemas.QUESTIONS)]
         jobs += [(table_name, table, schemas.TABLES[table_name]) for table_name, table in sorted((tables or {}).items())]
         counts = {folder: table.num_rows for folder, table, _ in jobs}
-        with ThreadPoolExecutor(max_workers=1) as beside:
-            if stats_writer is not None:  # the stats then read the combined table too, not a second copy
-                for _, rows, _ in jobs:
-                    if isinstance(rows, TableRows):
-                        rows.single_chunk()
-            stats = beside.submit(stats_writer) if stats_writer is not None else None
-            write_folders(tmp, jobs)
-            stats_files = stats.result() if stats is not None else stats_files
+        write_folders(tmp, jobs)
         if stats_dir is not None and stats_dir.exists():
             shutil.copytree(stats_dir, tmp / "stats")
         bias_file = tmp / "stats" / "bias.json"

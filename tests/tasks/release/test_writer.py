@@ -96,28 +96,3 @@ def test_a_rebuild_with_the_same_content_on_another_day_is_not_republished(tmp_p
         write("2026-03-02", changed)
     write("2026-03-02", changed, overwrite=True)
     assert json.loads((path / "manifest.json").read_text())["inputs"]["knowledge_date"] == "2026-03-02"
-
-
-def test_stats_written_beside_the_folders_from_views_of_a_chunked_pool(tmp_path, splits):
-    from reasonvqa.tasks.release.writer import TableRows
-
-    pool = pa.concat_tables([splits["train"], splits["test"]])  # two chunks: combined before the writes
-    assert pool["question_id"].num_chunks == 2
-    view = TableRows(pool, [1, 0, 2, 3])  # question_id order: q1 q2 q3 q4
-    train, test = view.with_rows([1, 0, 2]), view.with_rows([3])
-    seen = {}
-
-    def stats():
-        (tmp_path / "stats").mkdir()
-        seen["answers"] = train.select(["answer"])["answer"].to_pylist()  # reads the pool beside the writers
-        (tmp_path / "stats" / "answers.json").write_text(json.dumps(seen["answers"]))
-        return {"answers": "stats/answers.json"}
-
-    path = write_release(tmp_path / "with", "demo", "1.0.0", {"train": train, "test": test}, pool=view,
-                         stats_dir=tmp_path / "stats", config={}, inputs={}, stats_writer=stats)
-    assert seen["answers"] == ["Paris", "Lisbon", "8848.86 m"]
-    assert json.loads((path / "stats" / "answers.json").read_text()) == seen["answers"]
-    assert "[answers](stats/answers.json)" in (path / "README.md").read_text()
-    plain = write_release(tmp_path / "plain", "demo", "1.0.0", splits, pool=pool, stats_dir=None, config={}, inputs={})
-    for folder in ("train", "test", "pool"):
-        assert (path / folder / "part-00000.parquet").read_bytes() == (plain / folder / "part-00000.parquet").read_bytes()
