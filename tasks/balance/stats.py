@@ -6,10 +6,12 @@ sorted keys and rounded floats, PNGs rendered without timestamps (see tasks/bala
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from reasonvqa.stage import write_json, write_parquet
 from reasonvqa.tasks.balance import codes, plots
@@ -39,6 +41,36 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
     underlying table.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=2) as threads:
+        # the bias report (Arrow gathers, polars) releases the GIL: it runs beside the counts and the
+        # plots (numpy, then matplotlib in Python), so both cores work
+        bias = threads.submit(_bias, split.train, split.test)
+        removed = threads.submit(write_parquet, balance.removed, out_dir / "balance_removed.parquet")
+        stats, largest = _stats(pool, balance, split)
+        files = {
+            "bias.json": out_dir / "bias.json",
+            "stats.json": out_dir / "stats.json",
+            "balance_report.json": out_dir / "balance_report.json",
+            "split_report.json": out_dir / "split_report.json",
+            "balance_removed.parquet": out_dir / "balance_removed.parquet",
+        }
+        write_json(stats, files["stats.json"])
+        write_json(balance.report, files["balance_report.json"])
+        write_json(split.report, files["split_report.json"])
+        files.update(plots.write_plots(stats, largest, out_dir))
+        write_json(bias.result(), files["bias.json"])
+        removed.result()
+    files["SUMMARY.md"] = out_dir / "SUMMARY.md"
+    files["SUMMARY.md"].write_text(summary_markdown(stats, files), encoding="utf-8")
+    return dict(sorted(files.items()))
+
+
+def _bias(train: Rows, test: Rows) -> dict:
+    return bias_report(_columns(train, BIAS_COLUMNS), _columns(test, BIAS_COLUMNS))
+
+
+def _stats(pool: Rows, balance: BalanceResult, split: SplitResult) -> tuple[dict, list[str]]:
+    """The stats.json content and the property groups by pool size (largest first)."""
     tables = {"pool": pool, "balanced": _balanced(split), "train": split.train, "test": split.test}
     coded = ColumnCodes()
     answers = {name: answer_counts(t, coded) for name, t in tables.items()}
@@ -63,22 +95,7 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
             for k in ("train", "test", "train_share_images", "train_share_questions", "categories_final", "warnings")
         },
     }
-    files = {
-        "bias.json": out_dir / "bias.json",
-        "stats.json": out_dir / "stats.json",
-        "balance_report.json": out_dir / "balance_report.json",
-        "split_report.json": out_dir / "split_report.json",
-        "balance_removed.parquet": out_dir / "balance_removed.parquet",
-    }
-    write_json(stats, files["stats.json"])
-    write_json(bias_report(_columns(split.train, BIAS_COLUMNS), _columns(split.test, BIAS_COLUMNS)), files["bias.json"])
-    write_json(balance.report, files["balance_report.json"])
-    write_json(split.report, files["split_report.json"])
-    write_parquet(balance.removed, files["balance_removed.parquet"])
-    files.update(plots.write_plots(stats, largest, out_dir))
-    files["SUMMARY.md"] = out_dir / "SUMMARY.md"
-    files["SUMMARY.md"].write_text(summary_markdown(stats, files), encoding="utf-8")
-    return dict(sorted(files.items()))
+    return stats, largest
 
 
 BIAS_COLUMNS = ["question", "answer", "choices", "answer_category"]
@@ -125,6 +142,16 @@ class ColumnCodes:
             values, distinct = codes.dense_codes(table[column])
             self._cache[key] = (values.astype(np.int32), distinct.to_pylist())
         return self._cache[key]
+
+    def distinct_count(self, table: pa.Table, column: str, rows: np.ndarray) -> int:
+        """Distinct non-null values of ``column`` among ``rows`` (hash codes: no sort, no Python values)."""
+        key = (id(table), column + "#")
+        if key not in self._cache:
+            self._keep.append(table)
+            encoded = pc.dictionary_encode(codes.combined(table[column]))
+            self._cache[key] = pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int32)
+        picked = self._cache[key][rows]
+        return int(np.count_nonzero(np.bincount(picked[picked >= 0])))
 
     def of_list(self, table: pa.Table, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
         """For a list column: (per row start and length in the flat values, flat value codes, distinct values)."""
@@ -194,8 +221,7 @@ def table_counts(table: Rows, coded: ColumnCodes | None = None) -> dict:
     base, rows = _base(table)
     out: dict = {"questions": len(rows)}
     if "image_id" in base.column_names:
-        image = coded.of(base, "image_id")[0][rows]
-        out["images"] = int(np.count_nonzero(np.bincount(image[image >= 0])))
+        out["images"] = coded.distinct_count(base, "image_id", rows)
     for key, column in BREAKDOWNS.items():
         if column not in base.column_names:
             continue
