@@ -115,35 +115,59 @@ class RegionColumns:
 
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
-# Where orjson's text can differ from the Python encoder's: exponents (1e-05 vs 1e-5, 1e+16 vs
-# 1e16), numbers below 1e-4 that orjson writes without one (0.00001), null (the Python encoder
-# writes NaN and Infinity, orjson null), and characters it does not escape (DEL and non-ASCII).
-_MAY_DIFFER = re.compile(rb"\d[eE]|(?<![\d.])0\.0000|null|[\x7f-\xff]")
+_EXPONENT = re.compile(rb"\d[eE]")
+
+
+def _same_as_python(text: bytes) -> bool:
+    """True when orjson's ``text`` is certainly what the Python encoder writes.
+
+    They can differ on exponents (1e-05 vs 1e-5, 1e+16 vs 1e16), numbers below 1e-4 that orjson
+    writes without one (0.00001), null (the Python encoder writes NaN and Infinity where orjson
+    writes null) and characters orjson does not escape (DEL, non-ASCII); text with any of these
+    is left to the Python encoder. Substring tests, so a whole column is checked in one pass.
+    """
+    return (text.isascii() and b"\x7f" not in text and b"null" not in text and b"0.0000" not in text
+            and ((b"e" not in text and b"E" not in text) or not _EXPONENT.search(text)))
 
 
 def python_json(value: object) -> str:
     """``json.dumps(value, sort_keys=True, separators=(",", ":"))``, through orjson (~20x faster) where
-    orjson's text is the same: anything it refuses or might write differently goes to the Python encoder."""
+    its text is the same; anything orjson refuses or might write differently takes the Python encoder."""
     try:
         text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError):
         return _ENCODER.encode(value)
-    if _MAY_DIFFER.search(text):
-        return _ENCODER.encode(value)
-    return text.decode("ascii")
+    return text.decode("ascii") if _same_as_python(text) else _ENCODER.encode(value)
+
+
+def _python_json_all(values: list) -> list[str]:
+    """``python_json`` of each value; one check over the joined column when every text passes it."""
+    try:
+        joined = b"\n".join([orjson.dumps(v, option=orjson.OPT_SORT_KEYS) for v in values])
+    except (TypeError, orjson.JSONEncodeError):
+        return [python_json(v) for v in values]
+    if _same_as_python(joined):  # orjson escapes newlines inside strings: a raw one only separates texts
+        return joined.decode("ascii").split("\n") if values else []
+    return [python_json(v) for v in values]
 
 
 def _encode_dicts(values: list) -> list:
     """``values`` with every dict replaced by its JSON text (strings and None kept)."""
-    return [python_json(v) if isinstance(v, dict) else v for v in values]
+    at = [i for i, v in enumerate(values) if isinstance(v, dict)]
+    if not at:
+        return values
+    out = list(values)
+    for i, text in zip(at, _python_json_all([values[i] for i in at])):
+        out[i] = text
+    return out
 
 
 def json_columns(fields: dict[str, list]) -> list[str]:
     """Compact sorted-key JSON of the objects whose i-th has ``{key: fields[key][i]}`` (see python_json)."""
     names = list(fields)
-    return [python_json(dict(zip(names, row))) for row in zip(*(fields[k] for k in names))]
+    return _python_json_all([dict(zip(names, row)) for row in zip(*(fields[k] for k in names))])
 
 
 def json_objects(objects: list[dict]) -> list[str]:
     """Compact sorted-key JSON of each dict, as ``json.dumps(sort_keys=True, separators=(",", ":"))`` writes it."""
-    return [python_json(o) for o in objects]
+    return _python_json_all(objects)
