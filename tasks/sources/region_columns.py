@@ -9,12 +9,12 @@ be given as dicts: they are encoded to sorted-key JSON once per shard (see ``jso
 from __future__ import annotations
 
 import json
-import re
 from itertools import chain
 
 import numpy as np
-import orjson
+import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from reasonvqa import schemas
 
@@ -115,40 +115,6 @@ class RegionColumns:
 
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
-_EXPONENT = re.compile(rb"\d[eE]")
-
-
-def _same_as_python(text: bytes) -> bool:
-    """True when orjson's ``text`` is certainly what the Python encoder writes.
-
-    They can differ on exponents (1e-05 vs 1e-5, 1e+16 vs 1e16), numbers below 1e-4 that orjson
-    writes without one (0.00001), null (the Python encoder writes NaN and Infinity where orjson
-    writes null) and characters orjson does not escape (DEL, non-ASCII); text with any of these
-    is left to the Python encoder. Substring tests, so a whole column is checked in one pass.
-    """
-    return (text.isascii() and b"\x7f" not in text and b"null" not in text and b"0.0000" not in text
-            and ((b"e" not in text and b"E" not in text) or not _EXPONENT.search(text)))
-
-
-def python_json(value: object) -> str:
-    """``json.dumps(value, sort_keys=True, separators=(",", ":"))``, through orjson (~20x faster) where
-    its text is the same; anything orjson refuses or might write differently takes the Python encoder."""
-    try:
-        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except (TypeError, orjson.JSONEncodeError):
-        return _ENCODER.encode(value)
-    return text.decode("ascii") if _same_as_python(text) else _ENCODER.encode(value)
-
-
-def _python_json_all(values: list) -> list[str]:
-    """``python_json`` of each value; one check over the joined column when every text passes it."""
-    try:
-        joined = b"\n".join([orjson.dumps(v, option=orjson.OPT_SORT_KEYS) for v in values])
-    except (TypeError, orjson.JSONEncodeError):
-        return [python_json(v) for v in values]
-    if _same_as_python(joined):  # orjson escapes newlines inside strings: a raw one only separates texts
-        return joined.decode("ascii").split("\n") if values else []
-    return [python_json(v) for v in values]
 
 
 def _encode_dicts(values: list) -> list:
@@ -157,17 +123,71 @@ def _encode_dicts(values: list) -> list:
     if not at:
         return values
     out = list(values)
-    for i, text in zip(at, _python_json_all([values[i] for i in at])):
+    for i, text in zip(at, json_objects([values[i] for i in at])):
         out[i] = text
     return out
 
 
 def json_columns(fields: dict[str, list]) -> list[str]:
-    """Compact sorted-key JSON of the objects whose i-th has ``{key: fields[key][i]}`` (see python_json)."""
-    names = list(fields)
-    return _python_json_all([dict(zip(names, row)) for row in zip(*(fields[k] for k in names))])
+    """Compact sorted-key JSON of the objects whose i-th has ``{key: fields[key][i]}`` (see json_objects)."""
+    names = sorted(fields)
+    n = len(fields[names[0]])
+    try:
+        values = pa.StructArray.from_arrays([_to_arrow(fields[k]) for k in names], names=names)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        values = None
+    if values is None or not _plain(values, n):
+        return [_ENCODER.encode({k: fields[k][i] for k in names}) for i in range(n)]
+    return pl.from_arrow(values).struct.json_encode().to_list()
 
 
 def json_objects(objects: list[dict]) -> list[str]:
-    """Compact sorted-key JSON of each dict, as ``json.dumps(sort_keys=True, separators=(",", ":"))`` writes it."""
-    return _python_json_all(objects)
+    """Compact sorted-key JSON of each dict, as ``json.dumps(sort_keys=True, separators=(",", ":"))`` writes it.
+
+    Dicts that share their keys and hold finite numbers, strings and lists of them are encoded
+    in one vectorized pass (Arrow struct -> polars ``json_encode``, ~3x faster than a Python
+    encoder call per dict); anything else takes the Python encoder. One difference: in the
+    vectorized pass an integer in a list that also holds floats is written as a float (1.0).
+    """
+    try:
+        values = pa.array(objects)  # full inference: a sampled struct type would drop keys it did not see
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        values = None
+    if values is None or not pa.types.is_struct(values.type) or not _plain(values, len(objects)):
+        return [_ENCODER.encode(o) for o in objects]
+    names = sorted(field.name for field in values.type)
+    ordered = pa.StructArray.from_arrays([values.field(n) for n in names], names=names)
+    return pl.from_arrow(ordered).struct.json_encode().to_list()
+
+
+def _to_arrow(values: list) -> pa.Array:
+    """``pa.array(values)`` with the type inferred from a sample of rows: inferring over every row of
+    nested float lists is ~20x slower than converting them to a known type. A type the sample got
+    wrong fails the conversion (Arrow refuses to truncate) and then the whole list is inferred."""
+    sample = values[:: max(1, len(values) // 64)]
+    try:
+        return pa.array(values, type=pa.array(sample).type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        return pa.array(values)
+
+
+def _plain(values: pa.StructArray, count: int) -> bool:
+    """True when no field is null (a missing key), every float is finite and every string ASCII, at any list depth."""
+    if values.null_count or len(values) != count:
+        return False
+    for field_index in range(values.type.num_fields):
+        column = values.field(field_index)
+        while pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            if column.null_count:
+                return False
+            column = pc.list_flatten(column)
+        if column.null_count or pa.types.is_struct(column.type) or pa.types.is_null(column.type):
+            return False
+        if pa.types.is_floating(column.type) and len(column) and not pc.all(pc.is_finite(column)).as_py():
+            return False
+        if pa.types.is_string(column.type):
+            if len(column) and not pc.all(pc.string_is_ascii(column)).as_py():
+                return False  # the Python encoder escapes non-ASCII characters, polars does not
+        elif not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
+            return False
+    return True
