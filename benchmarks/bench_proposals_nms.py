@@ -5,7 +5,8 @@
 Boxes mimic a detector's output: clusters of jittered boxes around ``n / 8`` objects of 12
 classes in a 1024x768 image, scores uniform. Measured on one thread (``OMP_NUM_THREADS=1``):
 
-- ``class_count_nms`` and ``nms`` of tasks/proposals/nms.py (numpy, one pass per kept box);
+- ``class_count_nms`` and ``nms`` of tasks/proposals/nms.py (numpy: overlap pairs found by a sweep
+  along x, then the greedy pass in vectorized rounds);
 - the straightforward loop: visit boxes in order, compare each with every kept box in
   Python (the brute-force definition the tests check against); its result must equal the
   numpy result (asserted);

@@ -32,14 +32,30 @@ class Masks:
 
 def encode_rle(masks: np.ndarray) -> list[dict]:
     """Boolean ``(N, H, W)`` masks -> COCO compressed RLE with ``counts`` as str (pycocotools)."""
+    return encode_rle_with_areas(masks)[0]
+
+
+def encode_rle_with_areas(masks: np.ndarray) -> tuple[list[dict], np.ndarray]:
+    """``encode_rle`` and each mask's area in pixels (counted on the RLE, no second pass over pixels)."""
     from pycocotools import mask as mask_utils
 
     masks = np.asarray(masks, dtype=bool)
     if masks.ndim != 3:
         raise ValueError(f"masks must have shape (N, H, W), got {masks.shape}")
     if not len(masks):
-        return []
-    encoded = mask_utils.encode(np.asfortranarray(masks.transpose(1, 2, 0).astype(np.uint8)))
+        return [], np.zeros(0)
+    encoded = _encode(masks)
+    return _as_text(encoded), np.asarray(mask_utils.area(encoded), dtype=np.float64).reshape(-1)
+
+
+def _encode(masks: np.ndarray) -> list[dict]:
+    """pycocotools RLE of ``(N, H, W)`` bool masks: one copy into the ``(H, W, N)`` column-major uint8 it reads."""
+    from pycocotools import mask as mask_utils
+
+    return mask_utils.encode(np.asfortranarray(masks.transpose(1, 2, 0)).view(np.uint8))
+
+
+def _as_text(encoded: list[dict]) -> list[dict]:
     return [{"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")} for rle in encoded]
 
 
@@ -73,6 +89,7 @@ class Segmenter(ABC):
         if not len(boxes):
             return Masks([], np.zeros(0), np.zeros(0, dtype=np.float32))
         rles: list[dict] = []
+        areas: list[np.ndarray] = []
         ious: list[np.ndarray] = []
         stability: list[np.ndarray] | None = []
         started = time.perf_counter()
@@ -83,15 +100,14 @@ class Segmenter(ABC):
                 started = time.perf_counter()
                 masks, iou, stable = self._predict(boxes[start : start + self.batch_size], image.shape[:2])
                 self.forward_seconds += time.perf_counter() - started
-                rles += encode_rle(masks)
+                encoded, covered = encode_rle_with_areas(masks)
+                rles += encoded
+                areas.append(covered)
                 ious.append(np.asarray(iou, dtype=np.float32).reshape(-1))
                 stability = None if stable is None or stability is None else stability + [np.asarray(stable, dtype=np.float32)]
         finally:
             self.predictor.reset_image()
-        from pycocotools import mask as mask_utils
-
-        areas = np.array([mask_utils.area({**r, "counts": r["counts"].encode("ascii")}) for r in rles], dtype=np.float64)
-        return Masks(rles, areas, np.concatenate(ious), np.concatenate(stability) if stability else None)
+        return Masks(rles, np.concatenate(areas), np.concatenate(ious), np.concatenate(stability) if stability else None)
 
 
 class SamSegmenter(Segmenter):

@@ -10,7 +10,7 @@ pytest.importorskip("segment_anything")
 
 from reasonvqa.tasks.proposals.config import DetectorConfig, SegmenterConfig  # noqa: E402
 from reasonvqa.tasks.proposals.detector import GroundingDinoDetector, cxcywh_to_xyxy_pixels  # noqa: E402
-from reasonvqa.tasks.proposals.masks import SamSegmenter, decode_rle, encode_rle  # noqa: E402
+from reasonvqa.tasks.proposals.masks import SamSegmenter, decode_rle, encode_rle, encode_rle_with_areas  # noqa: E402
 from reasonvqa.tasks.proposals.prompts import build_prompt  # noqa: E402
 from tests.tasks.proposals.tiny_models import TINY_SAM, write_grounding_dino, write_sam  # noqa: E402
 
@@ -74,6 +74,8 @@ def test_rle_round_trip():
     rles = encode_rle(masks)
     assert [r["size"] for r in rles] == [[5, 7], [5, 7]] and all(isinstance(r["counts"], str) for r in rles)
     assert all(np.array_equal(decode_rle(r), m) for r, m in zip(rles, masks))
+    same, areas = encode_rle_with_areas(masks)
+    assert same == rles and areas.tolist() == [8.0, 1.0]
 
 
 def test_sam_masks_for_batched_boxes_with_one_embedding(sam_weights, monkeypatch):

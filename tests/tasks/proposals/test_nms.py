@@ -7,7 +7,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextlib import nullcontext
+from unittest import mock
+
+from reasonvqa.tasks.proposals import nms as nms_module
 from reasonvqa.tasks.proposals.nms import batched_nms, class_count_nms, class_counts, nms
+
+# The greedy pass has three exact routes; each test below that names a route forces it.
+ROUTES = {
+    "sparse pairs, rounds": {},
+    "sparse pairs, one by one": {"_ROUNDS": 0},
+    "blocked dense": {"_SPARSE_PAIRS_PER_BOX": 0},
+}
+
+
+def route(name: str):
+    """A context in which the greedy pass takes the named route."""
+    return mock.patch.multiple(nms_module, **ROUTES[name]) if ROUTES[name] else nullcontext()
 
 
 def iou_scalar(a, b) -> float:
@@ -94,11 +110,13 @@ def box_sets(draw, max_boxes=25):
     return np.array(boxes, dtype=float).reshape(-1, 4), np.array(scores), np.array(labels, dtype=object), threshold
 
 
+@pytest.mark.parametrize("route_name", ROUTES)
 @settings(max_examples=300, deadline=None)
 @given(box_sets())
-def test_class_count_nms_matches_brute_force(case):
+def test_class_count_nms_matches_brute_force(route_name, case):
     boxes, scores, labels, threshold = case
-    result = class_count_nms(boxes, scores, labels, threshold)
+    with route(route_name):
+        result = class_count_nms(boxes, scores, labels, threshold)
     expected = brute_force_class_count_nms(boxes.tolist(), scores.tolist(), labels.tolist(), threshold)
     assert result.keep.tolist() == expected
     assert result.suppressed_by.tolist() == brute_force_suppressed_by(boxes.tolist(), expected, threshold)
@@ -154,3 +172,45 @@ def test_class_count_nms_over_several_blocks_matches_brute_force(seed):
     expected = brute_force_class_count_nms(boxes.tolist(), scores.tolist(), labels.tolist(), 0.5)
     assert result.keep.tolist() == expected
     assert result.suppressed_by.tolist() == brute_force_suppressed_by(boxes.tolist(), expected, 0.5)
+
+
+@pytest.mark.parametrize("route_name", ROUTES)
+def test_detector_like_clusters_match_brute_force(route_name):
+    """Clusters of jittered boxes of several sizes, as a detector gives them, on every route."""
+    rng = np.random.default_rng(7)
+    centers = rng.uniform([0, 0], [640, 480], size=(50, 2))
+    sizes = rng.uniform(10, 150, size=(50, 2))
+    owner = rng.integers(0, 50, size=400)
+    half = sizes[owner] / 2
+    boxes = np.hstack([centers[owner] - half, centers[owner] + half]) + rng.normal(0, 5, size=(400, 4))
+    scores, labels = rng.uniform(size=400), rng.integers(0, 6, size=400).astype(str)
+    for threshold in (0.0, 0.3, 0.5, 0.8, 1.0):
+        with route(route_name):
+            result = class_count_nms(boxes, scores, labels, threshold)
+        expected = brute_force_class_count_nms(boxes.tolist(), scores.tolist(), labels.tolist(), threshold)
+        assert result.keep.tolist() == expected
+        assert result.suppressed_by.tolist() == brute_force_suppressed_by(boxes.tolist(), expected, threshold)
+
+
+def test_long_chain_of_overlaps_matches_brute_force():
+    """Each box overlaps only the next one: the rounds would take one per link, so the pass goes box by box."""
+    x = np.arange(200, dtype=float) * 4
+    boxes = np.stack([x, np.zeros(200), x + 10, np.full(200, 10.0)], axis=1)  # IoU of neighbours 6/14
+    scores = np.linspace(1, 0.5, 200)
+    expected = brute_force_nms(boxes.tolist(), scores.tolist(), 0.4)
+    assert expected == list(range(0, 200, 2))
+    assert nms(boxes, scores, 0.4).tolist() == expected
+
+
+@pytest.mark.parametrize("threshold", [-0.5, 1.5])
+def test_thresholds_outside_zero_one_match_brute_force(threshold):
+    rng = np.random.default_rng(3)
+    boxes, scores = random_boxes(rng, 60)
+    assert nms(boxes, scores, threshold).tolist() == brute_force_nms(boxes.tolist(), scores.tolist(), threshold)
+
+
+def test_infinite_coordinates_match_brute_force():
+    rng = np.random.default_rng(4)
+    boxes, scores = random_boxes(rng, 40)
+    boxes[3, 2] = np.inf  # area and union infinite: IoU 0 with every box
+    assert nms(boxes, scores, 0.3).tolist() == brute_force_nms(boxes.tolist(), scores.tolist(), 0.3)
