@@ -172,6 +172,11 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=5_000)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # This machine pairs a CPU torch with torchvision's CUDA build: without this test-machine
+    # workaround (FIELD_NOTES section 1) importing sentence-transformers fails outside pytest.
+    from tests.torchvision_cpu import prepare
+
+    prepare()
     from reasonvqa.tasks.verify.filters import Embedder
 
     print(f"load average before: {os.getloadavg()}", flush=True)

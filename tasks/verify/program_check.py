@@ -56,6 +56,21 @@ ALLOWED_NODES = (
 )
 
 
+def _concrete(classes: tuple[type, ...]) -> frozenset[type]:
+    """The classes and all their subclasses (``ast.operator`` -> ``ast.Add``, ...): a set for O(1) checks."""
+    found: set[type] = set()
+    stack = list(classes)
+    while stack:
+        cls = stack.pop()
+        if cls not in found:
+            found.add(cls)
+            stack.extend(cls.__subclasses__())
+    return frozenset(found)
+
+
+ALLOWED_NODE_TYPES = _concrete(ALLOWED_NODES)
+
+
 class ProgramRejected(ValueError):
     """A program the allow-list refuses; ``reason`` is a short machine-readable code."""
 
@@ -71,6 +86,12 @@ def _is_private(name: str) -> bool:
 
 def check_program(source: str) -> str:
     """Return the entry point's name, or raise ``ProgramRejected`` with the first violation."""
+    return parse_program(source)[0]
+
+
+def parse_program(source: str) -> tuple[str, ast.Module]:
+    """The entry point's name and the checked syntax tree (compile the tree, not the source, to parse once);
+    raises ``ProgramRejected`` with the first violation."""
     if not isinstance(source, str) or not source.strip():
         raise ProgramRejected("empty_program", "no source text")
     if len(source) > MAX_SOURCE_CHARS:
@@ -93,23 +114,30 @@ def check_program(source: str) -> str:
     if len(params.args) != 1 or params.vararg or params.kwarg or params.kwonlyargs or params.posonlyargs:
         raise ProgramRejected("bad_signature", f"{entry.name} takes exactly one argument (the scene graph)")
     for node in ast.walk(tree):
-        line = getattr(node, "lineno", 0)
-        if not isinstance(node, ALLOWED_NODES):
-            raise ProgramRejected("forbidden_syntax", f"line {line}: {type(node).__name__}")
-        if isinstance(node, ast.FunctionDef) and (node.decorator_list or _is_private(node.name)):
-            raise ProgramRejected("forbidden_syntax", f"line {line}: decorated or private function {node.name!r}")
-        if isinstance(node, ast.Name) and (_is_private(node.id) or node.id in FORBIDDEN_NAMES):
-            raise ProgramRejected("forbidden_name", f"line {line}: {node.id}")
-        if isinstance(node, ast.arg) and _is_private(node.arg):
-            raise ProgramRejected("forbidden_name", f"line {line}: {node.arg}")
-        if isinstance(node, ast.Attribute) and node.attr not in ALLOWED_ATTRIBUTES:
-            reason = "dunder_attribute" if _is_private(node.attr) else "forbidden_attribute"
-            raise ProgramRejected(reason, f"line {line}: .{node.attr}")
-        if isinstance(node, ast.ExceptHandler) and node.name and _is_private(node.name):
-            raise ProgramRejected("forbidden_name", f"line {line}: {node.name}")
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__" in node.value and _looks_like_dunder(node.value):
-            raise ProgramRejected("dunder_string", f"line {line}: string names a dunder")
-    return entry.name
+        kind = type(node)
+        if kind not in ALLOWED_NODE_TYPES:
+            raise ProgramRejected("forbidden_syntax", f"line {getattr(node, 'lineno', 0)}: {kind.__name__}")
+        if kind is ast.Name:
+            if _is_private(node.id) or node.id in FORBIDDEN_NAMES:
+                raise ProgramRejected("forbidden_name", f"line {node.lineno}: {node.id}")
+        elif kind is ast.Attribute:
+            if node.attr not in ALLOWED_ATTRIBUTES:
+                reason = "dunder_attribute" if _is_private(node.attr) else "forbidden_attribute"
+                raise ProgramRejected(reason, f"line {node.lineno}: .{node.attr}")
+        elif kind is ast.Constant:
+            if isinstance(node.value, str) and _looks_like_dunder(node.value):
+                raise ProgramRejected("dunder_string", f"line {node.lineno}: string names a dunder")
+        elif kind is ast.FunctionDef:
+            if node.decorator_list or _is_private(node.name):
+                raise ProgramRejected("forbidden_syntax",
+                                      f"line {node.lineno}: decorated or private function {node.name!r}")
+        elif kind is ast.arg:
+            if _is_private(node.arg):
+                raise ProgramRejected("forbidden_name", f"line {node.lineno}: {node.arg}")
+        elif kind is ast.ExceptHandler:
+            if node.name and _is_private(node.name):
+                raise ProgramRejected("forbidden_name", f"line {node.lineno}: {node.name}")
+    return entry.name, tree
 
 
 def _looks_like_dunder(text: str) -> bool:

@@ -2,10 +2,11 @@
 
 Layers (each holds on its own; see ``program_check``, ``sandbox_worker``, ``seccomp_filter``):
 
-1. AST allow-list (in the child, after the limits are set);
+1. AST allow-list (in the worker, before anything runs; a rejected program never runs);
 2. one forked child per program with resource limits, an empty environment, an empty temporary
    working folder and no descriptors but its result pipe;
-3. seccomp: no sockets, exec, fork/clone, or opening files for writing;
+3. seccomp: no sockets, exec, fork/clone, or opening files for writing (the worker loads all but
+   the process rules for itself, each child adds those);
 4. bubblewrap namespaces around each worker when ``bwrap`` exists and works here;
 5. deadlines: the worker kills a child at ``wall_seconds``; this parent kills a worker that
    does not answer in ``wall_seconds + worker_grace_seconds`` and starts a new one.
@@ -107,7 +108,8 @@ class _Worker:
         self.tmp = tempfile.mkdtemp(prefix="reasonvqa-sandbox-")
         env = {"PYTHONHASHSEED": "0", "PYTHONUTF8": "1"}  # set order, hence outputs, must not vary by run
         setenv = [arg for k, v in env.items() for arg in ("--setenv", k, v)] if prefix else []
-        cmd = [*prefix[:-1], *setenv, *prefix[-1:], sys.executable, "-I", "-m", WORKER_MODULE]
+        flags = ["--no-seccomp"] if config.seccomp == "off" else []
+        cmd = [*prefix[:-1], *setenv, *prefix[-1:], sys.executable, "-I", "-m", WORKER_MODULE, *flags]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=env, cwd=self.tmp, bufsize=0, start_new_session=True)
         self.hello = self.receive(60.0)
@@ -214,8 +216,6 @@ class Sandbox:
         if not batch:
             return {}
         limits = self.config.limits()
-        if self.config.seccomp == "off":
-            limits["seccomp"] = False
         needed = {job.graph: graphs.get(job.graph) for job in batch}
         request = {"limits": limits, "graphs": {k: v for k, v in needed.items() if v is not None},
                    "jobs": [{"id": j.id, "program": j.program, "graph": j.graph, "check": j.check} for j in batch]}

@@ -3,9 +3,21 @@
 Built with pyseccomp over the system libseccomp (Debian ``libseccomp2``). Denied calls fail
 with EPERM (the program sees an ``OSError``), everything else is allowed: Python itself keeps
 working (mmap, read, brk, futex), only what a verification program never needs is cut off.
-When pyseccomp or libseccomp is missing, ``build_filter`` returns ``(None, reason)`` and the
-sandbox reports ``seccomp: off (<reason>)``; whether that is acceptable is the caller's choice
-(``SandboxConfig.seccomp``).
+
+Two filters, stacked (the kernel applies every filter a process has loaded; they are inherited
+across fork and cannot be removed):
+
+- the *worker* filter, loaded by the worker itself once it has started: everything in
+  ``DENIED_SYSCALLS`` except ``CHILD_ONLY_SYSCALLS``, which the worker needs to fork, limit and
+  kill its children. The worker then can no longer reach the network, exec, or write files;
+- the *child* filter, loaded in each forked child before the program runs:
+  ``CHILD_ONLY_SYSCALLS`` (no new processes, no signals to others, no raising the limits).
+
+A child thus runs under all of ``DENIED_SYSCALLS``, and loading its part costs little (the
+kernel checks and JIT-compiles a filter at every load, so a short one is cheap per program).
+When pyseccomp or libseccomp is missing, ``build_filters`` returns ``(None, None, reason)`` and
+the sandbox reports ``seccomp: off (<reason>)``; whether that is acceptable is the caller's
+choice (``SandboxConfig.seccomp``).
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ DENIED_SYSCALLS = (
     "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "userfaultfd", "process_vm_writev",
     "openat2", "io_uring_setup", "name_to_handle_at", "open_by_handle_at",
 )
+CHILD_ONLY_SYSCALLS = ("fork", "vfork", "clone", "clone3", "kill", "tkill", "setrlimit", "prlimit64")
 WRITE_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
@@ -54,27 +67,33 @@ class CompiledFilter:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
-def build_filter() -> tuple[CompiledFilter | None, str]:
-    """The compiled filter (``load`` it in the forked child) and a one-line status."""
-    try:
-        import pyseccomp as seccomp
-    except Exception as exc:  # ImportError, or OSError when libseccomp.so.2 is missing
-        return None, f"off (pyseccomp unavailable: {type(exc).__name__}: {exc})"
-    try:
-        filt = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
-        deny = seccomp.ERRNO(errno.EPERM)
-        for name in DENIED_SYSCALLS:
-            try:
-                filt.add_rule(deny, name)
-            except (RuntimeError, ValueError, OSError):
-                continue  # a syscall this architecture does not have (e.g. fork on arm64)
+def _compile(pyseccomp, names: tuple[str, ...], deny_write_opens: bool) -> CompiledFilter:
+    filt = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
+    deny = pyseccomp.ERRNO(errno.EPERM)
+    for name in names:
+        try:
+            filt.add_rule(deny, name)
+        except (RuntimeError, ValueError, OSError):
+            continue  # a syscall this architecture does not have (e.g. fork on arm64)
+    if deny_write_opens:
         for flag in WRITE_FLAGS:  # open(path, flags) and openat(dirfd, path, flags)
-            filt.add_rule(deny, "open", seccomp.Arg(1, seccomp.MASKED_EQ, flag, flag))
-            filt.add_rule(deny, "openat", seccomp.Arg(2, seccomp.MASKED_EQ, flag, flag))
-        with tempfile.TemporaryFile() as handle:
-            filt.export_bpf(handle)
-            handle.seek(0)
-            compiled = CompiledFilter(handle.read())
+            filt.add_rule(deny, "open", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, flag, flag))
+            filt.add_rule(deny, "openat", pyseccomp.Arg(2, pyseccomp.MASKED_EQ, flag, flag))
+    with tempfile.TemporaryFile() as handle:
+        filt.export_bpf(handle)
+        handle.seek(0)
+        return CompiledFilter(handle.read())
+
+
+def build_filters() -> tuple[CompiledFilter | None, CompiledFilter | None, str]:
+    """The worker filter, the child filter (see the module docstring) and a one-line status."""
+    try:
+        import pyseccomp
+    except Exception as exc:  # ImportError, or OSError when libseccomp.so.2 is missing
+        return None, None, f"off (pyseccomp unavailable: {type(exc).__name__}: {exc})"
+    try:
+        worker = _compile(pyseccomp, tuple(n for n in DENIED_SYSCALLS if n not in CHILD_ONLY_SYSCALLS), True)
+        child = _compile(pyseccomp, CHILD_ONLY_SYSCALLS, False)
     except Exception as exc:
-        return None, f"off (filter could not be built: {type(exc).__name__}: {exc})"
-    return compiled, "on"
+        return None, None, f"off (filter could not be built: {type(exc).__name__}: {exc})"
+    return worker, child, "on"

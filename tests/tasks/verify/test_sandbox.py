@@ -173,3 +173,20 @@ def test_cli_sandbox_run_prints_one_json_object_and_exits_0(tmp_path):
     graph.write_text("[1, 2]")
     broken = runner.invoke(app, ["sandbox", "run", str(good), "--graph", str(graph)])
     assert broken.exit_code == 2 and "graph.json" in broken.stderr
+
+
+def test_programs_are_parsed_once_and_compile_time_errors_are_rejections():
+    from reasonvqa.tasks.verify.program_check import parse_program
+    from reasonvqa.tasks.verify.sandbox_worker import prepare
+
+    entry, tree = parse_program(GOOD)
+    assert entry == "execute_command" and tree.body[0].name == "execute_command"
+    assert prepare(GOOD, True)[0] == "execute_command"
+    assert prepare("def verify(sg):\n    break\n", True) == {
+        "status": "rejected", "output": None, "reason": "syntax_error: 'break' outside loop (<program>, line 2)"}
+    assert prepare("import os\n", True)["reason"].startswith("top_level_statement")
+
+
+def test_rejected_programs_come_back_with_their_reason(sandbox):
+    result = sandbox.run([Job("r", "def verify(sg):\n    return sg.__class__\n", "g")], {"g": GRAPH})["r"]
+    assert result == {"status": "rejected", "output": None, "reason": "dunder_attribute: line 2: .__class__"}
