@@ -2,12 +2,17 @@
 
     python -m benchmarks.bench_operations [--repeats 3] [--images 400] [--image-kb 60]
 
+    python -m benchmarks.bench_operations --scaled-copies 200 --scaled-shard-size 100 --skip-fetch
+
 1. Prefect overhead: the sample build (embedded mirror, threads) as the real `build-reasonvqa` flow
    against a Prefect API started once beforehand, vs. the same flow body and stage functions with
-   Prefect's flow and task runs taken out (tasks called through `.fn` on a thread pool): the
-   baseline is the stages' own time. Fresh output folders each run, alternating, best of N.
+   Prefect's flow and task runs taken out (every ``Task.submit`` runs the task's ``.fn`` on a thread
+   pool; patched here only): the baseline is the stages' own time. Fresh output folders each run,
+   alternating, best of N. With --scaled-copies, also on N copies of the VG sample in small shards
+   (many tasks, more work per task). The API server's start (what a CLI build without
+   PREFECT_API_URL pays once) is reported apart.
 2. Task count: Prefect tasks a build of 600K images submits with the default shard size
-   (one per source unit, per source shard for linking and questions, per fact batch).
+   (one per source unit, per source shard for linking, grounded and templated questions, per fact batch).
 3. Image fetch: `fetch_images` of N synthetic JPEGs from a local HTTP server with 1, 8 and 32 workers,
    answering at once and after a simulated round trip (--latency-ms).
 """
@@ -15,9 +20,11 @@
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import io
 import logging
+import os
 import tempfile
 import threading
 import time
@@ -27,47 +34,108 @@ from pathlib import Path
 from unittest import mock
 
 
-def prefect_overhead(repeats: int) -> dict:
-    from reasonvqa.config import sample_config
-    from reasonvqa.flows import build_reasonvqa as module
-    from reasonvqa.prefect_api import local_prefect_api
+def without_prefect(module, config, out: str, workers: int) -> None:
+    """The flow body and every stage function, with no flow or task runs: each ``Task.submit``
+    (whichever stage calls it) runs the task's own function on a thread pool like the default runner's.
 
-    def without_prefect(out: str) -> None:
-        def plain_run_tasks(task_fn, calls, one_at_a_time):
-            with ThreadPoolExecutor(max_workers=1 if one_at_a_time else 8) as pool:
-                return list(pool.map(lambda args: task_fn.fn(*args), calls))
+    The patches live here, in the benchmark: the product has no "no Prefect" mode.
+    """
+    from prefect.tasks import Task
 
-        with mock.patch.object(module, "run_tasks", plain_run_tasks), \
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        def direct_submit(task, *args, **kwargs):
+            return pool.submit(task.fn, *args, **kwargs)
+
+        with mock.patch.object(Task, "submit", direct_submit), \
+                mock.patch.object(module, "as_completed", concurrent.futures.as_completed), \
                 mock.patch.object(module, "get_run_logger", lambda: logging.getLogger("bench")), \
                 mock.patch.object(module, "publish_artifacts", lambda release: None), \
                 mock.patch.object(module, "publish_run_report", lambda report: None):
-            module.build_reasonvqa.fn(sample_config(), out)
+            module.build_reasonvqa.fn(config, out)
 
-    def with_prefect(out: str) -> None:
-        module.build_reasonvqa(sample_config(), out)
 
+def prefect_overhead(repeats: int, make_config, label: str) -> dict:
+    """Best of ``repeats`` alternating runs of the real flow and of ``without_prefect`` on ``make_config()``."""
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from reasonvqa.flows import build_reasonvqa as module
+    from reasonvqa.prefect_api import local_prefect_api
+
+    workers = min(ThreadPoolTaskRunner()._max_workers, 64)  # the default runner's threads (bounded for the pool)
     timings: dict[str, list[float]] = {"prefect": [], "baseline": []}
-    with local_prefect_api(), tempfile.TemporaryDirectory(prefix="bench-ops-") as tmp:
-        with_prefect(str(Path(tmp) / "warmup"))  # imports, first flow run registration
+    started = time.perf_counter()
+    with local_prefect_api() as api, tempfile.TemporaryDirectory(prefix="bench-ops-") as tmp:
+        server_start = time.perf_counter() - started if api else None
+        module.build_reasonvqa(make_config(), str(Path(tmp) / "warmup"))  # imports, flow registration
         for i in range(repeats):
-            for name, run in (("baseline", without_prefect), ("prefect", with_prefect)):
+            for name in ("baseline", "prefect"):
+                out = str(Path(tmp) / f"{name}-{i}")
                 started = time.perf_counter()
-                run(str(Path(tmp) / f"{name}-{i}"))
-                timings[name].append(time.perf_counter() - started)
+                if name == "prefect":
+                    module.build_reasonvqa(make_config(), out)
+                else:
+                    without_prefect(module, make_config(), out, workers)
+                timings[name].append(round(time.perf_counter() - started, 3))
+        tasks = count_task_runs(api) if api else None
     best = {k: min(v) for k, v in timings.items()}
-    return {"runs": timings, "best": best, "overhead": best["prefect"] / best["baseline"] - 1}
+    return {"input": label, "runs": timings, "best": best, "overhead": best["prefect"] / best["baseline"] - 1,
+            "server_start_s": server_start, "task_runs": tasks}
+
+
+def count_task_runs(api: str) -> dict[str, int]:
+    """Task runs the API recorded by task name (every flow run of this benchmark's private API)."""
+    import collections
+
+    from prefect.client.orchestration import get_client
+
+    counts: collections.Counter = collections.Counter()
+    with get_client(sync_client=True) as client:
+        while page := client.read_task_runs(limit=200, offset=sum(counts.values())):  # the API's page limit
+            counts.update(run.name.rsplit("-", 1)[0] for run in page)
+    return dict(sorted(counts.items()))
+
+
+def scaled_sample(folder: Path, copies: int, shard_size: int):
+    """A BuildConfig over ``copies`` copies of the bundled Visual Genome sample (ids offset per copy),
+    ``shard_size`` images a shard: the same names link to the same mirror items, so the stages do
+    ``copies`` times the sample's work in ``copies * 5 / shard_size`` shards."""
+    import json
+
+    from reasonvqa.config import BuildConfig
+    from reasonvqa.paths import SAMPLE_DIR
+    from reasonvqa.sources import parse_config
+
+    def offset(value, add: int):
+        if isinstance(value, dict):
+            return {k: v + add if k in ID_FIELDS and isinstance(v, int) else offset(v, add) for k, v in value.items()}
+        if isinstance(value, list):
+            return [offset(v, add) for v in value]
+        return value
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("image_data.json", "objects.json", "attributes.json", "relationships.json"):
+        records = json.loads((SAMPLE_DIR / "vg" / name).read_text())
+        scaled = [offset(record, copy * ID_STRIDE) for copy in range(copies) for record in records]
+        (folder / name).write_text(json.dumps(scaled))
+    return lambda: BuildConfig(sources=[parse_config({"kind": "vg", "path": folder})], shard_size=shard_size)
+
+
+ID_FIELDS = ("image_id", "object_id", "relationship_id")
+ID_STRIDE = 10_000_000  # above every id of the sample
 
 
 def task_count(images: int, shard_size: int = 5000, units: int = 2, distinct_items: int = 200_000) -> dict:
-    """Tasks one build submits: a unit per source file group, then per shard (link, questions), per fact batch.
+    """Tasks one build with the default config submits: one per source unit, then one per source shard
+    for linking, grounded questions and templated questions, and one per fact batch (proposals and the
+    VLM stage, off by default, would add one per shard each).
 
     ``distinct_items``: linked Wikidata items (GLDv2 alone has ~200K landmarks; an upper bound).
     """
     shards = -(-images // shard_size)
     fact_batches = -(-distinct_items // shard_size)
     return {"images": images, "shard_size": shard_size, "source_units": units, "source_shards": shards,
-            "link": shards, "facts": fact_batches, "questions": shards,
-            "total": units + shards + fact_batches + shards}
+            "link": shards, "grounded": shards, "facts": fact_batches, "questions": shards,
+            "total": units + 3 * shards + fact_batches}
 
 
 def _jpeg(kb: int, seed: int) -> bytes:
@@ -139,14 +207,33 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=400)
     parser.add_argument("--image-kb", type=int, default=60)
     parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--scaled-copies", type=int, default=0,
+                        help="Also measure the overhead on this many copies of the VG sample (0: sample only).")
+    parser.add_argument("--scaled-shard-size", type=int, default=100)
+    parser.add_argument("--skip-fetch", action="store_true", help="Only the overhead and the task count.")
     args = parser.parse_args()
+    # a private API database: the default one (~/.prefect/prefect.db) is shared with every other
+    # Prefect server of this user, and its size and their writes would be timed as Prefect's cost
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="bench-ops-prefect-home-")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from reasonvqa.config import sample_config
+
     logging.getLogger("bench").setLevel(logging.WARNING)
-    with contextlib.redirect_stdout(io.StringIO()):
-        overhead = prefect_overhead(args.repeats)
-    print(f"sample build: Prefect flow {overhead['best']['prefect']:.2f} s, without Prefect "
-          f"{overhead['best']['baseline']:.2f} s -> overhead {100 * overhead['overhead']:.1f}% "
-          f"(runs: {overhead['runs']})")
+    inputs = [("sample", sample_config)]
+    with tempfile.TemporaryDirectory(prefix="bench-ops-input-") as tmp:
+        if args.scaled_copies:
+            inputs.append((f"{args.scaled_copies} x the VG sample, shard_size {args.scaled_shard_size}",
+                           scaled_sample(Path(tmp) / "vg", args.scaled_copies, args.scaled_shard_size)))
+        for label, make_config in inputs:
+            with contextlib.redirect_stdout(io.StringIO()):
+                overhead = prefect_overhead(args.repeats, make_config, label)
+            print(f"{label}: Prefect flow {overhead['best']['prefect']:.2f} s, without Prefect "
+                  f"{overhead['best']['baseline']:.2f} s -> overhead {100 * overhead['overhead']:.1f}% "
+                  f"(runs: {overhead['runs']}; API server start {overhead['server_start_s']} s; "
+                  f"task runs recorded over {1 + args.repeats} flow runs: {overhead['task_runs']})", flush=True)
     print("600K-image plan:", task_count(600_000))
+    if args.skip_fetch:
+        return
     for row in fetch_throughput(args.images, args.image_kb, 0.0) + fetch_throughput(args.images, args.image_kb, args.latency_ms):
         print("image fetch:", row)
 

@@ -174,6 +174,7 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     builds of one period reuse its facts, the first build of a new period fetches them again.
     """
     logger = get_run_logger()
+    work_path = storage.local_work_folder(work) if work else None  # a URL is refused, saying why
     check_build_inputs(config)
     require_rate_limit(config.knowledge)
     if storage.protocol(out):  # an fsspec URL: build into a local folder, then upload the release
@@ -185,7 +186,7 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     release_dir(out_dir, config.release.name, config.release.version)  # refuse a release path outside out first
     as_of = knowledge_as_of or utc_now()
     inputs = input_snapshots(config, as_of)
-    work_dir = Path(work) if work else out_dir / ".work" / work_key(config, inputs)
+    work_dir = work_path or out_dir / ".work" / work_key(config, inputs)
     work_dir.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(work_dir / ".lock", "build work folder", on_wait=lambda m: _tell(logger, m)):
         return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of)

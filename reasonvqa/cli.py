@@ -114,7 +114,8 @@ def build(
                                           "OUT/<name>/<version>/.")] = "out",
     domains: Annotated[Optional[str], typer.Option(
         help='Comma-separated domains (names or slugs, any case), e.g. "Places & Locations,food".')] = None,
-    work: Annotated[Optional[Path], typer.Option(help="Work folder (default OUT/.work/<hash of config, inputs and code>).")] = None,
+    work: Annotated[Optional[str], typer.Option(help="Work folder, a local path or a mount every Dask worker sees "
+                                                     "(default OUT/.work/<hash of config, inputs and code>).")] = None,
     version: Annotated[Optional[str], typer.Option(help="Release version (overrides the config).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing release version.")] = False,
     dask_workers: Annotated[int, typer.Option(help="Run shards on a local Dask cluster of N processes.")] = 0,
@@ -134,6 +135,7 @@ def build(
         storage.filesystem(out)  # a MissingBackend (exit 2) names the extra to install
     else:
         _check_out_folder(Path(out))
+    work_dir = storage.local_work_folder(work) if work is not None else None  # a URL: exit 2, saying why
     cfg = sample_config() if sample else _load_config_or_exit(config)
     if domains is not None:
         cfg.questions.domains = _domain_list(domains, strict=True)
@@ -158,13 +160,13 @@ def build(
     runner = make_task_runner(dask_workers, dask_address)
     try:
         with local_prefect_api(), progress.bars(not _debug()):  # a local API unless one is configured
-            release = build_reasonvqa.with_options(task_runner=runner)(cfg, out, str(work) if work else None,
+            release = build_reasonvqa.with_options(task_runner=runner)(cfg, out, str(work_dir) if work_dir else None,
                                                                       overwrite)
     except (FileNotFoundError, ReleaseExistsError, EmptySplitError) as exc:  # missing input, version taken, no questions
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     if not storage.protocol(out):
-        _print_summary(Path(release), work or Path(out) / ".work")
+        _print_summary(Path(release), work_dir or Path(out) / ".work")
     typer.echo(release)
 
 
@@ -401,11 +403,15 @@ def link_synsets(names: Annotated[list[str], typer.Argument(help="WordNet 3.0 sy
 def build_verified_qa_command(
     config: Annotated[Path, typer.Option("--config", exists=True, dir_okay=False, help="YAML: graphs, verified (llm, sandbox, filters), shard_size.")],
     out: Annotated[Path, typer.Option(help="Output folder: questions.parquet, rejects.parquet, stats.json.")] = Path("out/verified"),
-    work: Annotated[Optional[Path], typer.Option(help="Work folder (default OUT/.work).")] = None,
+    work: Annotated[Optional[str], typer.Option(help="Work folder, a local path (default OUT/.work).")] = None,
 ) -> None:
     """Generate verified free-form questions (PROVE) from scene graphs with an OpenAI-compatible LLM."""
     import yaml
     from pydantic import ValidationError
+
+    from reasonvqa.storage import local_work_folder
+
+    work_dir = local_work_folder(work) if work is not None else None  # a URL: exit 2, saying why
 
     from reasonvqa.flows.build_verified_qa import VerifiedBuildConfig, build_verified_qa
 
@@ -421,7 +427,7 @@ def build_verified_qa_command(
     from reasonvqa.tasks.verify.sandbox import SandboxUnavailable
 
     try:
-        typer.echo(build_verified_qa(cfg, str(out), str(work) if work else None))
+        typer.echo(build_verified_qa(cfg, str(out), str(work_dir) if work_dir else None))
     except (LLMEndpointError, SandboxUnavailable) as exc:  # finished calls stay cached for the rerun
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1)

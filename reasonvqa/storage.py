@@ -3,6 +3,7 @@
 A build writes its shards and the release into local folders (the work folder must be one all
 task-runner workers reach: a local disk for threads and a LocalCluster, a shared mount for a
 remote Dask cluster); a release whose ``out`` is a URL is then uploaded there with fsspec.
+A work folder given as a URL is refused (``local_work_folder``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,26 @@ def filesystem(url: str):
     except ValueError as error:  # an unknown protocol
         raise MissingBackend(f"{url}: {error}") from None
     return fs, path
+
+
+class RemoteWorkFolder(UsageError):
+    """A work folder given as an fsspec URL."""
+
+
+def local_work_folder(work: str) -> Path:
+    """``work`` as a local path (``file://`` stripped); RemoteWorkFolder for any other URL.
+
+    Shard markers need what a POSIX file system gives and object stores do not: the build holds an
+    ``fcntl`` lock on the work folder, and every shard file appears by an atomic rename, so a
+    crashed or concurrent task never leaves a half-written file that looks finished.
+    """
+    scheme = protocol(work)
+    if scheme:
+        raise RemoteWorkFolder(
+            f"work folder {work}: give a local path, or a shared mount every worker sees (NFS, a shared disk), "
+            f"not a {scheme}:// URL: shard markers need fcntl locks and atomic renames, which object stores "
+            f"lack; an fsspec URL is accepted for --out (the release), not for --work")
+    return Path(work.removeprefix("file://"))
 
 
 def upload_release(release: Path, out_url: str, overwrite: bool = False) -> str:

@@ -305,3 +305,11 @@ def test_a_build_resumed_with_a_warm_query_cache_gives_the_same_release(two_buil
     files = sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
     assert sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file()) == files
     assert [str(f) for f in files if (again / f).read_bytes() != (second / f).read_bytes()] == []
+
+
+def test_a_work_folder_url_fails_the_run_before_any_work(tmp_path):
+    from reasonvqa.storage import RemoteWorkFolder
+
+    with pytest.raises(RemoteWorkFolder, match=r"^work folder memory://shared/work: give a local path"):
+        build_reasonvqa(sample_config(), str(tmp_path / "out"), "memory://shared/work")
+    assert not (tmp_path / "out").exists()

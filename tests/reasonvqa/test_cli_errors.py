@@ -1,5 +1,6 @@
 """Bad paths and bad requests end in one line and exit 2, and nothing is written outside --out."""
 
+import importlib.util
 import os
 
 import pytest
@@ -48,6 +49,26 @@ def test_out_that_is_a_file(tmp_path):
     (tmp_path / "out").write_text("x")
     result = runner.invoke(app, ["build", "--sample", "--out", str(tmp_path / "out")])
     assert "exists and is not a folder" in one_error_line(result, 2)
+
+
+@pytest.mark.parametrize("command", [["build", "--sample"], ["build-verified-qa", "--config", "{config}"]])
+def test_a_work_folder_url_is_refused_before_any_work(tmp_path, command):
+    config = tmp_path / "verified.yaml"
+    config.write_text("graphs: {kind: vg, path: vg}\n")
+    args = [a.format(config=config) for a in command]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "out"), "--work", "s3://bucket/work"])
+    line = one_error_line(result, 2)
+    assert line.startswith("error: work folder s3://bucket/work: give a local path, or a shared mount")
+    assert "fcntl locks and atomic renames" in line
+    assert files_under(tmp_path) == ["verified.yaml"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("s3fs") is not None, reason="s3fs is installed here")
+def test_an_out_url_without_its_backend_names_the_extra(tmp_path):
+    result = runner.invoke(app, ["build", "--sample", "--out", "s3://bucket/releases"])
+    line = one_error_line(result, 2)
+    assert line == ("error: s3://bucket/releases: no s3:// filesystem installed; "
+                    "pip install 'reasonvqa-pipeline[s3]' (installs s3fs)")
 
 
 def test_domains_that_name_nothing(tmp_path):

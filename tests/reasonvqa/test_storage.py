@@ -1,11 +1,12 @@
 import importlib.util
+from pathlib import Path
 
 import fsspec
 import pyarrow as pa
 import pytest
 
 from reasonvqa import schemas
-from reasonvqa.storage import MissingBackend, filesystem, protocol, upload_release
+from reasonvqa.storage import MissingBackend, RemoteWorkFolder, filesystem, local_work_folder, protocol, upload_release
 from reasonvqa.tasks.release.writer import write_release
 from tests.tasks.release.conftest import question
 
@@ -69,3 +70,18 @@ def test_upload_refuses_to_replace_other_content_unless_overwrite(tmp_path):
     assert fs.cat_file("/replace/out/demo/1.0.0/manifest.json") == (first / "manifest.json").read_bytes()
     assert upload_release(second, "memory://replace/out", overwrite=True) == url
     assert fs.cat_file("/replace/out/demo/1.0.0/manifest.json") == (second / "manifest.json").read_bytes()
+
+
+@pytest.mark.parametrize("url", ["s3://bucket/work", "gs://bucket/work", "memory://work", "nosuchfs://x"])
+def test_a_work_folder_url_is_refused_saying_why(url):
+    with pytest.raises(RemoteWorkFolder) as refused:
+        local_work_folder(url)
+    message = str(refused.value)
+    assert message.startswith(f"work folder {url}: give a local path, or a shared mount")
+    assert "fcntl locks and atomic renames" in message and "\n" not in message
+
+
+def test_a_work_folder_path_is_kept_and_file_urls_become_paths(tmp_path):
+    assert local_work_folder(str(tmp_path / "w")) == tmp_path / "w"
+    assert local_work_folder("relative/w") == Path("relative/w")
+    assert local_work_folder(f"file://{tmp_path}/w") == tmp_path / "w"
