@@ -1,26 +1,35 @@
 """How much of a release a model answers without the image: the bias report (``stats/bias.json``).
 
-Baselines scored on the test split, each next to chance (the mean of 1 / number of choices):
+Baselines, each next to chance (the mean of 1 / number of choices):
 
-- choice-only, looking at one question's choices and nothing else:
+- choice-only, looking at one question's choices and nothing else, so no training data is involved
+  and every released multiple-choice question (train and test) is scored:
   ``closest_to_mean`` and ``median`` (number and date questions, the choices read as numbers),
   ``most_frequent_choice`` (every question: the choice that occurs most often among the choices
   of the whole release, train and test);
-- question-only: ``question_prior``, the most common train answer of the same question text
-  (a text never seen in train is answered at chance).
+- question-only: ``question_prior``, the most common train answer of the same question text,
+  scored on test (a text never seen in train is answered at chance).
 
 Ties are credited in expectation (1/k when the answer is one of k tied picks), so no baseline
-gains from an arbitrary tie-break. Targets (issue 11): each choice-only baseline within
-``CHOICE_ONLY_MARGIN`` of chance, the question prior at most ``QUESTION_PRIOR_MAX``.
+gains from an arbitrary tie-break. Each accuracy comes with its number of questions and a 95 %
+Wilson interval (``intervals``). Targets (issue 11): each choice-only baseline within
+``CHOICE_ONLY_MARGIN`` of chance, the question prior at most ``QUESTION_PRIOR_MAX``. A target is
+judged (``met`` / ``not_met``) only on at least ``MIN_JUDGED_N`` questions, else it is
+``insufficient_n``: at n = 100 a baseline at chance (25 %) leaves the 10-point band by sampling
+noise alone about 2 % of the time, at n = 1 half the time or more.
 """
 
 from __future__ import annotations
+
+import math
 
 import polars as pl
 import pyarrow as pa
 
 CHOICE_ONLY_MARGIN = 0.10
 QUESTION_PRIOR_MAX = 0.50
+MIN_JUDGED_N = 100  # questions a target is judged on (see the module docstring)
+_Z95 = 1.959963984540054  # two-sided 95 % normal quantile
 PAPER_AVG_QUESTION_WORDS = 9.77  # ReasonVQA supplementary Table 2 (full dataset; ReasonVQA-U: 9.62)
 _NUMBER = r"^(-?[\d,]*\.?\d+)"
 _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -52,51 +61,77 @@ def _ties(scores: pl.Expr, best: str) -> pl.Expr:
 
 
 def bias_report(train: pa.Table, test: pa.Table) -> dict:
-    """Accuracy on ``test`` of the choice-only and question-only baselines, chance, and the targets."""
+    """Accuracy of the choice-only baselines (train and test) and of the question-only prior (test),
+    chance, the number of questions each is measured on with a 95 % interval, and the targets."""
     cols = ["question", "answer", "choices", "answer_category"]
     multiple_choice = pl.col("choices").is_not_null()  # free-form kinds (verified, grounded) have no choices
     tr = pl.from_arrow(train.select(cols)).filter(multiple_choice)
-    te = pl.from_arrow(test.select(cols)).filter(multiple_choice).with_row_index("row")
-    long = te.select("row", "answer", "choices").explode("choices").with_columns(k=pl.int_range(pl.len()).over("row"))
-    index = long.filter(pl.col("choices") == pl.col("answer")).group_by("row").agg(answer_index=pl.col("k").min())
-    te = te.join(index, on="row", how="left").with_columns(pl.col("answer_index").fill_null(-1)).sort("row")
-    report: dict = {"test_questions": te.height, "chance": _mean(te.select(1.0 / pl.col("choices").list.len()))}
-    if te.is_empty():
-        return report | {"baselines": {}, "targets": _targets({}, report["chance"])}
+    te = pl.from_arrow(test.select(cols)).filter(multiple_choice)
+    released = _with_answer_index(pl.concat([tr, te]).with_row_index("row"))
+    report: dict = {"test_questions": te.height, "questions": released.height,
+                    "chance": _mean(released.select(1.0 / pl.col("choices").list.len()))}
+    if released.is_empty():
+        return report | {"baselines": {}, "intervals": {}, "targets": _targets({}, {}, report["chance"])}
 
-    numeric = te.filter(pl.col("answer_category").is_in(["number", "date"]))
+    hits: dict[str, pl.DataFrame] = {}  # baseline -> one credit per scored question
+    numeric = released.filter(pl.col("answer_category").is_in(["number", "date"]))
     values = numeric.with_columns(v=choice_values(pl.col("choices"), pl.col("answer_category")))
     values = values.filter(pl.col("v").list.eval(pl.element().is_null()).list.any().not_())
     mean_gap = pl.col("v").list.eval((pl.element() - pl.element().mean()).abs())
     median_gap = pl.col("v").list.eval((pl.element() - pl.element().median()).abs())
     baselines = {}
     if values.height:
-        baselines["closest_to_mean"] = _mean(values.select(_expected_hit(_ties(mean_gap, "min"), pl.col("answer_index"))))
-        baselines["median"] = _mean(values.select(_expected_hit(_ties(median_gap, "min"), pl.col("answer_index"))))
+        hits["closest_to_mean"] = values.select(_expected_hit(_ties(mean_gap, "min"), pl.col("answer_index")))
+        hits["median"] = values.select(_expected_hit(_ties(median_gap, "min"), pl.col("answer_index")))
         baselines["numeric_questions"] = values.height
         baselines["numeric_chance"] = _mean(values.select(1.0 / pl.col("choices").list.len()))
 
-    everything = pl.concat([tr.select("choices"), te.select("choices")]).explode("choices")
-    counts = everything.group_by("choices").len("n")
-    seen = long.join(counts, on="choices", how="left").join(te.select("row", "answer_index"), on="row")
+    long = released.select("row", "choices").explode("choices").with_columns(k=pl.int_range(pl.len()).over("row"))
+    counts = long.group_by("choices").len("n")
+    seen = long.join(counts, on="choices", how="left").join(released.select("row", "answer_index"), on="row")
     seen = seen.sort("row", "k").group_by("row", maintain_order=True).agg(pl.col("n"), pl.col("answer_index").first())
-    baselines["most_frequent_choice"] = _mean(seen.select(_expected_hit(_ties(pl.col("n"), "max"), pl.col("answer_index"))))
+    hits["most_frequent_choice"] = seen.select(_expected_hit(_ties(pl.col("n"), "max"), pl.col("answer_index")))
 
     prior = tr.group_by("question", "answer").len("n")
     top = prior.filter(pl.col("n") == pl.col("n").max().over("question")).group_by("question").agg(
         top=pl.col("answer"), k=pl.len()
     )
-    scored = te.join(top, on="question", how="left").select(
-        pl.when(pl.col("top").is_null()).then(1.0 / pl.col("choices").list.len())
-        .when(pl.col("top").list.contains(pl.col("answer"))).then(1.0 / pl.col("k"))
-        .otherwise(0.0)
-    )
-    baselines["question_prior"] = _mean(scored)
-    baselines["question_prior_coverage"] = _mean(te.join(top, on="question", how="left").select(pl.col("top").is_not_null()))
-    report["baselines"] = baselines
-    report["question_words"] = question_words(pl.concat([tr.select("question"), te.select("question")]))
-    report["targets"] = _targets(baselines, report["chance"])
+    if te.height:
+        hits["question_prior"] = te.join(top, on="question", how="left", maintain_order="left").select(
+            pl.when(pl.col("top").is_null()).then(1.0 / pl.col("choices").list.len())
+            .when(pl.col("top").list.contains(pl.col("answer"))).then(1.0 / pl.col("k"))
+            .otherwise(0.0)
+        )
+        baselines["question_prior_coverage"] = _mean(te.join(top, on="question", how="left").select(pl.col("top").is_not_null()))
+    baselines |= {name: _mean(frame) for name, frame in hits.items()}
+    report["baselines"] = dict(sorted(baselines.items()))
+    report["intervals"] = {name: _interval(frame, "test" if name == "question_prior" else "train+test")
+                           for name, frame in sorted(hits.items())}
+    report["question_words"] = question_words(released.select("question"))
+    report["targets"] = _targets(baselines, report["intervals"], report["chance"])
     return report
+
+
+def _with_answer_index(questions: pl.DataFrame) -> pl.DataFrame:
+    """``answer_index``: the position of the answer among the choices (-1 when absent)."""
+    long = questions.select("row", "answer", "choices").explode("choices").with_columns(k=pl.int_range(pl.len()).over("row"))
+    index = long.filter(pl.col("choices") == pl.col("answer")).group_by("row").agg(answer_index=pl.col("k").min())
+    return questions.join(index, on="row", how="left").with_columns(pl.col("answer_index").fill_null(-1)).sort("row")
+
+
+def wilson_interval(accuracy: float, n: int, z: float = _Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion measured on ``n`` questions (n > 0)."""
+    denominator = 1 + z * z / n
+    centre = (accuracy + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(accuracy * (1 - accuracy) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _interval(credits: pl.DataFrame, scored_on: str) -> dict:
+    n = credits.height
+    accuracy = float(credits.to_series().cast(pl.Float64).mean()) if n else 0.0
+    low, high = wilson_interval(accuracy, n) if n else (0.0, 1.0)
+    return {"n": n, "ci95": [round(low, 4), round(high, 4)], "scored_on": scored_on}
 
 
 def question_words(questions: pl.DataFrame) -> dict:
@@ -113,18 +148,26 @@ def question_words(questions: pl.DataFrame) -> dict:
     }
 
 
-def _targets(baselines: dict, chance: float | None) -> dict:
-    out = {"choice_only_margin": CHOICE_ONLY_MARGIN, "question_prior_max": QUESTION_PRIOR_MAX}
+def _targets(baselines: dict, intervals: dict, chance: float | None) -> dict:
+    """Per target ``met`` / ``not_met`` (judged on at least ``MIN_JUDGED_N`` questions) or
+    ``insufficient_n``; ``met`` overall: True when every target is met, False when one is not,
+    None when none fails but some could not be judged."""
+    out = {"choice_only_margin": CHOICE_ONLY_MARGIN, "question_prior_max": QUESTION_PRIOR_MAX, "min_n": MIN_JUDGED_N}
     if chance is None:
-        return out | {"met": True}
+        return out | {"checks": {}, "met": None}
     checks = {}
-    for name in ("closest_to_mean", "median", "most_frequent_choice"):
-        if name in baselines:
+    for name in ("closest_to_mean", "median", "most_frequent_choice", "question_prior"):
+        if name not in baselines:
+            continue
+        if name == "question_prior":
+            ok = baselines[name] <= QUESTION_PRIOR_MAX
+        else:
             reference = baselines.get("numeric_chance", chance) if name != "most_frequent_choice" else chance
-            checks[name] = abs(baselines[name] - reference) <= CHOICE_ONLY_MARGIN
-    if "question_prior" in baselines:
-        checks["question_prior"] = baselines["question_prior"] <= QUESTION_PRIOR_MAX
-    return out | {"checks": checks, "met": all(checks.values())}
+            ok = abs(baselines[name] - reference) <= CHOICE_ONLY_MARGIN
+        judged = intervals[name]["n"] >= MIN_JUDGED_N
+        checks[name] = ("met" if ok else "not_met") if judged else "insufficient_n"
+    met = False if "not_met" in checks.values() else (None if "insufficient_n" in checks.values() else True)
+    return out | {"checks": checks, "met": met}
 
 
 def _mean(frame: pl.DataFrame) -> float | None:

@@ -4,8 +4,9 @@
   only preferred values count (Wikidata's ``wdt:`` semantics); duplicates removed.
 - class names: the label that names a linked item in a question ("this skyscraper").
 - routes: every property path of 1..max_hops hops from each linked item (a subject with hop-1
-  facts), one row per (start item, route) with the final subject's value and how many distinct
-  values it has. Inner hops only follow single-valued item facts (an inner hop with two values
+  facts), one row per (start item, route) with the asked fact (``fact_idx``); asked facts: one row
+  per (final subject, property) reached by some route, with its value, how many distinct values
+  it has and the property's rendering parameters (fact_choices.py renders their choices once). Inner hops only follow single-valued item facts (an inner hop with two values
   would make the sub-clause ambiguous); such edges are counted in ``stats``, not expanded.
   No property repeats within a route and no route comes back to an item it passed through.
 - subject types: a fact is used only when its subject belongs to one of its property's subject
@@ -45,7 +46,10 @@ class KnowledgeIndex:
     bank_version: str
     domains: list[str] | None
     max_hops: int
-    routes: pl.DataFrame  # start_qid, route_key, n_hop, n_values, VALUE_COLUMNS, text_idx; sorted by start_qid
+    routes: pl.DataFrame  # start_qid, route_key, n_hop, text_idx, fact_idx; sorted by start_qid, route_key
+    # one row per asked fact (row i = fact_idx i): choice_key, property_id, n_values, VALUE_COLUMNS, answer_qid,
+    # category and the property's rendering parameters (_template_params)
+    facts: pl.DataFrame
     class_names: pl.DataFrame  # qid, name_p31, name_p279
     # route_key, route, property_id, category, prefix, suffix (articles resolved), norm_prefix, norm_suffix,
     # template_ids, domains, rendering parameters of the asked property; row i belongs to routes with text_idx i
@@ -58,6 +62,7 @@ class KnowledgeIndex:
     number_pool: pl.DataFrame | None = None  # property_id, unit_key, amount
     date_pool: pl.DataFrame | None = None  # property_id, time, precision
     _route_spans: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    choice_cache: dict = field(default_factory=dict, repr=False, compare=False)  # fact_choices.py, per seed and config
 
     def routes_for(self, qids: list[str]) -> pl.DataFrame:
         """The route rows of the given start items (an unknown item has none)."""
@@ -82,11 +87,9 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
     route_texts = _route_texts(routes["route_key"].unique().sort().to_list(), templates, bank.domains)
     text_idx = route_texts.select("route_key", text_idx=pl.int_range(pl.len(), dtype=pl.UInt32))
     routes = routes.join(text_idx, on="route_key").sort("start_qid", "route_key")
-    # distractors are drawn per asked fact (final subject, property), not per image or route: a question
-    # gets the same choices on every image and every route to the same fact, so no choice recurs
-    # across the release more often than its answer
-    choice_key = stable_rank(routes["fact_key"].to_list())
-    routes = routes.with_columns(choice_key=pl.Series(choice_key, dtype=pl.UInt64)).drop("fact_key")
+    routes = routes.with_columns(fact_idx=(pl.col("fact_key").rank("dense") - 1).cast(pl.UInt32))
+    asked = _asked_facts(routes, templates)
+    routes = routes.select("start_qid", "route_key", "n_hop", "text_idx", "fact_idx")
     spans = _spans(routes["start_qid"])
     pool, lookup, pool_spans = _pools(question_facts, templates)
     return KnowledgeIndex(
@@ -94,6 +97,7 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
         domains=config.domains,
         max_hops=config.max_hops,
         routes=routes,
+        facts=asked,
         class_names=_class_names(clean, bank.naming_avoid),
         route_texts=route_texts,
         pool=pool,
@@ -104,6 +108,28 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
         date_pool=date_pool(question_facts, [p for p, t in templates.items() if t.category == "date"]),
         _route_spans=spans,
     )
+
+
+def _asked_facts(routes: pl.DataFrame, templates: dict) -> pl.DataFrame:
+    """One row per asked fact, in ``fact_idx`` order (the routes to one fact share its value columns)."""
+    asked = routes.unique("fact_idx", keep="any").sort("fact_idx").select("fact_key", "n_values", *VALUE_COLUMNS)
+    # distractors are drawn per asked fact (final subject, property), not per image or route: a question
+    # gets the same choices on every image and every route to the same fact, so no choice recurs
+    # across the release more often than its answer
+    choice_key = stable_rank(asked["fact_key"].to_list())
+    asked = asked.select(
+        pl.Series("choice_key", choice_key, dtype=pl.UInt64),
+        pl.col("fact_key").str.split("\x1f").list.last().alias("property_id"),
+        "n_values",
+        *VALUE_COLUMNS,
+        pl.when(pl.col("value_kind") == "item").then(pl.col("value_qid")).alias("answer_qid"),
+    )
+    categories = pl.DataFrame(
+        {"property_id": list(templates), "category": [t.category for t in templates.values()]},
+        schema={"property_id": pl.String, "category": pl.String},
+    )
+    params = _template_params(templates).join(categories, on="property_id")
+    return asked.join(params, on="property_id", how="left", maintain_order="left")
 
 
 def truthy_facts(facts: pa.Table | pl.DataFrame, properties: set[str]) -> pl.DataFrame:

@@ -40,11 +40,9 @@ from reasonvqa import schemas
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.questions.bank import TemplateBank
 from reasonvqa.tasks.questions.config import QuestionConfig
-from reasonvqa.tasks.questions.dates import date_choices
+from reasonvqa.tasks.questions.fact_choices import fact_choices
 from reasonvqa.tasks.questions.hashing import digest_keys, draw, mix_seed
 from reasonvqa.tasks.questions.index import KnowledgeIndex, build_index
-from reasonvqa.tasks.questions.numbers import number_choices
-from reasonvqa.tasks.questions.pools import pool_choices
 from reasonvqa.tasks.questions.references import build_references, columns
 from reasonvqa.tasks.questions.text import capitalize_expr, normalize_expr
 
@@ -84,8 +82,7 @@ def generate_questions(
     )
     routes = index.routes_for(refs["qid"].unique().sort().to_list())
     keys = routes.select(
-        "start_qid", "route_key", "n_hop", first_hop=pl.col("route_key").str.extract(r"^(P\d+)"),
-        _route=pl.int_range(pl.len(), dtype=pl.UInt32),
+        "start_qid", "route_key", "n_hop", "text_idx", "fact_idx", first_hop=pl.col("route_key").str.extract(r"^(P\d+)"),
     )
     cand = refs.join(keys.filter(pl.col("n_hop") <= config.max_hops), left_on="qid", right_on="start_qid")
     # "What is this vehicle a subclass of?" when "vehicle" is its subclass-of label: never a question
@@ -93,27 +90,21 @@ def generate_questions(
     stats["routes_through_naming_property"] = int(cand.select(names_itself.sum()).item() or 0)
     cand = cand.filter(~names_itself.fill_null(False))
     cand = _with_ids(cand, images, bank.version, seed)  # sorted by question_id from here on
-    cand = pl.concat([cand, routes.drop("start_qid", "route_key", "n_hop")[cand["_route"]]], how="horizontal")
-    texts = index.route_texts.drop("route", "template_ids", "domains", "route_key")
-    cand = pl.concat([cand, texts[cand["text_idx"]]], how="horizontal")
+    texts = index.route_texts.select("prefix", "suffix", "norm_prefix", "norm_suffix")
+    choices = fact_choices(index, seed, bank, config)
+    cand = pl.concat([cand, texts[cand["text_idx"]], choices[cand["fact_idx"]]], how="horizontal")
     question = (
         pl.when(pl.col("prefix") == "")
         .then(pl.concat_str(["phrase_cap", "suffix"]))
         .otherwise(pl.concat_str(["prefix", "phrase", "suffix"]))
     )
-    # a time-varying value holds for its point in time: "What is the population of this city as of 2020?"
-    as_of = pl.col("point_in_time").str.extract(r"^([+-]?\d+)-").cast(pl.Int64, strict=False)
-    as_of_text = pl.when(as_of > 0).then(as_of.cast(pl.String)).otherwise((1 - as_of).cast(pl.String) + " BC")
-    question = pl.when(pl.col("time_varying") & as_of.is_not_null()).then(
-        question.str.strip_suffix("?") + " as of " + as_of_text + "?"
+    question = pl.when(pl.col("as_of_suffix").is_not_null()).then(
+        question.str.strip_suffix("?") + pl.col("as_of_suffix")
     ).otherwise(question)
-    cand = cand.with_columns(question=question)
-    choice_seeds = mix_seed(cand["choice_key"].to_numpy(), seed)
-    cand = _with_choices(cand, choice_seeds, bank, config, index)
-    cand = _with_reasons(cand, config)
+    cand = _with_reasons(cand.with_columns(question=question), config)
 
     good = cand.filter(pl.col("reason").is_null())
-    _add_rejects(rejects, cand.filter(pl.col("reason").is_not_null()))
+    _add_rejects(rejects, cand.filter(pl.col("reason").is_not_null()), index)
     questions = _release_rows(good, index, knowledge_snapshot, bank.version)
     stats["candidates_by_hop"] = _counts(cand["n_hop"])
     stats["knowledge_index"] = dict(index.stats)  # whole-build numbers, the same in every shard
@@ -149,59 +140,20 @@ def _with_ids(cand: pl.DataFrame, images: pa.Table, version: str, seed: int) -> 
     return cand.sort("question_id", "phrase")
 
 
-def _with_choices(
-    cand: pl.DataFrame, seeds: np.ndarray, bank: TemplateBank, config: QuestionConfig, index: KnowledgeIndex
-) -> pl.DataFrame:
-    """answer, reason, d1..d3 per row, each category by its own rules."""
-    makers = {
-        "date": lambda df, s: date_choices(df, s, config.latest_year, config.distractors, _real(index.date_pool, config)),
-        "number": lambda df, s: number_choices(df, s, bank.units, config.distractors, _real(index.number_pool, config)),
-        "literal": lambda df, s: pool_choices(df, s, index, config.distractors),
-        "fixed": lambda df, s: pool_choices(df, s, index, config.distractors),
-    }
-    needed = cand.select(
-        "property_id", "category", "value_kind", "value_label", "amount", "unit_qid", "unit_label", "time", "precision",
-        "decimals", "spread", "thousands", "window_years", "max_precision",
-    )
-    category = cand["category"].to_numpy()
-    parts, rows = [], []
-    for name, make in makers.items():
-        where = np.flatnonzero(category == name)
-        if len(where):
-            parts.append(make(needed[where], seeds[where]))
-            rows.append(where)
-    if not parts:
-        empty = {c: pl.Series(c, [], dtype=pl.String) for c in ("answer", "reason", "d1", "d2", "d3")}
-        return cand.with_columns(**empty)
-    order = np.argsort(np.concatenate(rows), kind="stable")
-    return pl.concat([cand, pl.concat(parts)[order]], how="horizontal")
-
-
-def _real(pool: pl.DataFrame | None, config: QuestionConfig) -> pl.DataFrame | None:
-    """The index's real-value pool where the configured method draws from it (not the paper's)."""
-    return pool if config.distractors == "exchangeable" else None
-
-
 def _with_reasons(cand: pl.DataFrame, config: QuestionConfig) -> pl.DataFrame:
     """The first reason that rejects each candidate (null = keep).
 
-    Distractors differ from the answer and from each other after normalization by construction
-    (pool members are distinct normalized values; dates and numbers are distinct steps rendered
-    one way); the exact-text comparison below is the safety net that keeps it so.
+    The asked fact decides the first reasons (fact_choices.py: several values, no point in time,
+    an answer that cannot be rendered); then the answer's words in the question, too few distinct
+    distractors (an exact-text clash among the four choices included: the safety net that keeps
+    them distinct), and a repeated question id.
     """
-    cols = ["answer", "d1", "d2", "d3"]
-    same = [pl.col(a) == pl.col(b) for i, a in enumerate(cols) for b in cols[i + 1 :]]
-    clash = pl.any_horizontal(same).fill_null(True)
-    padded_answer = " " + normalize_expr(pl.col("answer").fill_null("")) + " "
     padded_question = pl.concat_str([pl.lit(""), "norm_prefix", "norm_phrase", "norm_suffix", pl.lit("")], separator=" ")
-    in_question = padded_question.str.contains(padded_answer, literal=True)
-    unrenderable = pl.col("reason").is_not_null() & (pl.col("reason") != "too_few_distractors")
+    in_question = padded_question.str.contains(pl.col("padded_answer"), literal=True)
     reason = (
-        pl.when(pl.col("n_values") > 1).then(pl.lit("multiple_answers"))
-        .when(pl.col("time_varying") & pl.col("point_in_time").is_null()).then(pl.lit("no_point_in_time"))
-        .when(unrenderable).then("reason")
+        pl.when(pl.col("fact_reason").is_not_null()).then("fact_reason")
         .when(in_question).then(pl.lit("answer_in_question"))
-        .when(pl.col("reason").is_not_null() | clash).then(pl.lit("too_few_distractors"))
+        .when(pl.col("few")).then(pl.lit("too_few_distractors"))
         .when(pl.col("question_id") == pl.col("question_id").shift(1)).then(pl.lit("duplicate_question"))
     )
     cand = cand.with_columns(reason=reason)
@@ -219,7 +171,8 @@ def _release_rows(good: pl.DataFrame, index: KnowledgeIndex, snapshot: str, vers
     perm = _PERMUTATIONS[(draw(good["seed"].to_numpy(), 41) % np.uint64(24)).astype(np.int64)]
     stacked = pl.concat([good["answer"], good["d1"], good["d2"], good["d3"]])
     choices = stacked.gather((perm * n + np.arange(n)[:, None]).ravel()).reshape((n, 4)).cast(pl.List(pl.String))
-    lists = index.route_texts.select("route", "template_ids", "domains")[good["text_idx"]]
+    lists = index.route_texts.select("route", "template_ids", "domains", "property_id", "category")[good["text_idx"]]
+    lists = lists.with_columns(answer_qid=index.facts["answer_qid"].gather(good["fact_idx"]))
     if index.domains is not None:  # a domain-restricted build tags questions with the selected domains only
         wanted = pl.lit(pl.Series(sorted(index.domains), dtype=pl.String)).implode()
         lists = lists.with_columns(pl.col("domains").list.eval(pl.element().filter(pl.element().is_in(wanted))))
@@ -230,7 +183,7 @@ def _release_rows(good: pl.DataFrame, index: KnowledgeIndex, snapshot: str, vers
         "object_ids",
         "question",
         "answer",
-        answer_qid=pl.when(pl.col("value_kind") == "item").then(pl.col("value_qid")),
+        "answer_qid",
         answer_category="category",
         choices=choices,
         n_hop="n_hop",
@@ -248,10 +201,12 @@ def _release_rows(good: pl.DataFrame, index: KnowledgeIndex, snapshot: str, vers
     return schemas.conform(out.to_arrow(), schemas.QUESTIONS)
 
 
-def _add_rejects(rejects: Rejects, bad: pl.DataFrame) -> None:
+def _add_rejects(rejects: Rejects, bad: pl.DataFrame, index: KnowledgeIndex) -> None:
     """All rejected candidates at once (one row each: reason, where it came from, what it was)."""
     if bad.is_empty():
         return
+    fact = index.facts.select("value_qid", "value_label", "n_values", "point_in_time")[bad["fact_idx"]]
+    bad = pl.concat([bad, fact], how="horizontal")
     source = pl.concat_str(
         [
             pl.lit("image="), "image_id",

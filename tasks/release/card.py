@@ -182,25 +182,34 @@ _BASELINES = {
 }
 
 
+_STATUS = {"met": "yes", "not_met": "no", "insufficient_n": "not judged (too few questions)"}
+
+
 def bias_section(bias: dict) -> list[str]:
     """The card's bias report: what a model gets right without the image (stats/bias.json)."""
     baselines, targets = bias.get("baselines", {}), bias.get("targets", {})
-    checks = targets.get("checks", {})
+    checks, intervals = targets.get("checks", {}), bias.get("intervals", {})
     chance = bias.get("chance")
     lines = [
         "## Bias report",
         "",
-        f"Accuracy on the {bias.get('test_questions', 0)} test questions ({baselines.get('numeric_questions', 0)} "
-        f"number and date) of baselines that never look at the image (chance: {_pct(chance)}). Targets: every "
-        f"choice-only baseline within {100 * targets.get('choice_only_margin', 0):.0f} points of chance, the question-only "
-        f"prior at most {_pct(targets.get('question_prior_max'))}. Details in `stats/bias.json`.",
+        f"Accuracy of baselines that never look at the image (chance: {_pct(chance)}). The choice-only baselines "
+        f"need no training data and are scored on all {bias.get('questions', 0)} released multiple-choice questions "
+        f"({baselines.get('numeric_questions', 0)} number and date), the question-only prior on the "
+        f"{bias.get('test_questions', 0)} test questions. Targets: every choice-only baseline within "
+        f"{100 * targets.get('choice_only_margin', 0):.0f} points of chance, the question-only prior at most "
+        f"{_pct(targets.get('question_prior_max'))}; a target is judged only on at least {targets.get('min_n', 0)} "
+        "questions. Details in `stats/bias.json`.",
         "",
-        "| baseline | accuracy | target met |",
-        "| --- | ---: | --- |",
+        "| baseline | accuracy | questions | 95% interval | target met |",
+        "| --- | ---: | ---: | --- | --- |",
     ]
     for name, text in _BASELINES.items():
         if name in baselines:
-            lines.append(f"| {text} | {_pct(baselines[name])} | {'yes' if checks.get(name) else 'no'} |")
+            span = intervals.get(name, {})
+            low, high = span.get("ci95", (None, None))
+            lines.append(f"| {text} | {_pct(baselines[name])} | {span.get('n', 'n/a')} | {_pct(low)} - {_pct(high)} | "
+                         f"{_STATUS.get(checks.get(name), 'n/a')} |")
     words = bias.get("question_words", {})
     if "mean" in words:
         lines += ["", f"Average question length: {words['mean']} words (ReasonVQA paper: {words['paper_mean']})."]

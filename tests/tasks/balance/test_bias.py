@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from reasonvqa.tasks.balance.bias import bias_report, choice_values
+from reasonvqa.tasks.balance.bias import bias_report, choice_values, wilson_interval
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.pipeline import balance_and_split
 
@@ -24,16 +24,38 @@ def test_baselines_on_a_literal_release():
     ]
     report = bias_report(_table(rows), _table(rows))
     b = report["baselines"]
-    assert report["chance"] == 0.25 and report["test_questions"] == 3
+    # choice-only baselines score train and test (6 questions), the prior test only (3)
+    assert report["chance"] == 0.25 and report["test_questions"] == 3 and report["questions"] == 6
     # 8,10,12,20: mean 12.5 -> 12 (wrong); dates: mean ~1404 -> 1880 (wrong)
-    assert b["closest_to_mean"] == 0.0
+    assert b["closest_to_mean"] == 0.0 and b["numeric_questions"] == 4
     # medians 11 and 1884.5 sit between two choices: each tie credits 1/2
     assert b["median"] == 0.5
     # q1's train answers tie ("10 m", "A"): 1/2 each; q2's only answer: 1
     assert b["question_prior"] == round(2 / 3, 4) and b["question_prior_coverage"] == 1.0
-    assert report["targets"]["checks"] == {"closest_to_mean": False, "median": False, "most_frequent_choice": True,
-                                           "question_prior": False}
+    assert report["intervals"]["question_prior"]["n"] == 3 and report["intervals"]["median"]["n"] == 4
+    assert report["intervals"]["most_frequent_choice"]["scored_on"] == "train+test"
+    # a handful of questions judges nothing, whatever the accuracies
+    assert set(report["targets"]["checks"].values()) == {"insufficient_n"} and report["targets"]["met"] is None
     assert report["question_words"]["paper_mean"] == 9.77
+
+
+def test_targets_are_judged_on_enough_questions_only():
+    # 120 number questions whose answer is always the middle of evenly spaced choices: the mean rule is always right
+    numbers = [dict(question=f"q{i}", answer=str(i + 2), choices=[str(i), str(i + 1), str(i + 2), str(i + 4)],
+                    answer_category="number") for i in range(120)]
+    report = bias_report(_table(numbers[:60]), _table(numbers[60:]))
+    assert report["baselines"]["closest_to_mean"] == 1.0 and report["intervals"]["closest_to_mean"]["n"] == 120
+    checks = report["targets"]["checks"]
+    assert checks["closest_to_mean"] == "not_met" and checks["most_frequent_choice"] == "met"
+    # test texts never seen in train: the prior is at chance, but 60 questions are too few to judge it
+    assert report["baselines"]["question_prior"] == 0.25 and checks["question_prior"] == "insufficient_n"
+    assert report["targets"]["met"] is False and report["targets"]["min_n"] == 100
+
+
+def test_wilson_interval_matches_the_closed_form():
+    low, high = wilson_interval(0.25, 100)
+    assert low == pytest.approx(0.1754, abs=1e-4) and high == pytest.approx(0.3430, abs=1e-4)
+    assert wilson_interval(1.0, 1) == (pytest.approx(0.2065, abs=1e-4), 1.0)
 
 
 def test_choice_values_read_numbers_and_dates():
@@ -70,7 +92,16 @@ def _release_bias(tables, distractors: str) -> dict:
 def test_default_config_meets_the_bias_targets_on_a_larger_pool(synthetic):
     report = _release_bias(synthetic, "exchangeable")
     assert report["test_questions"] >= 300 and report["baselines"]["numeric_questions"] >= 100
-    assert report["targets"]["met"], report["baselines"]
+    assert report["targets"]["met"] is True, report["baselines"]
+    assert set(report["targets"]["checks"].values()) == {"met"}
+    b, chance = report["baselines"], report["chance"]
+    for name in ("closest_to_mean", "median"):
+        assert abs(b[name] - b["numeric_chance"]) <= 0.10, (name, b)
+    assert abs(b["most_frequent_choice"] - chance) <= 0.10 and b["question_prior"] <= 0.50, b
+    for name, span in report["intervals"].items():
+        low, high = span["ci95"]
+        assert span["n"] >= 100 and low <= b[name] <= high and high - low < 0.2, (name, span)
     # the paper's window method is what the mean rule exploits: the same pool fails the target
     paper = _release_bias(synthetic, "paper")
-    assert paper["baselines"]["closest_to_mean"] > 0.45 and not paper["targets"]["met"]
+    assert paper["baselines"]["closest_to_mean"] > 0.45 and paper["targets"]["checks"]["closest_to_mean"] == "not_met"
+    assert paper["targets"]["met"] is False

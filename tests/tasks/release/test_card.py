@@ -5,18 +5,22 @@ from reasonvqa.tasks.release.card import render_card
 
 def test_card_shows_the_bias_report_against_its_targets():
     bias = {
-        "test_questions": 400, "chance": 0.25,
+        "test_questions": 400, "questions": 1300, "chance": 0.25,
         "baselines": {"closest_to_mean": 0.27, "median": 0.41, "most_frequent_choice": 0.25, "question_prior": 0.12,
                       "numeric_questions": 120},
-        "targets": {"choice_only_margin": 0.1, "question_prior_max": 0.5,
-                    "checks": {"closest_to_mean": True, "median": False, "most_frequent_choice": True, "question_prior": True}},
+        "intervals": {"median": {"n": 390, "ci95": [0.3621, 0.4598]}, "question_prior": {"n": 40, "ci95": [0.0468, 0.2607]}},
+        "targets": {"choice_only_margin": 0.1, "question_prior_max": 0.5, "min_n": 100,
+                    "checks": {"closest_to_mean": "met", "median": "not_met", "most_frequent_choice": "met",
+                               "question_prior": "insufficient_n"}},
         "question_words": {"mean": 10.2, "paper_mean": 9.77},
     }
     card = render_card(name="r", version="1", splits=["train", "test"], counts={}, config_hash="h", inputs={},
                        stats_files={}, bias=bias)
-    assert "## Bias report" in card and "400 test questions (120 number and date)" in card
-    assert "| choices only: the choice closest to the median (number and date questions) | 41.0% | no |" in card
-    assert "| question only: the most common train answer of the same question text | 12.0% | yes |" in card
+    assert "## Bias report" in card and "all 1300 released multiple-choice questions (120 number and date)" in card
+    assert "the 400 test questions" in card and "judged only on at least 100 questions" in card
+    assert "| choices only: the choice closest to the median (number and date questions) | 41.0% | 390 | 36.2% - 46.0% | no |" in card
+    assert ("| question only: the most common train answer of the same question text | 12.0% | 40 | 4.7% - 26.1% | "
+            "not judged (too few questions) |") in card
     assert "Average question length: 10.2 words (ReasonVQA paper: 9.77)." in card
     assert "## Bias report" not in render_card(name="r", version="1", splits=["train"], counts={}, config_hash="h",
                                                inputs={}, stats_files={})
