@@ -1,6 +1,8 @@
 """Benchmark: per-image overhead of the proposals stage outside the model forward passes.
 
     python -m benchmarks.bench_proposals_stage [--images 8 --size 640x480 --detector-size 320]
+    python -m benchmarks.bench_proposals_stage --device cuda --full-size --size 1024x768 \
+        --detector-size 800 --detector-max-size 1333      # on a GPU machine
 
 Runs ``ProposalsStage.process`` on one shard of noise images with the tests' random-weight
 GroundingDINO (Swin-T backbone, 1+1 transformer layers, 30 queries) and SAM (1-block encoder
@@ -26,6 +28,13 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=8)
     parser.add_argument("--size", default="640x480")
     parser.add_argument("--detector-size", type=int, default=320)
+    parser.add_argument("--detector-max-size", type=int, default=None)
+    parser.add_argument("--box-threshold", type=float, default=0.0, help="0 (default): every query is a candidate")
+    parser.add_argument("--text-threshold", type=float, default=0.0)
+    parser.add_argument("--images-per-call", type=int, default=None, help="default: the tests' config (2)")
+    parser.add_argument("--device", default="cpu", help="torch device of the models: cpu, cuda, ...")
+    parser.add_argument("--full-size", action="store_true",
+                        help="released model sizes (GroundingDINO-T, BERT-base, SAM ViT-H), random weights; for GPUs")
     args = parser.parse_args()
     from tests.torchvision_cpu import prepare
 
@@ -44,8 +53,13 @@ def main() -> None:
     width, height = (int(v) for v in args.size.split("x"))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        config = tiny_proposals_config(root / "models", min_class_instances=1)
+        config = tiny_proposals_config(root / "models", full_size=args.full_size, min_class_instances=1)
         config.detector.image_size = args.detector_size
+        if args.detector_max_size:
+            config.detector.max_size = args.detector_max_size
+        config.detector.box_threshold, config.detector.text_threshold = args.box_threshold, args.text_threshold
+        if args.images_per_call:
+            config.images_per_call = args.images_per_call
         rng = np.random.default_rng(0)
         images, objects = [], []
         for n in range(args.images):
@@ -56,6 +70,7 @@ def main() -> None:
         shard = {"images": schemas.from_rows(images, schemas.IMAGES), "objects": schemas.from_rows(objects, schemas.OBJECTS),
                  "root": pa.table({"root": [str(root)]})}
         register_tiny_sam()
+        config.device = args.device
         stage = ProposalsStage(config)
         stage.setup()
         stage.process(shard, ShardContext(0, CallCache(root / "warm.jsonl")))  # warm-up (first-call allocations)
@@ -65,7 +80,9 @@ def main() -> None:
         total = time.perf_counter() - start
     forward = stage.detector.forward_seconds + stage.segmenter.forward_seconds
     per_image = 1000 / args.images
-    print(f"images {args.images} at {width}x{height}, detector short side {args.detector_size}; "
+    sizes = "released" if args.full_size else "tiny"
+    print(f"device {args.device}, {sizes} model sizes: images {args.images} at {width}x{height}, "
+          f"detector short side {args.detector_size}; "
           f"regions {result.outputs['regions'].num_rows}, candidates {result.extra['candidates']}")
     print("| per image | ms |\n|---|---|")
     print(f"| GroundingDINO forward | {stage.detector.forward_seconds * per_image:.1f} |")

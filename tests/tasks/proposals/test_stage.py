@@ -23,16 +23,18 @@ from reasonvqa.tasks.proposals.stage import ProposalsStage  # noqa: E402
 from tests.tasks.proposals.tiny_models import TINY_SAM, register_tiny_sam, write_grounding_dino, write_sam  # noqa: E402
 
 
-def tiny_proposals_config(folder, image_roots=None, **suppression) -> ProposalsConfig:
-    """A proposals config of random-weight tiny models written under ``folder``."""
-    gdino = write_grounding_dino(folder / "gdino")
-    sam = write_sam(folder / "sam")
+def tiny_proposals_config(folder, image_roots=None, full_size: bool = False, **suppression) -> ProposalsConfig:
+    """A proposals config of random-weight models written under ``folder``: tiny, or at the released
+    sizes (GroundingDINO-T, BERT-base, SAM ViT-H) when ``full_size``."""
+    gdino = write_grounding_dino(folder / "gdino", full_size)
+    model_type = "vit_h" if full_size else TINY_SAM
+    sam = write_sam(folder / "sam", model_type)
     return ProposalsConfig(
         enabled=True, image_roots=image_roots or {}, images_per_call=2,
         tagging=TaggingConfig(backend="labels"),
         detector=DetectorConfig(**gdino, box_threshold=0.0, text_threshold=0.0, image_size=96, max_size=160, batch_size=2),
         suppression=SuppressionConfig(**{"min_class_instances": 2, **suppression}),
-        segmenter=SegmenterConfig(model_type=TINY_SAM, weights=sam, batch_size=8),
+        segmenter=SegmenterConfig(model_type=model_type, weights=sam, batch_size=8),
     )
 
 

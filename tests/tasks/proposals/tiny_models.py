@@ -70,8 +70,23 @@ sub_sentence_present = True
 '''
 
 
-def write_text_encoder(folder: Path) -> Path:
-    """A BERT tokenizer + random one-layer BertModel saved in ``folder``."""
+# The released GroundingDINO-T sizes (groundingdino/config/GroundingDINO_SwinT_OGC.py), for GPU timings
+# of real-size models with random weights (benchmarks/bench_proposals_stage.py --full-size).
+FULL_SIZE_GDINO = {"enc_layers": 6, "dec_layers": 6, "dim_feedforward": 2048, "num_queries": 900,
+                   "enc_n_points": 4, "dec_n_points": 4}
+
+
+def gdino_config_text(full_size: bool = False) -> str:
+    """GDINO_CONFIG, or with the released model's layer counts and query count when ``full_size``."""
+    if not full_size:
+        return GDINO_CONFIG
+    lines = [f"{key} = {FULL_SIZE_GDINO[key]}" if key in FULL_SIZE_GDINO else line
+             for line in GDINO_CONFIG.splitlines() for key in [line.split(" = ")[0]]]
+    return "\n".join(lines) + "\n"
+
+
+def write_text_encoder(folder: Path, full_size: bool = False) -> Path:
+    """A BERT tokenizer + random BertModel (one small layer, or BERT-base sizes) saved in ``folder``."""
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
@@ -79,22 +94,23 @@ def write_text_encoder(folder: Path) -> Path:
     (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
     BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512)
+    small = {} if full_size else {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                                  "intermediate_size": 64}
+    config = BertConfig(vocab_size=len(VOCAB), max_position_embeddings=512, **small)
     BertModel(config).save_pretrained(folder)
     return folder
 
 
-def write_grounding_dino(folder: Path) -> dict[str, Path]:
-    """Config file, random checkpoint and text encoder of a small GroundingDINO under ``folder``."""
+def write_grounding_dino(folder: Path, full_size: bool = False) -> dict[str, Path]:
+    """Config file, random checkpoint and text encoder of a small (or released-size) GroundingDINO."""
     import torch
     from groundingdino.models import build_model
     from groundingdino.util.slconfig import SLConfig
 
     folder.mkdir(parents=True, exist_ok=True)
-    encoder = write_text_encoder(folder / "text_encoder")
+    encoder = write_text_encoder(folder / "text_encoder", full_size)
     config_file = folder / "tiny_groundingdino.py"
-    config_file.write_text(GDINO_CONFIG, encoding="utf-8")
+    config_file.write_text(gdino_config_text(full_size), encoding="utf-8")
     args = SLConfig.fromfile(str(config_file))
     args.device = "cpu"
     args.text_encoder_type = str(encoder)
@@ -114,15 +130,15 @@ def register_tiny_sam() -> None:
         build_sam._build_sam, encoder_embed_dim=32, encoder_depth=1, encoder_num_heads=2, encoder_global_attn_indexes=[0])
 
 
-def write_sam(folder: Path) -> Path:
-    """A random TINY_SAM checkpoint under ``folder``."""
+def write_sam(folder: Path, model_type: str = TINY_SAM) -> Path:
+    """A random checkpoint of ``model_type`` (TINY_SAM, or a released size such as vit_h) under ``folder``."""
     import torch
     from segment_anything import sam_model_registry
 
     register_tiny_sam()
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
-    model = sam_model_registry[TINY_SAM]()
+    model = sam_model_registry[model_type]()
     path = folder / "tiny_sam.pth"
     torch.save(model.state_dict(), path)
     return path
