@@ -64,7 +64,7 @@ def greedy_suppress(boxes: np.ndarray, order: np.ndarray, iou_threshold: float) 
 
 
 _SPARSE_PAIRS_PER_BOX = 512
-_PAIR_CHUNK = 8192  # candidate pairs per vectorized step: arrays under 128 KB, which this VM's malloc serves without page faults
+_PAIR_CHUNK = 16384  # candidate pairs per vectorized step: one or two steps at 900 boxes
 
 
 def _overlap_pairs(visit: np.ndarray, iou_threshold: float, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
