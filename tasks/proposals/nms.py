@@ -39,9 +39,9 @@ def greedy_suppress(boxes: np.ndarray, order: np.ndarray, iou_threshold: float) 
 
     A suppressed box's ``suppressed_by`` is the first kept box (in visiting order) that overlaps
     it. Two exact ways to the same result: for finite boxes and ``0 <= threshold <= 1`` the
-    overlapping pairs are found once by a sweep along x (``_overlap_pairs``) and the greedy pass
-    walks that sparse graph; otherwise, or when boxes are so stacked that the candidate pairs
-    would outnumber ``_SPARSE_PAIRS_PER_BOX`` per box, the blocked dense sweep runs.
+    overlapping pairs are found once in x1 windows within y1 bands (``_overlap_pairs``) and the
+    greedy pass walks that sparse graph; otherwise, or when boxes are so stacked that the candidate
+    pairs would outnumber ``_SPARSE_PAIRS_PER_BOX`` per box, the blocked dense sweep runs.
     """
     boxes = _as_boxes(boxes)
     order = np.asarray(order, dtype=np.int64)
@@ -200,7 +200,7 @@ def _sorted_finder(key: np.ndarray, stop: int):
 
 
 def _tie_bounds(xs: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For sorted ``xs`` and indices ``at``: the first index holding a value equal to ``xs[at]``, and the one past the last."""
+    """For sorted ``xs`` and indices ``at``: the first index holding ``xs[at]``, and the one past the last."""
     n = len(xs)
     if n < 2 or (xs[1:] != xs[:-1]).all():
         return at, at + 1
@@ -214,7 +214,7 @@ def _tie_bounds(xs: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def _iou_of_pairs(x1, x2, area, p: np.ndarray, q: np.ndarray, height: np.ndarray) -> np.ndarray:
-    """IoU of boxes ``p[i]`` and ``q[i]`` given their vertical overlap clamped at 0: the same float operations as ``_iou_above``."""
+    """IoU of boxes ``p[i]`` and ``q[i]`` given their vertical overlap clamped at 0, as ``_iou_above`` computes it."""
     with np.errstate(invalid="ignore", divide="ignore"):
         width = np.minimum(x2.take(p), x2.take(q))
         width -= np.maximum(x1.take(p), x1.take(q))
