@@ -377,8 +377,8 @@ def class_counts(labels: np.ndarray) -> np.ndarray:
 
 def class_count_order(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Visiting order of class-count NMS: class count desc, then score desc, then index asc."""
-    by_score = score_order(scores)
-    return by_score[np.argsort(-class_counts(labels)[by_score], kind="stable")]
+    scores = np.asarray(scores, dtype=np.float64)
+    return np.lexsort((np.arange(len(scores)), -scores, -class_counts(labels)))
 
 
 def class_count_nms(boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, iou_threshold: float) -> Suppression:
