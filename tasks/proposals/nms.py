@@ -64,7 +64,7 @@ def greedy_suppress(boxes: np.ndarray, order: np.ndarray, iou_threshold: float) 
 
 
 _SPARSE_PAIRS_PER_BOX = 512
-_PAIR_CHUNK = 16384  # candidate pairs per vectorized step: one or two steps at 900 boxes
+_PAIR_CHUNK = 16384  # candidate pairs per vectorized step: one step at 900 detector-like boxes
 
 
 def _overlap_pairs(visit: np.ndarray, iou_threshold: float, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
