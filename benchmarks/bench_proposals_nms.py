@@ -5,8 +5,8 @@
 Boxes mimic a detector's output: clusters of jittered boxes around ``n / 8`` objects of 12
 classes in a 1024x768 image, scores uniform. Measured on one thread (``OMP_NUM_THREADS=1``):
 
-- ``class_count_nms`` and ``nms`` of tasks/proposals/nms.py (numpy: overlap pairs found by a sweep
-  along x, then the greedy pass in vectorized rounds);
+- ``class_count_nms`` and ``nms`` of tasks/proposals/nms.py (numpy: overlap pairs found in x1 windows
+  within y1 bands, then the greedy pass in vectorized rounds);
 - the straightforward loop: visit boxes in order, compare each with every kept box in
   Python (the brute-force definition the tests check against); its result must equal the
   numpy result (asserted);
@@ -25,7 +25,8 @@ import os
 import statistics
 import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
 
 import numpy as np  # noqa: E402
 
@@ -106,6 +107,7 @@ def main() -> None:
     parser.add_argument("--iou", type=float, default=0.5)
     args = parser.parse_args()
     tv = torchvision_nms()
+    print("load average before: %.2f %.2f %.2f" % os.getloadavg())
     print("| boxes | kept (class-count) | class-count NMS ms | score NMS ms | loop ms (class-count order) "
           "| loop / class-count | torchvision nms ms |")
     print("|---|---|---|---|---|---|---|")
@@ -124,6 +126,7 @@ def main() -> None:
             assert tv(boxes, scores, args.iou).tolist() == nms(boxes, scores, args.iou).tolist()
             tv_ms = f"{median_ms(lambda: tv(boxes, scores, args.iou), args.repeat):.3f}"
         print(f"| {n} | {len(result.keep)} | {ours:.3f} | {plain:.3f} | {loop:.2f} | {loop / ours:.1f}x | {tv_ms} |")
+    print("load average after: %.2f %.2f %.2f" % os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from reasonvqa.tasks.proposals.nms import batched_nms, class_count_nms, class_co
 # The greedy pass has three exact routes; each test below that names a route forces it.
 ROUTES = {
     "sparse pairs, rounds": {},
+    "sparse pairs, y bands": {"_BAND_MIN_BOXES": 0},
     "sparse pairs, one by one": {"_ROUNDS": 0},
     "blocked dense": {"_SPARSE_PAIRS_PER_BOX": 0},
 }
@@ -77,6 +78,8 @@ def test_toy_class_count_nms_keeps_three_persons_and_drops_the_man():
 
 def test_class_counts():
     assert class_counts(np.array(["a", "b", "a", "c", "a"])).tolist() == [3, 1, 3, 1, 3]
+    assert class_counts(np.array(["a", "b", "a", "c", "a"], dtype=object)).tolist() == [3, 1, 3, 1, 3]
+    assert class_counts(np.array([], dtype=object)).tolist() == []
 
 
 def test_zero_area_boxes_never_suppress():
@@ -96,14 +99,14 @@ def test_bad_box_shape_is_refused():
 
 
 @st.composite
-def box_sets(draw, max_boxes=25):
+def box_sets(draw, max_boxes=25, min_side=0):
     """Boxes on a coarse integer grid (many exact ties, touching and identical boxes), scores with ties."""
     n = draw(st.integers(0, max_boxes))
     coords = st.integers(0, 12)
     boxes, scores, labels = [], [], []
     for _ in range(n):
         x1, y1 = draw(coords), draw(coords)
-        boxes.append([x1, y1, x1 + draw(st.integers(0, 8)), y1 + draw(st.integers(0, 8))])
+        boxes.append([x1, y1, x1 + draw(st.integers(min_side, 8)), y1 + draw(st.integers(min_side, 8))])
         scores.append(draw(st.sampled_from([0.1, 0.25, 0.5, 0.75, 0.9])))
         labels.append(draw(st.sampled_from(["a", "b", "c", "d"])))
     threshold = draw(st.sampled_from([0.0, 0.2, 0.25, 0.5, 1 / 3, 0.7, 1.0]))
@@ -120,6 +123,17 @@ def test_class_count_nms_matches_brute_force(route_name, case):
     expected = brute_force_class_count_nms(boxes.tolist(), scores.tolist(), labels.tolist(), threshold)
     assert result.keep.tolist() == expected
     assert result.suppressed_by.tolist() == brute_force_suppressed_by(boxes.tolist(), expected, threshold)
+
+
+@pytest.mark.parametrize("route_name", ROUTES)
+@settings(max_examples=100, deadline=None)
+@given(box_sets(min_side=-4))
+def test_inverted_boxes_match_brute_force(route_name, case):
+    """x2 < x1 or y2 < y1: negative areas, IoU 0 or of either sign; only the exact float test may decide."""
+    boxes, scores, labels, threshold = case
+    with route(route_name):
+        result = class_count_nms(boxes, scores, labels, threshold)
+    assert result.keep.tolist() == brute_force_class_count_nms(boxes.tolist(), scores.tolist(), labels.tolist(), threshold)
 
 
 @settings(max_examples=300, deadline=None)
