@@ -296,8 +296,8 @@ class _TarReader:
             extra = {"extra": [_extra(ann) for ann in anns]}
         shard.regions.extend(
             n, region_id=[f"{image_id}/g{ann['id']}" for ann in anns], image_id=image_id,
-            x=boxes[:, 0].tolist(), y=boxes[:, 1].tolist(), w=boxes[:, 2].tolist(), h=boxes[:, 3].tolist(),
-            masks=([height] * n, [width] * n, counts), area=areas.tolist(), origin=ORIGIN,
+            x=boxes[:, 0], y=boxes[:, 1], w=boxes[:, 2], h=boxes[:, 3],
+            masks=([height] * n, [width] * n, counts), area=areas, origin=ORIGIN,
             predicted_iou=_finite_column(columns.predicted_iou, clean),
             stability_score=_finite_column(columns.stability_score, clean),
             **extra,
@@ -381,12 +381,13 @@ def _clean_columns(annotations: list, width: int, height: int) -> _Columns | Non
         return None
     if not set(map(type, bboxes)) <= {list} or not set(map(len, bboxes)) <= {4}:
         return None
-    box_types = set(map(type, chain.from_iterable(bboxes)))
+    flat_boxes = list(chain.from_iterable(bboxes))
+    box_types = set(map(type, flat_boxes))
     if not box_types <= _BOX_TYPES or box_types == {bool} or not set(map(type, areas)) <= _NUMBER_TYPES:
         return None
     if not set(map(type, predicted)) <= _SCORE_TYPES or not set(map(type, stability)) <= _SCORE_TYPES:
         return None
-    boxes = np.fromiter(chain.from_iterable(bboxes), dtype=np.float64, count=4 * n).reshape(n, 4)
+    boxes = np.array(flat_boxes, dtype=np.float64).reshape(n, 4)
     area = np.array(areas, dtype=np.float64)
     if not (np.isfinite(boxes).all() and (boxes[:, 2:] > 0).all() and np.isfinite(area).all() and (area > 0).all()):
         return None
@@ -408,7 +409,7 @@ def _has_sam_keys_only(annotations: Sequence[dict]) -> bool:
          for a in annotations])
 
 
-def _finite_column(values: list, numbers_or_none: bool) -> list:
+def _finite_column(values: list, numbers_or_none: bool) -> np.ndarray:
     """Numbers as floats; anything else (None, text, NaN, infinities) as NaN, which Arrow stores as null.
 
     ``numbers_or_none``: the values are known to be numbers or None (no per-value check needed).
@@ -417,7 +418,7 @@ def _finite_column(values: list, numbers_or_none: bool) -> list:
         values = [v if _is_number(v) else None for v in values]
     column = np.array(values, dtype=np.float64)  # None -> NaN
     column[~np.isfinite(column)] = math.nan
-    return column.tolist()
+    return column
 
 
 def _extra(ann: dict) -> dict | None:
