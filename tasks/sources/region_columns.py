@@ -112,8 +112,8 @@ class RegionColumns:
             keys = sorted(parts[0][1])
             merged = {k: list(chain.from_iterable(fields[k] for _, fields in parts)) for k in keys}
             if parts[0][0] == 0 and len(merged[keys[0]]) == len(self) and _contiguous(parts, keys[0]):
-                return pa.array(json_columns(merged), type=string) if isinstance(
-                    encoded := _json_columns_arrow(merged), list) else encoded.cast(string)
+                encoded = _json_columns_arrow(merged)
+                return pa.array(encoded, type=string) if isinstance(encoded, list) else encoded.cast(string)
         return pa.array(self._extra_texts(), type=string)
 
     def _extra_texts(self) -> list:
@@ -134,23 +134,34 @@ class RegionColumns:
 
     def _masks(self) -> pa.Array:
         """The mask column: struct of size ``[h, w]`` and counts, null where a region has no mask."""
-        n = len(self.mask_counts)
-        sizes = np.zeros((n, 2), dtype=np.int32)
         if None not in self.mask_counts:  # every region has a mask (SA-1B): no per-row Python work
-            no_mask = np.zeros(n, dtype=bool)
-            sizes[:, 0] = self.mask_heights
-            sizes[:, 1] = self.mask_widths
-        else:
-            no_mask = np.array([c is None for c in self.mask_counts], dtype=bool)
-            if not no_mask.all():
-                sizes[~no_mask, 0] = [h for h, c in zip(self.mask_heights, self.mask_counts) if c is not None]
-                sizes[~no_mask, 1] = [w for w, c in zip(self.mask_widths, self.mask_counts) if c is not None]
-        size_array = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
-                                              pa.array(sizes.reshape(-1)), mask=pa.array(no_mask))
-        counts = pa.array(self.mask_counts, type=pa.string())
-        mask_type = schemas.REGIONS.field("mask").type
-        return pa.StructArray.from_arrays([size_array.cast(mask_type.field("size").type), counts],
-                                          fields=list(mask_type), mask=pa.array(no_mask))
+            return mask_column(pa.array(self.mask_heights, type=pa.int32()), pa.array(self.mask_widths, type=pa.int32()),
+                               pa.array(self.mask_counts, type=pa.string()))
+        no_mask = np.array([c is None for c in self.mask_counts], dtype=bool)
+        n = len(no_mask)
+        sizes = np.zeros((n, 2), dtype=np.int32)
+        if n and not no_mask.all():
+            sizes[~no_mask, 0] = [h for h, c in zip(self.mask_heights, self.mask_counts) if c is not None]
+            sizes[~no_mask, 1] = [w for w, c in zip(self.mask_widths, self.mask_counts) if c is not None]
+        return _mask_struct(sizes, pa.array(self.mask_counts, type=pa.string()), no_mask)
+
+
+def mask_column(heights: pa.Array, widths: pa.Array, counts: pa.Array) -> pa.Array:
+    """The REGIONS mask column of regions that all have a mask: sizes ``[h, w]`` (int32) and RLE counts."""
+    n = len(counts)
+    sizes = np.empty((n, 2), dtype=np.int32)
+    sizes[:, 0] = np.asarray(heights)
+    sizes[:, 1] = np.asarray(widths)
+    return _mask_struct(sizes, counts, np.zeros(n, dtype=bool))
+
+
+def _mask_struct(sizes: np.ndarray, counts: pa.Array, no_mask: np.ndarray) -> pa.Array:
+    n = len(no_mask)
+    size_array = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
+                                          pa.array(sizes.reshape(-1)), mask=pa.array(no_mask))
+    mask_type = schemas.REGIONS.field("mask").type
+    return pa.StructArray.from_arrays([size_array.cast(mask_type.field("size").type), counts],
+                                      fields=list(mask_type), mask=pa.array(no_mask))
 
 
 _NUMERIC = ("x", "y", "w", "h", "area", "score", "predicted_iou", "stability_score")
@@ -191,12 +202,22 @@ def _json_columns_arrow(fields: dict[str, list]) -> pa.Array | list[str]:
     names = sorted(fields)
     n = len(fields[names[0]])
     try:
-        values = pa.StructArray.from_arrays([_to_arrow(fields[k]) for k in names], names=names)
+        encoded = encode_struct({k: _to_arrow(fields[k]) for k in names})
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        values = None
-    if values is None or not _plain(values, n):
+        encoded = None
+    if encoded is None:
         return [_ENCODER.encode({k: fields[k][i] for k in names}) for i in range(n)]
-    return pl.from_arrow(values).struct.json_encode().to_arrow()
+    return encoded
+
+
+def encode_struct(fields: dict[str, pa.Array]) -> pa.Array | None:
+    """Compact sorted-key JSON (string array) of the objects whose fields are the given arrays, by polars;
+    None when a value needs the Python encoder (see ``_plain``)."""
+    names = sorted(fields)
+    values = pa.StructArray.from_arrays([fields[k] for k in names], names=names)
+    if not _plain(values, len(fields[names[0]])):
+        return None
+    return pl.from_arrow(values).struct.json_encode().to_arrow().cast(pa.string())
 
 
 def json_objects(objects: list[dict]) -> list[str]:
