@@ -218,8 +218,15 @@ def _finite(values: np.ndarray) -> np.ndarray:
 def regions_table(parts: list[tuple[dict[str, pa.Array], int, int, bytes]], origin: str) -> pa.Table | None:
     """The REGIONS table of fast images' regions (regions, first, end, JSON of each image), in order; None
     when their ``extra`` may differ from the per-image path's (see ``_same_extra_type``)."""
+    runs: list[list] = []  # consecutive images of one batch: one slice
+    for regions, start, stop, _ in parts:
+        if runs and runs[-1][0] is regions and runs[-1][2] == start:
+            runs[-1][2] = stop
+        else:
+            runs.append([regions, start, stop])
+
     def cat(name: str) -> pa.Array:
-        chunks = [regions[name].slice(start, stop - start) for regions, start, stop, _ in parts]
+        chunks = [regions[name].slice(start, stop - start) for regions, start, stop in runs]
         types = {c.type for c in chunks}
         if len(types) > 1:  # one batch parsed integers, another floats: all become floats, as pa.array would do
             wide = next(t for t in types if "double" in str(t))
