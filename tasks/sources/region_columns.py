@@ -4,6 +4,7 @@ SA-1B images carry ~100 regions each; keeping them as per-row dicts would cost s
 hundred bytes of Python objects per row. Columns of plain values become Arrow arrays once
 per shard; the COCO RLE counts strings are kept as they came (compressed). ``extra`` values may
 be given as dicts: they are encoded to sorted-key JSON once per shard (see ``json_objects``).
+Numeric columns may also be given as numpy arrays, which stay arrays until the table is built.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class RegionColumns:
 
     def __init__(self) -> None:
         self.columns: dict[str, list] = {name: [] for name in schemas.REGIONS.names if name != "mask"}
+        self.pieces: dict[str, list[np.ndarray]] = {name: [] for name in _NUMERIC}  # a column given only as arrays
         self.mask_heights: list[int | None] = []
         self.mask_widths: list[int | None] = []
         self.mask_counts: list[str | None] = []
@@ -31,6 +33,14 @@ class RegionColumns:
 
     def __len__(self) -> int:
         return len(self.columns["region_id"])
+
+    def _values(self, name: str) -> list:
+        """Column ``name`` as a list, its array pieces (if any) converted: the caller adds list values."""
+        pieces = self.pieces.get(name)
+        if pieces:
+            self.columns[name][:0] = np.concatenate(pieces).tolist()
+            pieces.clear()
+        return self.columns[name]
 
     def add(self, *, region_id: str, image_id: str, label: str | None, box: tuple[float, float, float, float],
             area: float, origin: str, mask: tuple[int, int, str] | None = None, score: float | None = None,
@@ -44,7 +54,7 @@ class RegionColumns:
                   "origin": origin, "prompt": prompt, "attributes": attributes, "visibility": visibility,
                   "center_3d": center_3d, "extra": extra}
         for name, value in values.items():
-            self.columns[name].append(value)
+            self._values(name).append(value)
         height, width, counts = mask if mask is not None else (None, None, None)
         self.mask_heights.append(height)
         self.mask_widths.append(width)
@@ -56,13 +66,23 @@ class RegionColumns:
 
         ``masks`` is ``(heights, widths, counts)``; ``extra_fields`` (instead of ``extra``) gives the
         ``extra`` JSON object's fields as one list of ``count`` values per key, encoded per shard
-        without building a dict per row. Columns not given are null.
+        without building a dict per row. A numeric column may be a numpy array (NaN is null).
+        Columns not given are null.
         """
+        for name, given in columns.items():
+            if isinstance(given, np.ndarray) and (name not in self.pieces or len(given) != count):
+                raise TypeError(f"region column {name!r} cannot be an array of {len(given)} for {count} rows")
         if extra_fields is not None:
             self.extra_parts.append((len(self), extra_fields))
-        for name, values in self.columns.items():
+        for name in self.columns:
             given = columns.pop(name, None)
-            values.extend(given if isinstance(given, list) else [given] * count)
+            if isinstance(given, np.ndarray):
+                if self.columns[name]:
+                    self.columns[name].extend(given.tolist())
+                else:
+                    self.pieces[name].append(given)
+                continue
+            self._values(name).extend(given if isinstance(given, list) else [given] * count)
         if columns:
             raise TypeError(f"unknown region columns {sorted(columns)}")
         heights, widths, counts = masks if masks is not None else ([None] * count,) * 3
@@ -77,10 +97,24 @@ class RegionColumns:
             if field.name == "mask":
                 arrays.append(self._masks())
             elif field.name == "extra":
-                arrays.append(pa.array(self._extra_texts(), type=field.type))
-            else:  # from_pandas: a float NaN becomes null
+                arrays.append(self._extra_array(field.type))
+            elif self.pieces.get(field.name):  # from_pandas: a float NaN becomes null
+                values = np.concatenate(self.pieces[field.name]).astype(field.type.to_pandas_dtype(), copy=False)
+                arrays.append(pa.array(values, type=field.type, from_pandas=True))
+            else:
                 arrays.append(pa.array(self.columns[field.name], type=field.type, from_pandas=True))
         return pa.Table.from_arrays(arrays, schema=schemas.REGIONS)
+
+    def _extra_array(self, string: pa.DataType) -> pa.Array:
+        """The ``extra`` column; when one key set's field parts cover every row (SA-1B), it stays in Arrow."""
+        parts = self.extra_parts
+        if parts and len({tuple(sorted(fields)) for _, fields in parts}) == 1:
+            keys = sorted(parts[0][1])
+            merged = {k: list(chain.from_iterable(fields[k] for _, fields in parts)) for k in keys}
+            if parts[0][0] == 0 and len(merged[keys[0]]) == len(self) and _contiguous(parts, keys[0]):
+                encoded = _json_columns_arrow(merged)
+                return pa.array(encoded, type=string) if isinstance(encoded, list) else encoded.cast(string)
+        return pa.array(self._extra_texts(), type=string)
 
     def _extra_texts(self) -> list:
         """The ``extra`` column as text: dicts and field parts encoded, one encode per key set."""
@@ -100,18 +134,37 @@ class RegionColumns:
 
     def _masks(self) -> pa.Array:
         """The mask column: struct of size ``[h, w]`` and counts, null where a region has no mask."""
+        if None not in self.mask_counts:  # every region has a mask (SA-1B): no per-row Python work
+            return mask_column(pa.array(self.mask_heights, type=pa.int32()), pa.array(self.mask_widths, type=pa.int32()),
+                               pa.array(self.mask_counts, type=pa.string()))
         no_mask = np.array([c is None for c in self.mask_counts], dtype=bool)
         n = len(no_mask)
         sizes = np.zeros((n, 2), dtype=np.int32)
         if n and not no_mask.all():
             sizes[~no_mask, 0] = [h for h, c in zip(self.mask_heights, self.mask_counts) if c is not None]
             sizes[~no_mask, 1] = [w for w, c in zip(self.mask_widths, self.mask_counts) if c is not None]
-        size_array = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
-                                              pa.array(sizes.reshape(-1)), mask=pa.array(no_mask))
-        counts = pa.array(self.mask_counts, type=pa.string())
-        mask_type = schemas.REGIONS.field("mask").type
-        return pa.StructArray.from_arrays([size_array.cast(mask_type.field("size").type), counts],
-                                          fields=list(mask_type), mask=pa.array(no_mask))
+        return _mask_struct(sizes, pa.array(self.mask_counts, type=pa.string()), no_mask)
+
+
+def mask_column(heights: pa.Array, widths: pa.Array, counts: pa.Array) -> pa.Array:
+    """The REGIONS mask column of regions that all have a mask: sizes ``[h, w]`` (int32) and RLE counts."""
+    n = len(counts)
+    sizes = np.empty((n, 2), dtype=np.int32)
+    sizes[:, 0] = np.asarray(heights)
+    sizes[:, 1] = np.asarray(widths)
+    return _mask_struct(sizes, counts, np.zeros(n, dtype=bool))
+
+
+def _mask_struct(sizes: np.ndarray, counts: pa.Array, no_mask: np.ndarray) -> pa.Array:
+    n = len(no_mask)
+    size_array = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
+                                          pa.array(sizes.reshape(-1)), mask=pa.array(no_mask))
+    mask_type = schemas.REGIONS.field("mask").type
+    return pa.StructArray.from_arrays([size_array.cast(mask_type.field("size").type), counts],
+                                      fields=list(mask_type), mask=pa.array(no_mask))
+
+
+_NUMERIC = ("x", "y", "w", "h", "area", "score", "predicted_iou", "stability_score")
 
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
@@ -128,17 +181,43 @@ def _encode_dicts(values: list) -> list:
     return out
 
 
+def _contiguous(parts: list[tuple[int, dict[str, list]]], key: str) -> bool:
+    """True when each part starts where the one before ended."""
+    end = 0
+    for start, fields in parts:
+        if start != end:
+            return False
+        end += len(fields[key])
+    return True
+
+
 def json_columns(fields: dict[str, list]) -> list[str]:
     """Compact sorted-key JSON of the objects whose i-th has ``{key: fields[key][i]}`` (see json_objects)."""
+    encoded = _json_columns_arrow(fields)
+    return encoded if isinstance(encoded, list) else encoded.to_pylist()
+
+
+def _json_columns_arrow(fields: dict[str, list]) -> pa.Array | list[str]:
+    """``json_columns`` as an Arrow array from the vectorized pass, or a list from the Python encoder."""
     names = sorted(fields)
     n = len(fields[names[0]])
     try:
-        values = pa.StructArray.from_arrays([_to_arrow(fields[k]) for k in names], names=names)
+        encoded = encode_struct({k: _to_arrow(fields[k]) for k in names})
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        values = None
-    if values is None or not _plain(values, n):
+        encoded = None
+    if encoded is None:
         return [_ENCODER.encode({k: fields[k][i] for k in names}) for i in range(n)]
-    return pl.from_arrow(values).struct.json_encode().to_list()
+    return encoded
+
+
+def encode_struct(fields: dict[str, pa.Array]) -> pa.Array | None:
+    """Compact sorted-key JSON (string array) of the objects whose fields are the given arrays, by polars;
+    None when a value needs the Python encoder (see ``_plain``)."""
+    names = sorted(fields)
+    values = pa.StructArray.from_arrays([fields[k] for k in names], names=names)
+    if not _plain(values, len(fields[names[0]])):
+        return None
+    return pl.from_arrow(values).struct.json_encode().to_arrow().cast(pa.string())
 
 
 def json_objects(objects: list[dict]) -> list[str]:

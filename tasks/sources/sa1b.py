@@ -13,6 +13,10 @@ Accounting unit (``rows_in``): each image (its jpg + json pair) and each annotat
 that was kept; each tar member that was refused (unsafe, unexpected, orphan, duplicate) and a
 truncated or corrupt tail count once. A refused image counts once (its annotations are in the
 reject's record count, not read).
+
+Images are read in batches of ``BATCH_IMAGES``: ``sa1b_batch`` parses their JSON with Arrow and takes
+the images it can prove clean; the others are read one by one here, and the walk's events (refused
+members, images) are then applied in tar order, so outputs are those of reading one by one.
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from itertools import chain
-from typing import Any, ClassVar, Iterator, Literal, NamedTuple, Sequence
+from typing import Any, ClassVar, Generator, Iterator, Literal, NamedTuple, Sequence
 
 import numpy as np
 import orjson
+import pyarrow as pa
 from pycocotools import mask as mask_utils
 from pydantic import Field
 
@@ -35,6 +40,7 @@ from reasonvqa.sources import Source, SourceConfig
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.gc_pause import gc_paused
 from reasonvqa.tasks.sources.jpeg_header import JpegHeaderError, jpeg_size
+from reasonvqa.tasks.sources import sa1b_batch
 from reasonvqa.tasks.sources.region_columns import RegionColumns
 from reasonvqa.tasks.sources.sa1b_links import read_links
 from reasonvqa.tasks.sources.tar_stream import Member, Problem, walk
@@ -45,6 +51,7 @@ LICENSE = "SA-1B Dataset Research License (research use)"
 MEMBER_NAME = re.compile(r"sa_(\d+)\.(jpg|json)")
 _KNOWN_KEYS = {"id", "bbox", "area", "segmentation", "predicted_iou", "stability_score"}
 _SAM_KEYS = _KNOWN_KEYS | {"point_coords", "crop_box"}  # every annotation of the released files has these
+BATCH_IMAGES = 128  # images whose JSON Arrow parses at once (sa1b_batch)
 
 
 class Sa1bConfig(SourceConfig):
@@ -157,8 +164,31 @@ class _Shard:
     index: int
     rejects: Rejects
     images: list[dict] = field(default_factory=list)
-    regions: RegionColumns = field(default_factory=RegionColumns)
+    regions: RegionColumns = field(default_factory=RegionColumns)  # regions of images read one by one
+    fast: list[tuple[dict, int, int, bytes]] = field(default_factory=list)  # regions of batch-read images (sa1b_batch)
+    fast_rows: int = 0
+    # every image with regions, in order: (stem, JSON bytes, image id, width, height, where), to rebuild
+    # the region columns one by one when both kinds are in the shard
+    log: list[tuple[str, bytes, str, int, int, str]] = field(default_factory=list)
     rows_in: int = 0
+
+    def region_count(self) -> int:
+        return len(self.regions) + self.fast_rows
+
+
+class _Ready(NamedTuple):
+    """An image whose jpg and json have both been seen."""
+
+    stem: str
+    half: _Pending
+
+
+class _Refused(NamedTuple):
+    """A tar member refused by name (unexpected, duplicate)."""
+
+    reason: str
+    where: str
+    detail: str
 
 
 class _TarReader:
@@ -175,17 +205,18 @@ class _TarReader:
     def shards(self) -> Iterator[StageResult]:
         shard = self._new_shard(0)
         limit = self.config.max_images
+        events: list[Problem | _Ready | _Refused | None] = []
+        ready = 0
         for item in walk(self.tar):
             if limit is not None and self.images_read >= limit:
                 break
-            if isinstance(item, Problem):
-                shard.rows_in += 1
-                shard.rejects.add(item.reason, f"{self.tar.name}:{item.name}@{item.offset}", item.detail)
-                continue
-            self._take(item, shard)
-            if len(shard.images) >= self.shard_size or len(shard.regions) >= self.config.max_regions_per_shard:
-                yield self._result(shard)
-                shard = self._new_shard(shard.index + 1)
+            event = item if isinstance(item, Problem) else self._take(item)
+            events.append(event)
+            ready += isinstance(event, _Ready)
+            if ready >= BATCH_IMAGES:
+                shard = yield from self._replay(events, shard)
+                events, ready = [], 0
+        shard = yield from self._replay(events, shard)
         for stem, half in sorted(self.pending.items()):
             shard.rows_in += 1
             if half.json_bytes is not None:
@@ -198,20 +229,68 @@ class _TarReader:
     def _new_shard(self, index: int) -> _Shard:
         return _Shard(index, Rejects(STAGE, index))
 
-    def _take(self, member: Member, shard: _Shard) -> None:
+    def _replay(self, events: list, shard: _Shard) -> Generator[StageResult, None, _Shard]:
+        """Apply the walk's events in order (the images of the batch read at once), cutting shards as
+        they fill; return the shard that is still open."""
+        fast = self._batch([e for e in events if isinstance(e, _Ready)])
+        for event in events:
+            if event is None:
+                continue
+            if isinstance(event, Problem):
+                shard.rows_in += 1
+                shard.rejects.add(event.reason, f"{self.tar.name}:{event.name}@{event.offset}", event.detail)
+                continue
+            if isinstance(event, _Refused):
+                shard.rows_in += 1
+                shard.rejects.add(*event)
+            elif id(event) in fast:
+                self._fast_image(event.stem, fast[id(event)], shard)
+            else:
+                self._image(event.stem, event.half, shard)
+            if len(shard.images) >= self.shard_size or shard.region_count() >= self.config.max_regions_per_shard:
+                yield self._result(shard)
+                shard = self._new_shard(shard.index + 1)
+        return shard
+
+    def _batch(self, ready: list[_Ready]) -> dict[int, sa1b_batch.FastImage]:
+        """The images of ``ready`` that take the batch path, by ``id`` of their event."""
+        candidates = [r for r in ready if r.half.refused is None and r.half.jpeg_size is not None]
+        docs = [r.half.json_bytes or b"" for r in candidates]
+        table = sa1b_batch.parse(docs) if candidates else None
+        if table is None:
+            return {}
+        try:
+            found = sa1b_batch.fast_images(table, docs, [r.stem for r in candidates],
+                                           [r.half.jpeg_size or (0, 0) for r in candidates], self.config.verify_area)
+        except (pa.ArrowException, ValueError, TypeError, IndexError, OverflowError):
+            return {}  # Arrow data this path did not foresee: the per-image path reads it as it always did
+        return {id(r): image for r, image in zip(candidates, found) if image is not None}
+
+    def _fast_image(self, stem: str, image: sa1b_batch.FastImage, shard: _Shard) -> None:
+        """What ``_image`` does for an image ``sa1b_batch`` found clean: its row, its regions as they are."""
+        image_id = f"sa1b:{image.image_id}"
+        shard.images.append({
+            "image_id": image_id, "source": "sa1b", "source_image_id": str(image.image_id),
+            "width": image.width, "height": image.height, "file_path": f"{self.tar.name}/sa_{stem}.jpg",
+            "visual_domain": self.domains.get(image.image_id, self.config.domain), "license": LICENSE,
+        })
+        n = image.stop - image.start
+        shard.rows_in += 1 + n
+        if n:
+            shard.fast.append((image.regions, image.start, image.stop, image.json))
+            shard.fast_rows += n
+            shard.log.append((stem, image.json, image_id, image.width, image.height, f"{self.tar.name}:sa_{stem}.json"))
+
+    def _take(self, member: Member) -> _Ready | _Refused | None:
         where = f"{self.tar.name}:{member.name}@{member.offset}"
         match = MEMBER_NAME.fullmatch(member.name)
         if match is None:
-            shard.rows_in += 1
-            shard.rejects.add("tar_member_unexpected", where, f"{member.size} bytes")
-            return
+            return _Refused("tar_member_unexpected", where, f"{member.size} bytes")
         stem, ext = match.groups()
         half = self.pending.get(stem) or _Pending()
         if stem in self.done or (ext == "jpg" and half.jpeg_offset is not None) or (
                 ext == "json" and half.json_offset is not None):
-            shard.rows_in += 1
-            shard.rejects.add("tar_member_duplicate", where, "")
-            return
+            return _Refused("tar_member_duplicate", where, "")
         self.pending[stem] = half
         if ext == "jpg":
             half.jpeg_offset = member.offset
@@ -226,7 +305,8 @@ class _TarReader:
             del self.pending[stem]
             self.done.add(stem)
             self.images_read += 1
-            self._image(stem, half, shard)
+            return _Ready(stem, half)
+        return None
 
     def _image(self, stem: str, half: _Pending, shard: _Shard) -> None:
         where = f"{self.tar.name}:sa_{stem}.json"
@@ -253,6 +333,8 @@ class _TarReader:
             "visual_domain": self.domains.get(image["image_id"], self.config.domain), "license": LICENSE,
         })
         shard.rows_in += len(annotations)
+        if annotations:
+            shard.log.append((stem, half.json_bytes or b"", image_id, width, height, where))
         self._regions(image_id, width, height, annotations, where, shard)
 
     def _regions(self, image_id: str, width: int, height: int, annotations: list, where: str, shard: _Shard) -> None:
@@ -296,8 +378,8 @@ class _TarReader:
             extra = {"extra": [_extra(ann) for ann in anns]}
         shard.regions.extend(
             n, region_id=[f"{image_id}/g{ann['id']}" for ann in anns], image_id=image_id,
-            x=boxes[:, 0].tolist(), y=boxes[:, 1].tolist(), w=boxes[:, 2].tolist(), h=boxes[:, 3].tolist(),
-            masks=([height] * n, [width] * n, counts), area=areas.tolist(), origin=ORIGIN,
+            x=boxes[:, 0], y=boxes[:, 1], w=boxes[:, 2], h=boxes[:, 3],
+            masks=([height] * n, [width] * n, counts), area=areas, origin=ORIGIN,
             predicted_iou=_finite_column(columns.predicted_iou, clean),
             stability_score=_finite_column(columns.stability_score, clean),
             **extra,
@@ -319,11 +401,27 @@ class _TarReader:
 
     def _result(self, shard: _Shard) -> StageResult:
         images = schemas.from_rows(shard.images, schemas.IMAGES)
-        regions = shard.regions.table()
+        regions = None
+        if not shard.fast:
+            regions = shard.regions.table()
+        elif not len(shard.regions):
+            regions = sa1b_batch.regions_table(shard.fast, ORIGIN)
+        if regions is None:
+            regions = self._rebuilt_regions(shard)
         return StageResult(
             outputs={"images": images, "regions": regions}, rejects=shard.rejects, rows_in=shard.rows_in,
             extra={"source": "sa1b", "tar": self.tar.name, "tar_url": self.tar_url},
         )
+
+
+    def _rebuilt_regions(self, shard: _Shard) -> pa.Table:
+        """The shard's regions read one by one from the logged JSON (when batch-read and one-by-one images
+        share the shard, their ``extra`` must be encoded together, as the one-by-one path does)."""
+        scratch = self._new_shard(shard.index)  # its rejects repeat the shard's and are dropped
+        for stem, data, image_id, width, height, where in shard.log:
+            _, annotations = _image_fields(parse_json(data), stem)
+            self._regions(image_id, width, height, annotations, where, scratch)
+        return scratch.regions.table()
 
 
 def _image_fields(doc: Any, stem: str) -> tuple[dict, list]:
@@ -381,12 +479,13 @@ def _clean_columns(annotations: list, width: int, height: int) -> _Columns | Non
         return None
     if not set(map(type, bboxes)) <= {list} or not set(map(len, bboxes)) <= {4}:
         return None
-    box_types = set(map(type, chain.from_iterable(bboxes)))
+    flat_boxes = list(chain.from_iterable(bboxes))
+    box_types = set(map(type, flat_boxes))
     if not box_types <= _BOX_TYPES or box_types == {bool} or not set(map(type, areas)) <= _NUMBER_TYPES:
         return None
     if not set(map(type, predicted)) <= _SCORE_TYPES or not set(map(type, stability)) <= _SCORE_TYPES:
         return None
-    boxes = np.fromiter(chain.from_iterable(bboxes), dtype=np.float64, count=4 * n).reshape(n, 4)
+    boxes = np.array(flat_boxes, dtype=np.float64).reshape(n, 4)
     area = np.array(areas, dtype=np.float64)
     if not (np.isfinite(boxes).all() and (boxes[:, 2:] > 0).all() and np.isfinite(area).all() and (area > 0).all()):
         return None
@@ -408,7 +507,7 @@ def _has_sam_keys_only(annotations: Sequence[dict]) -> bool:
          for a in annotations])
 
 
-def _finite_column(values: list, numbers_or_none: bool) -> list:
+def _finite_column(values: list, numbers_or_none: bool) -> np.ndarray:
     """Numbers as floats; anything else (None, text, NaN, infinities) as NaN, which Arrow stores as null.
 
     ``numbers_or_none``: the values are known to be numbers or None (no per-value check needed).
@@ -417,7 +516,7 @@ def _finite_column(values: list, numbers_or_none: bool) -> list:
         values = [v if _is_number(v) else None for v in values]
     column = np.array(values, dtype=np.float64)  # None -> NaN
     column[~np.isfinite(column)] = math.nan
-    return column.tolist()
+    return column
 
 
 def _extra(ann: dict) -> dict | None:

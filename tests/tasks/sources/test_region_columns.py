@@ -55,3 +55,41 @@ def test_field_columns_whose_sampled_type_is_wrong_still_encode_every_row():
                    area=1.0, origin="annotation:t", extra_fields=fields)
     texts = columns.table().column("extra").to_pylist()
     assert [json.loads(t) for t in texts] == [{"crop_box": c, "tag": "a"} for c in fields["crop_box"]]
+
+
+def _fill(columns: RegionColumns, as_array) -> None:
+    columns.extend(2, region_id=["i/g1", "i/g2"], image_id="i", x=as_array([0.0, 1.5]), y=as_array([0.0, 1.0]),
+                   w=as_array([2.0, 2.0]), h=as_array([3.0, 3.0]), area=as_array([5.0, 6.0]), origin="annotation:t",
+                   predicted_iou=as_array([math.nan, 0.9]), masks=([4, 4], [6, 6], ["abc", "def"]),
+                   extra_fields={"crop_box": [[0.0, 1.0], [2.0, 3.0]]})
+    columns.extend(1, region_id=["i/g3"], image_id="i", x=as_array([7.0]), y=as_array([7.0]), w=as_array([1.0]),
+                   h=as_array([1.0]), area=as_array([1.0]), origin="annotation:t", predicted_iou=as_array([0.25]),
+                   masks=([4], [6], ["ghi"]), extra_fields={"crop_box": [[4.0, 5.0]]})
+
+
+def test_numpy_columns_give_the_table_of_the_same_lists():
+    import numpy as np
+
+    from_arrays, from_lists = RegionColumns(), RegionColumns()
+    _fill(from_arrays, lambda v: np.array(v, dtype=np.float64))
+    _fill(from_lists, list)
+    table = from_arrays.table()
+    assert table.equals(from_lists.table())
+    assert table.column("predicted_iou").to_pylist() == [None, pytest.approx(0.9), 0.25]
+    assert table.column("extra").to_pylist() == ['{"crop_box":[0.0,1.0]}', '{"crop_box":[2.0,3.0]}', '{"crop_box":[4.0,5.0]}']
+    assert table.column("mask").to_pylist()[2] == {"size": [4, 6], "counts": "ghi"}
+
+
+def test_numpy_columns_mixed_with_rows_keep_the_order():
+    import numpy as np
+
+    columns = RegionColumns()
+    _fill(columns, lambda v: np.array(v, dtype=np.float64))
+    columns.add(region_id="i/g4", image_id="i", label="car", box=(1, 2, 3, 4), area=12.0, origin="annotation:t")
+    _fill(columns, lambda v: np.array(v, dtype=np.float64))
+    rows = columns.table().to_pylist()
+    assert [r["x"] for r in rows] == [0.0, 1.5, 7.0, 1.0, 0.0, 1.5, 7.0]
+    assert [r["mask"] is None for r in rows] == [False] * 3 + [True] + [False] * 3
+    assert rows[3]["extra"] is None and rows[4]["extra"] == '{"crop_box":[0.0,1.0]}'
+    with pytest.raises(TypeError, match="cannot be an array"):
+        columns.extend(1, region_id=["i/g9"], x=np.zeros(2))
