@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from reasonvqa import coco_rle
 from reasonvqa.tasks.proposals.config import SegmenterConfig
 
 STABILITY_OFFSET = 1.0  # SAM's automatic mask generator default (stability_score_offset)
@@ -37,15 +38,13 @@ def encode_rle(masks: np.ndarray) -> list[dict]:
 
 def encode_rle_with_areas(masks: np.ndarray) -> tuple[list[dict], np.ndarray]:
     """``encode_rle`` and each mask's area in pixels (counted on the RLE, no second pass over pixels)."""
-    from pycocotools import mask as mask_utils
-
     masks = np.asarray(masks, dtype=bool)
     if masks.ndim != 3:
         raise ValueError(f"masks must have shape (N, H, W), got {masks.shape}")
     if not len(masks):
         return [], np.zeros(0)
     encoded = _encode(masks)
-    return _as_text(encoded), np.asarray(mask_utils.area(encoded), dtype=np.float64).reshape(-1)
+    return _as_text(encoded), coco_rle.areas(encoded)
 
 
 def _encode(masks: np.ndarray) -> list[dict]:

@@ -241,13 +241,27 @@ def json_objects(objects: list[dict]) -> list[str]:
 
 def _to_arrow(values: list) -> pa.Array:
     """``pa.array(values)`` with the type inferred from a sample of rows: inferring over every row of
-    nested float lists is ~20x slower than converting them to a known type. A type the sample got
-    wrong fails the conversion (Arrow refuses to truncate) and then the whole list is inferred."""
-    sample = values[:: max(1, len(values) // 64)]
+    nested float lists is ~20x slower than converting them to a known type. Only a sample type whose
+    leaves are all floats or strings is trusted (a value of another kind fails the conversion, and
+    then the whole list is inferred): Arrow converts a float to a sampled integer type by truncating
+    it (2.5 -> 2) without an error. Otherwise every row is inferred (integers in a column that also
+    holds floats are then written as floats, 2.0, as in ``json_objects``)."""
+    sample_type = pa.array(values[:: max(1, len(values) // 64)]).type
+    if not _float_or_string_leaves(sample_type):
+        return pa.array(values)
     try:
-        return pa.array(values, type=pa.array(sample).type)
+        return pa.array(values, type=sample_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
         return pa.array(values)
+
+
+def _float_or_string_leaves(data_type: pa.DataType) -> bool:
+    """True when every leaf of ``data_type`` (through lists and structs) is a float or a string."""
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_fixed_size_list(data_type):
+        return _float_or_string_leaves(data_type.value_type)
+    if pa.types.is_struct(data_type):
+        return all(_float_or_string_leaves(data_type.field(i).type) for i in range(data_type.num_fields))
+    return pa.types.is_floating(data_type) or pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
 
 
 def _plain(values: pa.StructArray, count: int) -> bool:

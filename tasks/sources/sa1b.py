@@ -32,10 +32,9 @@ from typing import Any, ClassVar, Generator, Iterator, Literal, NamedTuple, Sequ
 import numpy as np
 import orjson
 import pyarrow as pa
-from pycocotools import mask as mask_utils
 from pydantic import Field
 
-from reasonvqa import schemas
+from reasonvqa import coco_rle, schemas
 from reasonvqa.sources import Source, SourceConfig
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.gc_pause import gc_paused
@@ -356,7 +355,7 @@ class _TarReader:
             indices, anns = range(len(annotations)), annotations
         counts, areas, boxes = columns.counts, columns.areas, columns.boxes
         if self.config.verify_area:
-            covered = mask_utils.area([{"size": [height, width], "counts": c} for c in counts])  # pycocotools encodes str counts itself
+            covered = coco_rle.areas([{"size": [height, width], "counts": c} for c in counts])  # pycocotools encodes str counts itself
             wrong = np.flatnonzero(covered != areas)
             if len(wrong):
                 for i in wrong.tolist():

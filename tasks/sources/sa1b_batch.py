@@ -21,14 +21,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
-from pycocotools import mask as mask_utils
 
-from reasonvqa import schemas
+from reasonvqa import coco_rle, schemas
 from reasonvqa.tasks.sources.region_columns import encode_struct, mask_column
 
 _NUMBER = (pa.int64(), pa.float64())
 _ANNOTATION_KEYS = {"id", "bbox", "area", "segmentation", "predicted_iou", "stability_score", "point_coords", "crop_box"}
-_AREA_CALL = 255
 _EXACT = 2.0**53  # crop_box / point_coords values beyond this may have been integers a double cannot hold
 
 
@@ -106,15 +104,13 @@ def fast_images(table: pa.Table, docs: list[bytes], stems: list[str], jpeg_sizes
     doc_of = np.repeat(np.arange(n_docs), lengths)
     good, columns = _annotation_checks(ann, heights[doc_of], widths[doc_of], doc_of, n_docs)
     ok &= np.bincount(doc_of, weights=~good, minlength=n_docs) == 0
-    if verify_area:  # pycocotools' area() fails on more than 255 masks at once: such images stay on the per-image path
-        ok &= lengths <= _AREA_CALL
     keep = ok[doc_of]
     if verify_area and keep.any():
         at = np.flatnonzero(keep)
         counts = columns["counts"].take(pa.array(at)).to_pylist()
         hw = np.stack([heights[doc_of[at]], widths[doc_of[at]]], axis=1).tolist()
         rles = [{"size": s, "counts": c} for s, c in zip(hw, counts)]
-        covered = np.concatenate([mask_utils.area(rles[i:i + _AREA_CALL]) for i in range(0, len(rles), _AREA_CALL)])
+        covered = coco_rle.areas(rles)
         wrong = np.zeros(len(doc_of), dtype=bool)
         wrong[at] = covered != columns["area"][at]
         ok &= np.bincount(doc_of, weights=wrong, minlength=n_docs) == 0

@@ -93,3 +93,14 @@ def test_numpy_columns_mixed_with_rows_keep_the_order():
     assert rows[3]["extra"] is None and rows[4]["extra"] == '{"crop_box":[0.0,1.0]}'
     with pytest.raises(TypeError, match="cannot be an array"):
         columns.extend(1, region_id=["i/g9"], x=np.zeros(2))
+
+
+def test_a_float_after_a_sample_of_integers_is_not_truncated():
+    # Arrow converts 2.5 to a sampled int64 type as 2 without an error: the sample type must not be trusted
+    fields = {"crop_box": [[1, 2, 3, 4]] * 200 + [[2.5, 2, 3, 4]]}
+    columns = RegionColumns()
+    columns.extend(201, region_id=[f"i/g{k}" for k in range(201)], image_id="i", x=0.0, y=0.0, w=1.0, h=1.0,
+                   area=1.0, origin="annotation:t", extra_fields=fields)
+    texts = columns.table().column("extra").to_pylist()
+    assert json.loads(texts[-1]) == {"crop_box": [2.5, 2, 3, 4]}
+    assert [json.loads(t) for t in texts] == [{"crop_box": c} for c in fields["crop_box"]]

@@ -274,3 +274,16 @@ def test_path_may_name_one_tar(tmp_path):
     assert missing_tars(cfg) == []
     run_source(Sa1bSource(), cfg, tmp_path / "stage")
     assert table_counts(tmp_path / "stage")["regions"] == 12
+
+
+def test_an_image_with_more_than_255_masks_is_read(tmp_path):
+    # pycocotools' area() refuses more than 255 masks per call under numpy 2; real SA-1B images hold more
+    doc = real_annotation_doc()
+    base = doc["annotations"]
+    doc["annotations"] = [{**base[k % len(base)], "id": 10_000 + k} for k in range(300)]
+    doc["annotations"][299] = {**doc["annotations"][299], "area": doc["annotations"][299]["area"] + 1}
+    write_tar(tmp_path / "sa_000007.tar", image_pair(1, doc))
+    stats = run_source(Sa1bSource(), config(tmp_path), tmp_path / "out")
+    assert stats[0]["rows_out"] == 1 + 299
+    assert table_counts(tmp_path / "out")["regions"] == 299
+    assert rejects_by_reason(tmp_path / "out") == {"sa1b_area_mismatch": ["sa_000007.tar:sa_1.json#annotations[299]"]}
