@@ -25,6 +25,7 @@ from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds
 from reasonvqa.tasks.balance.pipeline import plan_release
 from reasonvqa.tasks.balance.stats import write_stats
 from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
+from reasonvqa.tasks.release.embed import embedded_lookup
 from reasonvqa.tasks.release.reader import read_split
 from reasonvqa.tasks.release.writer import MANIFEST, sha256_file, write_release
 
@@ -106,7 +107,8 @@ def resplit(
     with tempfile.TemporaryDirectory(prefix="resplit-stats-") as tmp:
         stats_dir = Path(tmp) / "stats"
         files = write_stats(pool, balanced, split, stats_dir)
-        files.update(write_breakdown(released_questions(split.train, split.test), tables.get("regions"), stats_dir))
+        files.update(write_breakdown(released_questions(split.train, split.test), tables.get("regions"), stats_dir,
+                                     embedded_lookup(tables.get("images"))))
         _write_json(filter_report, stats_dir / "filter_report.json")
         files["filter_report.json"] = stats_dir / "filter_report.json"
         if applied is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -27,6 +28,9 @@ class ReleaseConfig(BaseModel):
 
     name: str = "reasonvqa-sample"
     version: str = "0.1.0"
+    embed_images: Literal["auto", "never"] = Field(
+        default="auto", description="auto: embed the bytes of locally available images whose source license allows "
+        "redistribution in images/ (the `datasets` Image layout); never: URLs and paths only (`reasonvqa images fetch`).")
 
     @field_validator("name")
     @classmethod
@@ -80,6 +84,11 @@ class BuildConfig(BaseModel):
         dump = self.model_dump(mode="json")
         if dump.get("annotations") is None:
             dump.pop("annotations", None)
+        for source in dump["sources"]:  # fields at their defaults hash as before the fields existed
+            if source.get("image_dir") is None:
+                source.pop("image_dir", None)
+        if dump["release"].get("embed_images") == "auto":
+            dump["release"].pop("embed_images")
         dump.pop("partitioned")  # where the pool is held does not change the release (like the task runner)
         return json.dumps(_relative_paths(dump), sort_keys=True, separators=(",", ":"))
 

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
+from reasonvqa.tasks.release.embed import release_schema
 from reasonvqa.tasks.release.paths import ReleasePathError, check_release_name, check_release_version
 from reasonvqa.tasks.release.writer import (
     CARD, MANIFEST, MANIFEST_DIGEST, config_digest, content_hash, digest_line, manifest_bytes, sha256_file,
@@ -96,9 +97,13 @@ def verify_release(path: Path) -> list[str]:
     problems += _check_disjoint(tables, manifest["splits"])
     records: dict[str, pa.Table] = {}
     for name in manifest.get("tables", []):
-        records[name], errors = _read_split(path, name, schemas.TABLES[name])
+        records[name], errors = _read_split(path, name, release_schema(name), legacy=schemas.TABLES[name])
         problems += errors
     problems += _check_regions(tables, records.get("regions"), "regions" in manifest.get("tables", []))
+    if records.get("images") is not None and "pixels" in records["images"].column_names:
+        from reasonvqa.tasks.release.verify_images import check_images
+
+        problems += check_images(records["images"], path, manifest)
     return problems
 
 
@@ -136,7 +141,7 @@ def check_manifest(raw: bytes, root: Path, found: ReleaseFiles) -> list[str]:
         manifest = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return [f"{MANIFEST}: unreadable ({exc})"]
-    if not isinstance(manifest, dict) or set(manifest) - {"tables", "annotations", "content_hash"} != _MANIFEST_KEYS:
+    if not isinstance(manifest, dict) or set(manifest) - {"tables", "annotations", "content_hash", "images"} != _MANIFEST_KEYS:
         keys = sorted(manifest) if isinstance(manifest, dict) else type(manifest).__name__
         return [f"{MANIFEST}: keys {keys} are not {sorted(_MANIFEST_KEYS)}"]
     problems = [] if raw == manifest_bytes(manifest) else [f"{MANIFEST}: not in the writer's canonical JSON form"]
@@ -266,7 +271,9 @@ def _check_splits(splits: object, counts: object, found: ReleaseFiles, record_ta
     return problems
 
 
-def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS) -> tuple[pa.Table | None, list[str]]:
+def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS,
+                legacy: pa.Schema | None = None) -> tuple[pa.Table | None, list[str]]:
+    """A folder's Parquet files, each of ``schema`` (or of ``legacy``: images tables written before embedding)."""
     parts = sorted((root / split).glob("*.parquet"))
     if not parts:
         return None, [f"{split}: no Parquet files"]
@@ -277,7 +284,7 @@ def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS) -
         except (pa.ArrowInvalid, OSError) as exc:
             problems.append(f"{part.relative_to(root)}: unreadable Parquet ({exc})")
             continue
-        if not table.schema.equals(schema, check_metadata=False):
+        if not table.schema.equals(schema, check_metadata=False) and not (legacy and table.schema.equals(legacy, check_metadata=False)):
             problems.append(f"{part.relative_to(root)}: schema differs from the record model {schemas.SCHEMA_VERSION}")
             continue
         tables.append(table)

@@ -29,7 +29,7 @@ from typing import ClassVar, Iterator, Literal
 from pydantic import Field
 
 from reasonvqa import schemas
-from reasonvqa.sources import Source, SourceConfig
+from reasonvqa.sources import ImageUnavailable, Source, SourceConfig
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.droid_trajectory import FILE_NAME as TRAJECTORY_FILE
 from reasonvqa.tasks.sources.droid_trajectory import Trajectory, TrajectoryError, read_trajectory
@@ -60,6 +60,12 @@ class DroidSource(Source):
     visual_domain: ClassVar[str] = "robotics"
     license: ClassVar[str] = LICENSE
     description: ClassVar[str] = "DROID raw episodes: keyframes of the MP4 recordings, language instructions as context"
+    redistributable: ClassVar[bool] = True
+    redistribution: ClassVar[str] = "DROID is released under CC BY 4.0 (attribution)"
+
+    def image_bytes(self, config: SourceConfig, file_path: str) -> bytes:
+        """Keyframes are instants of an MP4 (``file_path`` ends in ``#t=<seconds>``): not extracted for releases."""
+        raise ImageUnavailable("video_frame", f"{file_path} is a frame of a video; frames are not extracted for releases")
 
     def check(self, config: SourceConfig) -> None:
         config = self.typed(config)
