@@ -457,8 +457,8 @@ def images_fetch(
     report = fetch_with_progress(release, dest, workers=workers, timeout_s=timeout)
     for image_id, reason in sorted(report.failed.items()):
         typer.echo(f"FAIL {image_id}: {reason}", err=True)
-    typer.echo(f"{report.table}: {report.fetched} fetched, {report.reused} reused, {len(report.failed)} failed "
-               f"({report.bytes / 1e6:.1f} MB in {report.seconds:.1f} s)")
+    typer.echo(f"{report.table}: {report.fetched} fetched, {report.embedded} from the release, {report.reused} reused, "
+               f"{len(report.failed)} failed ({report.bytes / 1e6:.1f} MB in {report.seconds:.1f} s)")
     if report.failed:
         raise typer.Exit(1)
 

@@ -28,8 +28,9 @@ class ReleaseConfig(BaseModel):
 
     name: str = "reasonvqa-sample"
     version: str = "0.1.0"
+    # left out of dumps at its default, so a default config hashes as before the option existed
     embed_images: Literal["auto", "never"] = Field(
-        default="auto", description="auto: embed the bytes of locally available images whose source license allows "
+        default="auto", exclude_if=lambda value: value == "auto", description="auto: embed the bytes of locally available images whose source license allows "
         "redistribution in images/ (the `datasets` Image layout); never: URLs and paths only (`reasonvqa images fetch`).")
 
     @field_validator("name")
@@ -84,11 +85,6 @@ class BuildConfig(BaseModel):
         dump = self.model_dump(mode="json")
         if dump.get("annotations") is None:
             dump.pop("annotations", None)
-        for source in dump["sources"]:  # fields at their defaults hash as before the fields existed
-            if source.get("image_dir") is None:
-                source.pop("image_dir", None)
-        if dump["release"].get("embed_images") == "auto":
-            dump["release"].pop("embed_images")
         dump.pop("partitioned")  # where the pool is held does not change the release (like the task runner)
         return json.dumps(_relative_paths(dump), sort_keys=True, separators=(",", ":"))
 

@@ -45,9 +45,11 @@ class SourceConfig(BaseModel):
     kind: str
     path: Path
     max_images: int | None = Field(default=None, ge=1, description="Read at most this many images (for quick runs).")
-    image_dir: Path | None = Field(default=None, description="Folder the images' file_path is relative to, when the "
-                                   "pixels are not under path (e.g. Visual Genome's VG_100K/, GLDv2's train/); "
-                                   "only release pictures and embedded images read it.")
+    # left out of dumps when unset, so configs (and their hashes) without it read as before it existed
+    image_dir: Path | None = Field(default=None, exclude_if=lambda value: value is None,
+                                   description="Folder the images' file_path is relative to, when the pixels are not "
+                                   "under path (e.g. Visual Genome's VG_100K/, GLDv2's train/); only release "
+                                   "pictures and embedded images read it.")
 
 
 class ImageUnavailable(Exception):
