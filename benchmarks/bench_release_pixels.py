@@ -10,7 +10,7 @@ file to warm the page cache (imports are not timed):
 * ``never``: the images table written with ``release.embed_images: never`` (the baseline: no bytes read);
 * ``floor``: every file read (``Path.read_bytes``), nothing else: what any embedding must pay;
 * ``auto``: the table written with the bytes embedded (``EmbeddedImages``: read through the source,
-  decode check at 1/8 scale, Parquet in files of 1000 rows).
+  decode check at 1/8 scale, Parquet in files of 500 rows).
 
 Reports images/s, CPU seconds, MB written and peak RSS.
 """
