@@ -14,7 +14,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
-from reasonvqa.tasks.release.embed import release_schema
 from reasonvqa.tasks.release.paths import ReleasePathError, check_release_name, check_release_version
 from reasonvqa.tasks.release.writer import (
     CARD, MANIFEST, MANIFEST_DIGEST, config_digest, content_hash, digest_line, manifest_bytes, sha256_file,
@@ -97,13 +96,14 @@ def verify_release(path: Path) -> list[str]:
     problems += _check_disjoint(tables, manifest["splits"])
     records: dict[str, pa.Table] = {}
     for name in manifest.get("tables", []):
-        records[name], errors = _read_split(path, name, release_schema(name), legacy=schemas.TABLES[name])
+        if name == "images":  # streamed file by file: it may hold the images' bytes
+            from reasonvqa.tasks.release.verify_images import check_images
+
+            problems += check_images(path, manifest)
+            continue
+        records[name], errors = _read_split(path, name, schemas.TABLES[name])
         problems += errors
     problems += _check_regions(tables, records.get("regions"), "regions" in manifest.get("tables", []))
-    if records.get("images") is not None and "pixels" in records["images"].column_names:
-        from reasonvqa.tasks.release.verify_images import check_images
-
-        problems += check_images(records["images"], path, manifest)
     return problems
 
 
@@ -271,9 +271,7 @@ def _check_splits(splits: object, counts: object, found: ReleaseFiles, record_ta
     return problems
 
 
-def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS,
-                legacy: pa.Schema | None = None) -> tuple[pa.Table | None, list[str]]:
-    """A folder's Parquet files, each of ``schema`` (or of ``legacy``: images tables written before embedding)."""
+def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS) -> tuple[pa.Table | None, list[str]]:
     parts = sorted((root / split).glob("*.parquet"))
     if not parts:
         return None, [f"{split}: no Parquet files"]
@@ -284,7 +282,7 @@ def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS,
         except (pa.ArrowInvalid, OSError) as exc:
             problems.append(f"{part.relative_to(root)}: unreadable Parquet ({exc})")
             continue
-        if not table.schema.equals(schema, check_metadata=False) and not (legacy and table.schema.equals(legacy, check_metadata=False)):
+        if not table.schema.equals(schema, check_metadata=False):
             problems.append(f"{part.relative_to(root)}: schema differs from the record model {schemas.SCHEMA_VERSION}")
             continue
         tables.append(table)

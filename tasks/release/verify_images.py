@@ -1,25 +1,46 @@
-"""``reasonvqa verify`` on a release's ``images`` table: each row is embedded or says why not, embedded
-bytes decode to the listed size and come from a source whose license allows it, and the manifest's
-``images`` summary is what the table holds."""
+"""``reasonvqa verify`` on a release's ``images`` table, read file by file (it may hold the images' bytes):
+each row is embedded or says why not, embedded bytes decode to the listed size and come from a source
+whose license allows it, and the manifest's ``images`` summary is what the table holds. A table written
+before embedding (``schemas.IMAGES``, no ``pixels``) has no rows to check and no summary."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from reasonvqa import sources
-from reasonvqa.tasks.release.embed import EMBEDDED, images_summary
+from reasonvqa import schemas, sources
+from reasonvqa.tasks.release.embed import EMBEDDED, RELEASE_IMAGES, images_summary
 from reasonvqa.tasks.release.pixels import check_image
 
+COLUMNS = ["image_id", "source", "width", "height", "image", "pixels"]
 
-def check_images(images: pa.Table, release: Path, manifest: dict) -> list[str]:
-    """Problems of the images table (RELEASE_IMAGES) and of the manifest's summary of it."""
-    problems = []
-    for batch in images.select(["image_id", "source", "width", "height", "image", "pixels"]).to_batches(256):
-        for row in batch.to_pylist():
-            problems += _check_row(row)
-    if manifest.get("images") != images_summary(release / "images"):
+
+def check_images(release: Path, manifest: dict) -> list[str]:
+    """Problems of ``release/images/*.parquet`` (RELEASE_IMAGES, or legacy IMAGES) and of the manifest's summary."""
+    parts = sorted((release / "images").glob("*.parquet"))
+    if not parts:
+        return ["images: no Parquet files"]
+    problems, legacy = [], 0
+    for part in parts:
+        name = part.relative_to(release)
+        try:
+            schema = pq.read_schema(part)
+            if schema.equals(schemas.IMAGES, check_metadata=False):
+                legacy += 1
+                continue
+            if not schema.equals(RELEASE_IMAGES, check_metadata=False):
+                problems.append(f"{name}: schema differs from the release images table {schemas.SCHEMA_VERSION}")
+                continue
+            for batch in pq.ParquetFile(part).iter_batches(batch_size=64, columns=COLUMNS):
+                problems += [p for row in batch.to_pylist() for p in _check_row(row)]
+        except (pa.ArrowInvalid, OSError) as exc:
+            problems.append(f"{name}: unreadable Parquet ({exc})")
+    if legacy and legacy < len(parts):
+        problems.append("images: some files have the pixels columns and some do not")
+    expected = images_summary(release / "images") if not legacy and not problems else manifest.get("images")
+    if manifest.get("images") != expected:
         problems.append("manifest.json: its images summary differs from the images table")
     return problems
 
