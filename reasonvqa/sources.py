@@ -140,9 +140,9 @@ def require_folder(config: SourceConfig) -> Path:
     return config.path
 
 
-def read_file_under(root: Path, relative: str) -> bytes:
-    """The bytes of ``root/relative``; ImageUnavailable when it is missing, unreadable or resolves outside ``root``
-    (reasons name ``relative`` only: they go into releases, which must not depend on where the inputs sit)."""
+def file_under(root: Path, relative: str) -> Path:
+    """``root/relative``; ImageUnavailable when it is not a file or resolves outside ``root`` (reasons name
+    ``relative`` only: they go into releases, which must not depend on where the inputs sit)."""
     if not relative:
         raise ImageUnavailable("no_file_path", "the source gives no file path for this image")
     base = Path(root).resolve()
@@ -151,6 +151,12 @@ def read_file_under(root: Path, relative: str) -> bytes:
         raise ImageUnavailable("outside_folder", f"{relative} resolves outside the source's image folder")
     if not path.is_file():
         raise ImageUnavailable("missing_file", f"{relative} is not in the source's image folder")
+    return path
+
+
+def read_file_under(root: Path, relative: str) -> bytes:
+    """The bytes of ``root/relative`` (``file_under``); ImageUnavailable when it cannot be read."""
+    path = file_under(root, relative)
     try:
         return path.read_bytes()
     except OSError as error:

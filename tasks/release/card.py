@@ -165,7 +165,6 @@ _WHY_NOT = {
     "missing_file": "no local file (give the source an `image_dir`)",
     "corrupt": "the local file does not decode",
     "wrong_size": "the local file's size differs from the table's",
-    "video_frame": "a video keyframe (frames are not extracted)",
     "no_source": "its source is not configured where the release was written",
     "unreadable": "the local file could not be read",
     "outside_folder": "its path leaves the source folder",

@@ -4,7 +4,7 @@
 null where not embedded; the Parquet schema carries the `datasets` features, so ``load_dataset``
 decodes it to a PIL image) and ``pixels``: ``embedded``, or why not as ``<code>: <detail>``
 (``license``: the source's license does not allow redistribution; ``disabled``: ``release.embed_images``
-is ``never``; ``missing_file``, ``corrupt``, ``wrong_size``, ``video_frame``, ... from ``PixelReader``).
+is ``never``; ``missing_file``, ``corrupt``, ``wrong_size``, ... from ``PixelReader``).
 Rows without bytes keep their URL and path for ``reasonvqa images fetch``.
 
 ``EmbeddedImages`` is a writer ``RowSource``: bytes are read one file's rows at a time

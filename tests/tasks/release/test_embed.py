@@ -113,3 +113,18 @@ def test_images_fetch_takes_embedded_images_from_the_release(tmp_path, splits, r
     fetched = pq.read_table(report.table)
     assert fetched["image_id"].to_pylist() == ["vg:1"]
     assert Image.open(io.BytesIO(fetched["image"][0]["bytes"].as_py())).size == (64, 48)
+
+
+def test_droid_keyframes_are_embedded_as_png_and_decode_to_their_size(tmp_path, splits):
+    from datasets import load_dataset
+
+    from reasonvqa.tasks.sources.droid import DroidSource
+
+    source, config = DroidSource(), parse_config({"kind": "droid", "path": SAMPLE_DIR / "droid"})
+    frames = next(iter(source.read(config, source.plan(config, 10)[0], 10))).outputs["images"]
+    pool = pa.concat_tables(list(splits.values()))
+    path = write_release(tmp_path / "out", "demo", "1.0.0", splits, pool=pool, stats_dir=None, config={"seed": 0},
+                         inputs={"droid": "s1"}, tables={"images": EmbeddedImages(frames, PixelReader([config]), "auto")})
+    images = load_dataset(str(path), "images", cache_dir=str(tmp_path / "hf"))["train"]
+    assert len(images) == frames.num_rows == 6 and set(images["pixels"]) == {"embedded"}
+    assert {row["image"].size for row in images} == {(64, 48)} and verify_release(path) == []

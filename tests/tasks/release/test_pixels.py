@@ -72,7 +72,18 @@ def test_missing_file_gives_a_reason_not_a_crash(vg_images):
     assert vg_reader(vg_images).read({**vg_row(1), "file_path": None}).reason.startswith("no_file_path")
 
 
-def test_unconfigured_or_video_sources_give_reasons(vg_images):
+def test_unconfigured_source_gives_a_reason(vg_images):
     assert vg_reader(vg_images).read({**SA1B_ROW}).reason == "no_source: source 'sa1b' is not configured here"
+
+
+def test_droid_keyframe_is_decoded_from_the_sample_video_as_the_same_png_bytes_each_time():
     droid = PixelReader([parse_config({"kind": "droid", "path": SAMPLE_DIR / "droid"})])
-    assert droid.read({"source": "droid", "file_path": "a/b.mp4#t=1.000000"}).reason.startswith("video_frame")
+    video = "AUTOLab/success/2023-07-07/Fri_Jul__7_09-42-23_2023/recordings/MP4/24400334.mp4"
+    row = {"source": "droid", "file_path": f"{video}#t=1.000000", "width": 64, "height": 48}
+    first, again, start = droid.read(row), droid.read(row), droid.read({**row, "file_path": f"{video}#t=0.000000"})
+    assert first.data == again.data and first.data != start.data  # the frame at 1 s, not the first one
+    frame = Image.open(io.BytesIO(first.data))
+    assert (frame.format, frame.size) == ("PNG", (64, 48)) and len(set(frame.getdata())) > 10  # a gradient, not blank
+    assert droid.read({**row, "file_path": f"{video}#t=99.000000"}).reason == "corrupt: 24400334.mp4: no frame at or after 99.000000 s"
+    assert droid.read({**row, "file_path": "x/y.mp4#t=1.000000"}).reason.startswith("missing_file: x/y.mp4")
+    assert droid.read({**row, "file_path": video}).reason.startswith("no_file_path")
