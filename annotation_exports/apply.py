@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from reasonvqa import schemas
 from reasonvqa.annotation_exports import masks
@@ -178,15 +177,10 @@ def apply_store(store_dir: Path | str | None, questions: pa.Table,
 
 
 def record_tables(release: Path, manifest: dict) -> dict[str, pa.Table]:
-    """The record tables (e.g. regions, images with their embedded bytes) a release lists in its manifest, read whole."""
-    from reasonvqa.tasks.release.embed import as_release_images
+    """The record tables (e.g. regions) a release lists in its manifest, read whole; the images table (which
+    may hold the images' bytes) as a ``ReleaseImages`` that streams it when written."""
+    from reasonvqa.tasks.release.embed import ReleaseImages
     from reasonvqa.tasks.release.reader import read_split
 
-    tables = {}
-    for name in manifest.get("tables", []):
-        if name == "images":  # a release written before embedding lacks the image and pixels columns
-            parts = sorted((Path(release) / name).glob("*.parquet"))
-            tables[name] = as_release_images(pa.concat_tables([pq.read_table(p) for p in parts]))
-        else:
-            tables[name] = read_split(Path(release), name, schemas.TABLES[name])
-    return tables
+    return {name: ReleaseImages(Path(release)) if name == "images" else read_split(Path(release), name, schemas.TABLES[name])
+            for name in manifest.get("tables", [])}

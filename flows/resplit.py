@@ -131,10 +131,11 @@ def resplit(
         )
 
 
-def tables_of_pool(tables: dict[str, pa.Table], pool: pa.Table) -> dict[str, pa.Table]:
-    """The source release's record tables (regions), restricted to the images of the new pool."""
+def tables_of_pool(tables: dict, pool: pa.Table) -> dict:
+    """The source release's record tables (regions, images), restricted to the images of the new pool."""
     images = pc.unique(pool["image_id"])
-    return {name: table.filter(pc.is_in(table["image_id"], images)) for name, table in tables.items()}
+    return {name: table.restricted(images) if hasattr(table, "restricted") else table.filter(pc.is_in(table["image_id"], images))
+            for name, table in tables.items()}
 
 
 def _property_domains(pool) -> tuple[dict[str, tuple[str, ...]], str | None]:

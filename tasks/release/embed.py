@@ -102,9 +102,64 @@ def as_release_images(table: pa.Table) -> pa.Table:
     return schemas.conform(table, RELEASE_IMAGES)
 
 
-def embedded_lookup(images: pa.Table | EmbeddedImages | None) -> Callable[[str], Pixels]:
-    """image id -> Pixels: read through the sources for a build's EmbeddedImages, else the embedded bytes."""
-    if isinstance(images, EmbeddedImages):
+class ReleaseImages:
+    """A release's images table as a writer ``RowSource``, optionally restricted to some image ids: read
+    a batch at a time (a re-split never holds the embedded bytes of all its images)."""
+
+    rows_per_file = ROWS_PER_FILE
+
+    def __init__(self, release: Path, keep: pa.Array | None = None) -> None:
+        import pyarrow.compute as pc
+
+        self.release = Path(release)
+        self.parts = sorted((self.release / "images").glob("*.parquet"))
+        self.keep = keep
+        ids = pa.concat_arrays([pq.read_table(p, columns=["image_id"])["image_id"].combine_chunks() for p in self.parts]
+                               or [pa.array([], pa.string())])
+        self.num_rows = len(ids) if keep is None else pc.sum(pc.is_in(ids, value_set=keep)).as_py() or 0
+
+    def restricted(self, image_ids: pa.Array) -> "ReleaseImages":
+        """The same table, only the rows of ``image_ids``."""
+        return ReleaseImages(self.release, image_ids)
+
+    def batches(self) -> Iterator[pa.Table]:
+        import pyarrow.compute as pc
+
+        for part in self.parts:
+            for batch in pq.ParquetFile(part).iter_batches(batch_size=64):
+                table = pa.Table.from_batches([batch])
+                if self.keep is not None:
+                    table = table.filter(pc.is_in(table["image_id"], value_set=self.keep))
+                if table.num_rows:
+                    yield as_release_images(table)
+
+    def chunks(self, size: int) -> Iterator[pa.Table]:
+        pending: list[pa.Table] = []
+        held = 0
+        for table in self.batches():
+            pending.append(table)
+            held += table.num_rows
+            while held >= size:
+                merged = pa.concat_tables(pending)
+                yield merged.slice(0, size)
+                pending, held = [merged.slice(size)], held - size
+        if held or not self.num_rows:
+            yield pa.concat_tables(pending) if pending else RELEASE_IMAGES.empty_table()
+
+    def lookup(self, image_id: str) -> Pixels:
+        """The embedded bytes of one image (the card's example pictures of a re-split)."""
+        for part in self.parts:
+            rows = pq.read_table(part, filters=[("image_id", "=", image_id)]).to_pylist()
+            if rows:
+                data = (rows[0].get("image") or {}).get("bytes")
+                return Pixels(data) if data is not None else Pixels(None, rows[0].get("pixels") or "not_embedded: no bytes")
+        return Pixels(None, f"no_image: {image_id} is not in the images table")
+
+
+def embedded_lookup(images: pa.Table | EmbeddedImages | ReleaseImages | None) -> Callable[[str], Pixels]:
+    """image id -> Pixels: read through the sources for a build's EmbeddedImages, the release's bytes for
+    ReleaseImages, else the ``image`` column of a table."""
+    if isinstance(images, (EmbeddedImages, ReleaseImages)):
         return images.lookup
     found: dict[str, Pixels] = {}
     if images is not None and "image" in images.column_names:

@@ -24,7 +24,8 @@ from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.balance.codes import take_rows
 from reasonvqa.tasks.release.card import render_card
 from reasonvqa.tasks.release.croissant import write_croissant
-from reasonvqa.tasks.release.embed import as_release_images, images_summary, release_schema
+from reasonvqa.tasks.release.embed import ROWS_PER_FILE as IMAGE_ROWS_PER_FILE
+from reasonvqa.tasks.release.embed import RELEASE_IMAGES, as_release_images, images_summary, release_schema
 from reasonvqa.tasks.release.paths import inside, release_dir
 
 MANIFEST = "manifest.json"
@@ -168,11 +169,13 @@ def _with_schema_metadata(table: pa.Table, schema: pa.Schema = schemas.QUESTIONS
 def write_table_files(table: Rows, folder: Path, schema: pa.Schema = schemas.QUESTIONS) -> list[Path]:
     """Write ``table`` (conformed to ``schema``) as ``part-NNNNN.parquet`` files of at most ROWS_PER_FILE rows.
 
-    A ``RowSource`` is written chunk by chunk (``rows_per_file`` rows per file when it sets one); the
-    files are the same bytes as for the same rows given as one table.
+    A ``RowSource`` is written chunk by chunk (``rows_per_file`` rows per file when it sets one; images
+    tables, which may hold bytes, ``embed.ROWS_PER_FILE``); the files are the same bytes as for the same
+    rows given as one table.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    chunks = table.chunks(getattr(table, "rows_per_file", ROWS_PER_FILE)) if isinstance(table, RowSource) else _slices(table)
+    size = getattr(table, "rows_per_file", IMAGE_ROWS_PER_FILE if schema is RELEASE_IMAGES else ROWS_PER_FILE)
+    chunks = table.chunks(size) if isinstance(table, RowSource) else _slices(table, size)
     paths = []
     for i, chunk in enumerate(chunks):
         path = folder / f"part-{i:05d}.parquet"
@@ -182,9 +185,9 @@ def write_table_files(table: Rows, folder: Path, schema: pa.Schema = schemas.QUE
     return paths
 
 
-def _slices(table: pa.Table) -> Iterator[pa.Table]:
-    for start in range(0, max(table.num_rows, 1), ROWS_PER_FILE):
-        yield table.slice(start, ROWS_PER_FILE)
+def _slices(table: pa.Table, size: int) -> Iterator[pa.Table]:
+    for start in range(0, max(table.num_rows, 1), size):
+        yield table.slice(start, size)
 
 
 def _sort_by_question_id(table: Rows) -> Rows:

@@ -128,3 +128,19 @@ def test_droid_keyframes_are_embedded_as_png_and_decode_to_their_size(tmp_path, 
     images = load_dataset(str(path), "images", cache_dir=str(tmp_path / "hf"))["train"]
     assert len(images) == frames.num_rows == 6 and set(images["pixels"]) == {"embedded"}
     assert {row["image"].size for row in images} == {(64, 48)} and verify_release(path) == []
+
+
+def test_release_images_streams_a_releases_table_restricted_to_some_images(tmp_path, splits, reader):
+    from reasonvqa.tasks.release.embed import ReleaseImages
+
+    path = release(tmp_path, splits, reader, "auto")
+    whole = pq.read_table(path / "images" / "part-00000.parquet")
+    kept = ReleaseImages(path).restricted(pa.array(["vg:1", "sa1b:226381", "vg:7"]))
+    assert kept.num_rows == 2 and ReleaseImages(path).num_rows == 4
+    chunks = list(kept.chunks(1))
+    assert [c["image_id"].to_pylist() for c in chunks] == [["sa1b:226381"], ["vg:1"]]
+    assert pa.concat_tables(chunks).equals(whole.filter(pa.compute.is_in(whole["image_id"], pa.array(["vg:1", "sa1b:226381"]))))
+    embedded = whole["image"][2].as_py()["bytes"]  # rows by image id: gldv2, sa1b, vg:1, vg:2
+    assert embedded is not None and kept.lookup("vg:1").data == embedded
+    assert kept.lookup("sa1b:226381").reason.startswith("license:") and kept.lookup("vg:9").reason.startswith("no_image")
+    assert list(ReleaseImages(path).restricted(pa.array(["vg:9"])).chunks(500))[0].num_rows == 0
