@@ -30,7 +30,9 @@ from reasonvqa.knowledge.rate_limit import query_throttle, require_rate_limit
 from reasonvqa.knowledge.refresh import utc_now
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
 from reasonvqa.locks import exclusive_lock
+from reasonvqa.tasks.release.embed import EmbeddedImages, embedded_lookup
 from reasonvqa.tasks.release.images import release_images
+from reasonvqa.tasks.release.pixels import PixelReader
 from reasonvqa.tasks.release.paths import release_dir
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig
@@ -269,7 +271,9 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     pool = merge_kinds(read_table(question_dir, "questions", schemas.QUESTIONS), extra_pools, config, report)
     if "regions" in extra_tables:  # the pixel evidence of the images that have questions
         extra_tables["regions"] = regions_of_pool(extra_tables["regions"], pool)
-    extra_tables["images"] = release_images([shard.table("images") for shard in shards], pool)
+    images = release_images([shard.table("images") for shard in shards], pool)
+    # bytes are read when the release is written (a file's rows at a time), where the license allows
+    extra_tables["images"] = EmbeddedImages(images, PixelReader(config.sources), config.release.embed_images)
 
     # 5-7. balance, split, stats, release
     # handed over with no local name left: the release's row views then hold the pool's only reference
@@ -322,7 +326,7 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
         shutil.rmtree(stats_dir)
     stats_files = write_stats(done.pool, done.balance, done.split, stats_dir)
     stats_files.update(write_breakdown(released_questions(done.split.train, done.split.test),
-                                       (tables or {}).get("regions"), stats_dir))
+                                       (tables or {}).get("regions"), stats_dir, embedded_lookup((tables or {}).get("images"))))
     write_json(release_stage_counts(report), stats_dir / "stages.json")
     stats_files["stages.json"] = stats_dir / "stages.json"
     if applied is not None:

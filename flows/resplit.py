@@ -25,6 +25,7 @@ from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds
 from reasonvqa.tasks.balance.pipeline import plan_release
 from reasonvqa.tasks.balance.stats import write_stats
 from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
+from reasonvqa.tasks.release.embed import embedded_lookup
 from reasonvqa.tasks.release.reader import read_split
 from reasonvqa.tasks.release.writer import MANIFEST, sha256_file, write_release
 
@@ -106,7 +107,8 @@ def resplit(
     with tempfile.TemporaryDirectory(prefix="resplit-stats-") as tmp:
         stats_dir = Path(tmp) / "stats"
         files = write_stats(pool, balanced, split, stats_dir)
-        files.update(write_breakdown(released_questions(split.train, split.test), tables.get("regions"), stats_dir))
+        files.update(write_breakdown(released_questions(split.train, split.test), tables.get("regions"), stats_dir,
+                                     embedded_lookup(tables.get("images"))))
         _write_json(filter_report, stats_dir / "filter_report.json")
         files["filter_report.json"] = stats_dir / "filter_report.json"
         if applied is not None:
@@ -129,10 +131,11 @@ def resplit(
         )
 
 
-def tables_of_pool(tables: dict[str, pa.Table], pool: pa.Table) -> dict[str, pa.Table]:
-    """The source release's record tables (regions), restricted to the images of the new pool."""
+def tables_of_pool(tables: dict, pool: pa.Table) -> dict:
+    """The source release's record tables (regions, images), restricted to the images of the new pool."""
     images = pc.unique(pool["image_id"])
-    return {name: table.filter(pc.is_in(table["image_id"], images)) for name, table in tables.items()}
+    return {name: table.restricted(images) if hasattr(table, "restricted") else table.filter(pc.is_in(table["image_id"], images))
+            for name, table in tables.items()}
 
 
 def _property_domains(pool) -> tuple[dict[str, tuple[str, ...]], str | None]:

@@ -123,6 +123,9 @@ def build(
     kinds: Annotated[Optional[str], typer.Option(help=KINDS_HELP)] = None,
     task_types: Annotated[Optional[str], typer.Option(help=TASK_TYPES_HELP)] = None,
     hallucination: Annotated[Optional[str], typer.Option(help=HALLUCINATION_HELP)] = None,
+    embed_images: Annotated[Optional[str], typer.Option(
+        help="auto: embed the bytes of local images whose source license allows it; never: URLs and paths only "
+             "(overrides release.embed_images).")] = None,
 ) -> None:
     """Run the build-reasonvqa flow and print the release folder."""
     from reasonvqa.config import sample_config
@@ -141,6 +144,10 @@ def build(
         cfg.questions.domains = _domain_list(domains, strict=True)
     if version is not None:
         cfg.release.version = _checked_version(version)
+    if embed_images is not None:
+        if embed_images not in ("auto", "never"):
+            raise typer.BadParameter(f"--embed-images is auto or never, got {embed_images!r}")
+        cfg.release.embed_images = embed_images
     if kinds is not None or task_types is not None or hallucination is not None:
         cfg.select = _kind_selection(kinds, task_types, hallucination)
     _quiet_prefect()
@@ -450,8 +457,8 @@ def images_fetch(
     report = fetch_with_progress(release, dest, workers=workers, timeout_s=timeout)
     for image_id, reason in sorted(report.failed.items()):
         typer.echo(f"FAIL {image_id}: {reason}", err=True)
-    typer.echo(f"{report.table}: {report.fetched} fetched, {report.reused} reused, {len(report.failed)} failed "
-               f"({report.bytes / 1e6:.1f} MB in {report.seconds:.1f} s)")
+    typer.echo(f"{report.table}: {report.fetched} fetched, {report.embedded} from the release, {report.reused} reused, "
+               f"{len(report.failed)} failed ({report.bytes / 1e6:.1f} MB in {report.seconds:.1f} s)")
     if report.failed:
         raise typer.Exit(1)
 

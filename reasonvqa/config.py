@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -27,6 +28,10 @@ class ReleaseConfig(BaseModel):
 
     name: str = "reasonvqa-sample"
     version: str = "0.1.0"
+    # left out of dumps at its default, so a default config hashes as before the option existed
+    embed_images: Literal["auto", "never"] = Field(
+        default="auto", exclude_if=lambda value: value == "auto", description="auto: embed the bytes of locally available images whose source license allows "
+        "redistribution in images/ (the `datasets` Image layout); never: URLs and paths only (`reasonvqa images fetch`).")
 
     @field_validator("name")
     @classmethod

@@ -45,6 +45,20 @@ class SourceConfig(BaseModel):
     kind: str
     path: Path
     max_images: int | None = Field(default=None, ge=1, description="Read at most this many images (for quick runs).")
+    # left out of dumps when unset, so configs (and their hashes) without it read as before it existed
+    image_dir: Path | None = Field(default=None, exclude_if=lambda value: value is None,
+                                   description="Folder the images' file_path is relative to, when the pixels are not "
+                                   "under path (e.g. Visual Genome's VG_100K/, GLDv2's train/); only release "
+                                   "pictures and embedded images read it.")
+
+
+class ImageUnavailable(Exception):
+    """An image's bytes cannot be had locally: ``code`` (missing_file, corrupt, ...) and a detail."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
 
 
 class RereadUnit(Exception):
@@ -77,6 +91,9 @@ class Source(ABC):
     visual_domain: ClassVar[str]  # e.g. "mixed", "landmarks", "indoor", "outdoor", "driving", "robotics"
     license: ClassVar[str]  # license of the images and annotations, e.g. "CC BY 4.0"
     description: ClassVar[str] = ""  # one line for --help and the dataset card
+    # whether the images' license lets a release embed their bytes, and why (the card and manifest say it)
+    redistributable: ClassVar[bool] = False
+    redistribution: ClassVar[str] = "the source's license is not known to allow redistributing its images"
     # where large temporary files (spill files, extracted archives) go; None: the system temp folder.
     # ``get`` sets it per instance (the runner passes a folder beside the work folder).
     scratch_dir: Path | None = None
@@ -99,6 +116,11 @@ class Source(ABC):
     def read(self, config: SourceConfig, unit: Any, shard_size: int) -> Iterator[StageResult]:
         """Yield one StageResult per shard of at most ``shard_size`` images of ``unit``."""
 
+    def image_bytes(self, config: SourceConfig, file_path: str) -> bytes:
+        """The encoded bytes of the image at ``file_path`` (an images row's) from local files; default: the
+        file under ``config.image_dir`` (else ``config.path``). Raises ImageUnavailable, never reads outside it."""
+        return read_file_under(config.image_dir or config.path, file_path)
+
     def snapshot(self, config: SourceConfig) -> str:
         """Content id of the inputs (manifest ``inputs``); default: the files directly in ``path``
         (annotation files sit at the top, images in sub-folders). Override when annotations nest."""
@@ -116,6 +138,29 @@ def require_folder(config: SourceConfig) -> Path:
     if not config.path.is_dir():
         raise FileNotFoundError(f"source folder not found: {config.kind}: {config.path}")
     return config.path
+
+
+def file_under(root: Path, relative: str) -> Path:
+    """``root/relative``; ImageUnavailable when it is not a file or resolves outside ``root`` (reasons name
+    ``relative`` only: they go into releases, which must not depend on where the inputs sit)."""
+    if not relative:
+        raise ImageUnavailable("no_file_path", "the source gives no file path for this image")
+    base = Path(root).resolve()
+    path = (base / relative).resolve()
+    if not path.is_relative_to(base):
+        raise ImageUnavailable("outside_folder", f"{relative} resolves outside the source's image folder")
+    if not path.is_file():
+        raise ImageUnavailable("missing_file", f"{relative} is not in the source's image folder")
+    return path
+
+
+def read_file_under(root: Path, relative: str) -> bytes:
+    """The bytes of ``root/relative`` (``file_under``); ImageUnavailable when it cannot be read."""
+    path = file_under(root, relative)
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise ImageUnavailable("unreadable", f"{relative}: {error.strerror or type(error).__name__}") from None
 
 
 def with_source_columns(images: pa.Table, source: Source) -> pa.Table:

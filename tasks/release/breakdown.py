@@ -6,9 +6,11 @@ released questions (train + test): per task type, per visual domain (hallucinati
 kind, per evidence multiplicity (number of evidence regions; 0 = hallucination), and per
 hallucination form (the ``hallucination:<form>`` entry of a hallucination row's ``template_ids``).
 
-Pictures are drawn on a blank canvas of the image's size (the release does not redistribute
-images): each evidence region's COCO RLE mask filled in a translucent colour (pycocotools
-decodes it), its box outlined. PNG bytes depend only on the inputs (no timestamps, no fonts).
+Pictures are drawn on the photo when its bytes can be had (a ``pixels`` lookup: read through the
+source, ``tasks/release/pixels.py``, or embedded in a release), else on a blank grey canvas of the
+image's size; ``breakdown.json`` and the card say which for each picture. Each evidence region's
+COCO RLE mask is filled in a translucent colour (pycocotools decodes it), its box outlined. PNG
+bytes depend only on the inputs (no timestamps, no fonts, fixed encoder settings).
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from reasonvqa.tasks.release.pixels import Pixels
 
 MULTIPLICITY_BINS = ("0", "1", "2", "3", "4", "5-9", "10+")
 EXAMPLES_PER_TASK = 2
@@ -101,15 +106,22 @@ def canvas_size(regions: list[dict]) -> tuple[int, int]:
             max(1, int(np.ceil(max(r["y"] + r["h"] for r in regions)))))
 
 
-def draw_example(regions: list[dict], path: Path) -> None:
-    """A PNG of the regions' masks (filled) and boxes (outlined) on a grey canvas, longest side MAX_SIDE."""
+def draw_example(regions: list[dict], path: Path, photo: bytes | None = None) -> None:
+    """A PNG of the regions' masks (filled) and boxes (outlined) on the ``photo`` (encoded bytes) or, without
+    one, on a grey canvas of the image's size; longest side MAX_SIDE."""
+    import io
+
     from PIL import Image, ImageDraw
     from pycocotools import mask as mask_utils
 
-    width, height = canvas_size(regions)
+    image = Image.open(io.BytesIO(photo)).convert("RGB") if photo is not None else None
+    width, height = image.size if image is not None else canvas_size(regions)
     scale = min(1.0, MAX_SIDE / max(width, height))
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
-    canvas = Image.new("RGB", size, (128, 128, 128))
+    if image is not None:
+        canvas = image.resize(size, Image.Resampling.BILINEAR, reducing_gap=None)
+    else:
+        canvas = Image.new("RGB", size, (128, 128, 128))
     for n, r in enumerate(regions):
         colour = _COLOURS[n % len(_COLOURS)]
         if r.get("mask"):
@@ -119,7 +131,7 @@ def draw_example(regions: list[dict], path: Path) -> None:
         box = [r["x"] * scale, r["y"] * scale, (r["x"] + r["w"]) * scale, (r["y"] + r["h"]) * scale]
         ImageDraw.Draw(canvas).rectangle(box, outline=colour, width=2)
     path.parent.mkdir(parents=True, exist_ok=True)
-    canvas.save(path, format="PNG", optimize=False)
+    canvas.save(path, format="PNG", optimize=False, compress_level=6)  # fixed encoder settings: same bytes
 
 
 BREAKDOWN_COLUMNS = ["question_id", "image_id", "image_source", "question", "answer", "kind", "task_type",
@@ -131,8 +143,12 @@ def released_questions(*splits) -> pa.Table:
     return pa.concat_tables([split.select(BREAKDOWN_COLUMNS) for split in splits])
 
 
-def write_breakdown(questions: pa.Table, regions: pa.Table | None, stats_dir: Path) -> dict[str, Path]:
-    """Write ``breakdown.json`` and the example pictures under ``stats_dir``; return {name: path}."""
+def write_breakdown(questions: pa.Table, regions: pa.Table | None, stats_dir: Path,
+                    pixels: Callable[[str], Pixels] | None = None) -> dict[str, Path]:
+    """Write ``breakdown.json`` and the example pictures under ``stats_dir``; return {name: path}.
+
+    ``pixels`` (image id -> Pixels) gives the photos the pictures are drawn on; without it, or for an
+    image it has no bytes of, a picture is drawn on a blank canvas (``background`` says why)."""
     stats_dir = Path(stats_dir)
     report = breakdown(questions, visual_domains())
     examples = []
@@ -146,9 +162,11 @@ def write_breakdown(questions: pa.Table, regions: pa.Table | None, stats_dir: Pa
             if not shown:
                 continue
             name = f"examples/{q['task_type']}-{q['question_id']}.png"
-            draw_example(shown, stats_dir / name)
+            photo = pixels(q["image_id"]) if pixels is not None else Pixels(None, "no_pixels: no pixel source given")
+            draw_example(shown, stats_dir / name, photo.data)
+            background = "photo" if photo.data is not None else f"blank canvas ({photo.reason.split(':')[0]})"
             examples.append({"file": name, "task_type": q["task_type"], "question": q["question"], "answer": q["answer"],
-                             "regions": len(shown)})
+                             "regions": len(shown), "image_id": q["image_id"], "background": background})
     report["examples"] = examples
     path = stats_dir / "breakdown.json"
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -172,9 +190,11 @@ def breakdown_section(report: dict) -> list[str]:
     lines += ["", "| evidence regions | questions |", "| --- | ---: |"]
     lines += [f"| {b} | {report['evidence_multiplicity'].get(b, 0)} |" for b in MULTIPLICITY_BINS]
     if report.get("examples"):
-        lines += ["", "Examples (evidence masks and boxes on a blank canvas of the image's size):", ""]
+        lines += ["", "Examples (evidence masks and boxes drawn on the photo where its pixels were at hand, else on a "
+                  "blank canvas of the image's size; the reason in brackets):", ""]
         for e in report["examples"]:
-            lines += [f"- {e['task_type']}: {e['question']} -> {e['answer']} ({e['regions']} region(s))",
+            on = e.get("background", "blank canvas")
+            lines += [f"- {e['task_type']}: {e['question']} -> {e['answer']} ({e['regions']} region(s); on {on})",
                       f"  ![{e['task_type']} example](stats/{e['file']})"]
     return lines
 

@@ -52,9 +52,11 @@ def render_card(
     bias: dict | None = None,
     breakdown: dict | None = None,
     tables: list[str] = (),
+    images: dict | None = None,
 ) -> str:
     """Markdown dataset card; its YAML header lets `datasets.load_dataset` (and the Hub viewer) find the
-    splits and each record table (``tables``, e.g. images, regions) as a config of its own."""
+    splits and each record table (``tables``, e.g. images, regions) as a config of its own. ``images`` is the
+    manifest's images summary (``tasks/release/embed.py``: what is embedded, and why the rest is not)."""
     header = {
         "pretty_name": name,
         "configs": [
@@ -107,7 +109,7 @@ def render_card(
         "- `manifest.json` lists the sha256 of every file; `reasonvqa verify <folder>` checks them.",
     ]
     if "images" in tables:
-        lines += ["", *images_section(counts.get("images", 0))]
+        lines += ["", *images_section(counts.get("images", 0), images)]
     if bias:
         lines += ["", *bias_section(bias)]
     if breakdown:
@@ -135,7 +137,8 @@ def render_card(
         "## Licenses",
         "",
         "Questions derive from Wikidata (CC0) and the image annotations of their source datasets, "
-        "each under its own license. Images themselves are not redistributed.",
+        "each under its own license. Images are embedded only where their source's license allows it "
+        "(see Images); the others are referenced by URL and path.",
     ]
     if source_rows:
         lines += ["", "| source | dataset | license |", "| --- | --- | --- |", *source_rows]
@@ -156,14 +159,36 @@ def hub_metadata(questions: int) -> dict:
             "task_categories": ["visual-question-answering"], "language": ["en"], "size_categories": [size]}
 
 
-def images_section(images: int) -> list[str]:
-    """The card's images section: what the ``images`` table holds and how to get the pixels."""
-    return [
-        "## Images",
-        "",
-        f"`images/` lists the {images} images the questions show: source, size, URL, file path in the source "
-        "dataset and license. The pixels are not embedded (source licenses differ per image); fetch them with",
-        "",
+_WHY_NOT = {
+    "disabled": "embedding off (`release.embed_images: never`)",
+    "not_embedded": "no bytes were given (a table from a release written before embedding)",
+    "missing_file": "no local file (give the source an `image_dir`)",
+    "corrupt": "the local file does not decode",
+    "wrong_size": "the local file's size differs from the table's",
+    "no_source": "its source is not configured where the release was written",
+    "unreadable": "the local file could not be read",
+    "outside_folder": "its path leaves the source folder",
+    "no_file_path": "the source gives no file path",
+}
+
+
+def images_section(images: int, summary: dict | None = None) -> list[str]:
+    """The card's images section: what ``images/`` holds, which images are embedded and why the others are not."""
+    embedded = (summary or {}).get("embedded", 0)
+    lines = ["## Images", "",
+             f"`images/` lists the {images} images the questions show: source, size, URL, file path in the source "
+             f"dataset and license. {embedded} of them are embedded in its `image` column (the `datasets` Image "
+             "layout: `load_dataset(\"<this folder>\", \"images\")` decodes them); its `pixels` column says "
+             "`embedded` or why an image is not."]
+    rows = []
+    for kind, entry in (summary or {}).get("by_source", {}).items():
+        why = "; ".join(f"{n} {_why_not(kind, code)}" for code, n in entry["not_embedded"].items()) or "-"
+        why = why.replace("|", "\\|")
+        rows.append(f"| `{kind}` | {entry['images']} | {entry['embedded']} | {why} |")
+    if rows:
+        lines += ["", "| source | images | embedded | not embedded, why |", "| --- | ---: | ---: | --- |", *rows]
+    return lines + [
+        "", "Fetch the images that are not embedded with", "",
         "```",
         "reasonvqa images fetch <this folder> --dest <folder>",
         "```",
@@ -172,6 +197,17 @@ def images_section(images: int) -> list[str]:
         "and its width and height, records its sha256, and writes `<folder>/images/part-00000.parquet` with "
         "the images embedded in the `datasets` Image layout (join on `image_id`).",
     ]
+
+
+def _why_not(kind: str, code: str) -> str:
+    if code != "license":
+        return _WHY_NOT.get(code, code)
+    from reasonvqa import sources
+
+    try:
+        return f"license: {sources.source_class(kind).redistribution}"
+    except sources.UnknownSourceError:
+        return "license: the source's license does not allow redistribution"
 
 
 _BASELINES = {

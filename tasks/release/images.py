@@ -1,8 +1,8 @@
 """Images of a release: the table of the images its questions show, and fetching them by URL.
 
-Source images are not redistributed in a release (their licenses differ per source and image);
-the release's ``images`` table names each image's URL, size and license. ``fetch_images``
-downloads them with bounded concurrency, checks each against the table (the Content-Length, a
+A release embeds the bytes of an image only where its source's license allows it
+(``tasks/release/embed.py``); the ``images`` table names every image's URL, size and license.
+``fetch_images`` takes the embedded ones from the release and downloads the others with bounded concurrency, checks each against the table (the Content-Length, a
 decodable image of the listed width and height) and records each file's sha256 in a ledger, so a
 rerun resumes: files whose recorded hash still matches are kept, the rest are fetched again. It then
 writes the images as Parquet in the `datasets` Image feature layout (``{bytes, path}``), loadable
@@ -66,6 +66,7 @@ class FetchReport:
 
     fetched: int = 0
     reused: int = 0
+    embedded: int = 0  # taken from the release's own images table, not downloaded
     bytes: int = 0
     seconds: float = 0.0
     failed: dict[str, str] = field(default_factory=dict)
@@ -110,6 +111,7 @@ def fetch_images(release: Path, dest: Path, *, workers: int = 8, timeout_s: floa
     """
     started = time.perf_counter()
     rows = read_release_images(Path(release)).to_pylist()
+    embedded = _embedded_bytes(Path(release))
     dest = Path(dest)
     (dest / FILES).mkdir(parents=True, exist_ok=True)
     ledger = _Ledger(dest / LEDGER)
@@ -123,6 +125,11 @@ def fetch_images(release: Path, dest: Path, *, workers: int = 8, timeout_s: floa
             if entry and _file_matches(dest / entry["file"], entry["sha256"]):
                 with count_lock:
                     report.reused += 1
+            elif image_id in embedded:
+                _check_image(embedded[image_id], row, f"the release's embedded {image_id}")
+                ledger.add(_save(row, embedded[image_id], dest, row["url"] or row["file_path"] or image_id))
+                with count_lock:
+                    report.embedded += 1
             else:
                 entry = _download(row, dest, timeout_s)
                 ledger.add(entry)
@@ -173,12 +180,30 @@ def _download(row: dict, dest: Path, timeout_s: float) -> dict:
     if declared is not None and declared.isdigit() and int(declared) != len(body):
         raise FetchError(f"truncated: {url}: {len(body)} of {declared} bytes")
     _check_image(body, row, url)
+    return _save(row, body, dest, url)
+
+
+def _save(row: dict, body: bytes, dest: Path, url: str) -> dict:
+    """Write one checked image under ``dest/files`` (atomically) and return its ledger entry."""
     digest = hashlib.sha256(body).hexdigest()
     name = f"{FILES}/{hashlib.sha256(row['image_id'].encode()).hexdigest()[:24]}{_suffix(url)}"
     part = dest / f"{name}.part"
     part.write_bytes(body)
     os.replace(part, dest / name)
     return {"image_id": row["image_id"], "file": name, "sha256": digest, "bytes": len(body), "url": url}
+
+
+def _embedded_bytes(release: Path) -> dict[str, bytes]:
+    """image id -> bytes of the images the release embeds (none for a release written before embedding)."""
+    found = {}
+    for part in sorted((release / IMAGES_TABLE).glob("*.parquet")):
+        if "image" not in pq.read_schema(part).names:
+            continue
+        for batch in pq.ParquetFile(part).iter_batches(batch_size=256, columns=["image_id", "image"]):
+            for row in batch.to_pylist():
+                if row["image"] is not None and row["image"]["bytes"] is not None:
+                    found[row["image_id"]] = row["image"]["bytes"]
+    return found
 
 
 def _check_image(body: bytes, row: dict, url: str) -> None:

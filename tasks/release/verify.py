@@ -96,6 +96,11 @@ def verify_release(path: Path) -> list[str]:
     problems += _check_disjoint(tables, manifest["splits"])
     records: dict[str, pa.Table] = {}
     for name in manifest.get("tables", []):
+        if name == "images":  # streamed file by file: it may hold the images' bytes
+            from reasonvqa.tasks.release.verify_images import check_images
+
+            problems += check_images(path, manifest)
+            continue
         records[name], errors = _read_split(path, name, schemas.TABLES[name])
         problems += errors
     problems += _check_regions(tables, records.get("regions"), "regions" in manifest.get("tables", []))
@@ -136,7 +141,7 @@ def check_manifest(raw: bytes, root: Path, found: ReleaseFiles) -> list[str]:
         manifest = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return [f"{MANIFEST}: unreadable ({exc})"]
-    if not isinstance(manifest, dict) or set(manifest) - {"tables", "annotations", "content_hash"} != _MANIFEST_KEYS:
+    if not isinstance(manifest, dict) or set(manifest) - {"tables", "annotations", "content_hash", "images"} != _MANIFEST_KEYS:
         keys = sorted(manifest) if isinstance(manifest, dict) else type(manifest).__name__
         return [f"{MANIFEST}: keys {keys} are not {sorted(_MANIFEST_KEYS)}"]
     problems = [] if raw == manifest_bytes(manifest) else [f"{MANIFEST}: not in the writer's canonical JSON form"]

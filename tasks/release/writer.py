@@ -24,6 +24,8 @@ from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.balance.codes import take_rows
 from reasonvqa.tasks.release.card import render_card
 from reasonvqa.tasks.release.croissant import write_croissant
+from reasonvqa.tasks.release.embed import ROWS_PER_FILE as IMAGE_ROWS_PER_FILE
+from reasonvqa.tasks.release.embed import RELEASE_IMAGES, as_release_images, images_summary, release_schema
 from reasonvqa.tasks.release.paths import inside, release_dir
 
 MANIFEST = "manifest.json"
@@ -160,17 +162,20 @@ def sha256_file(path: Path) -> str:
 
 def _with_schema_metadata(table: pa.Table, schema: pa.Schema = schemas.QUESTIONS) -> pa.Table:
     table = schemas.conform(table, schema)
-    return table.replace_schema_metadata({"reasonvqa.schema_version": schemas.SCHEMA_VERSION})
+    metadata = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}  # e.g. the `datasets` features
+    return table.replace_schema_metadata({**metadata, "reasonvqa.schema_version": schemas.SCHEMA_VERSION})
 
 
 def write_table_files(table: Rows, folder: Path, schema: pa.Schema = schemas.QUESTIONS) -> list[Path]:
     """Write ``table`` (conformed to ``schema``) as ``part-NNNNN.parquet`` files of at most ROWS_PER_FILE rows.
 
-    A ``RowSource`` is written chunk by chunk; the files are the same bytes as for the same rows
-    given as one table.
+    A ``RowSource`` is written chunk by chunk (``rows_per_file`` rows per file when it sets one; images
+    tables, which may hold bytes, ``embed.ROWS_PER_FILE``); the files are the same bytes as for the same
+    rows given as one table.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    chunks = table.chunks(ROWS_PER_FILE) if isinstance(table, RowSource) else _slices(table)
+    size = getattr(table, "rows_per_file", IMAGE_ROWS_PER_FILE if schema is RELEASE_IMAGES else ROWS_PER_FILE)
+    chunks = table.chunks(size) if isinstance(table, RowSource) else _slices(table, size)
     paths = []
     for i, chunk in enumerate(chunks):
         path = folder / f"part-{i:05d}.parquet"
@@ -180,9 +185,9 @@ def write_table_files(table: Rows, folder: Path, schema: pa.Schema = schemas.QUE
     return paths
 
 
-def _slices(table: pa.Table) -> Iterator[pa.Table]:
-    for start in range(0, max(table.num_rows, 1), ROWS_PER_FILE):
-        yield table.slice(start, ROWS_PER_FILE)
+def _slices(table: pa.Table, size: int) -> Iterator[pa.Table]:
+    for start in range(0, max(table.num_rows, 1), size):
+        yield table.slice(start, size)
 
 
 def _sort_by_question_id(table: Rows) -> Rows:
@@ -213,7 +218,7 @@ def write_release(
     card_notes: str = "",
     stats_files: dict[str, str] | None = None,
     overwrite: bool = False,
-    tables: dict[str, pa.Table] | None = None,
+    tables: dict[str, Rows] | None = None,
     annotations: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``<out_root>/<name>/<version>/`` and return its path.
@@ -247,7 +252,7 @@ def write_release(
 def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *, pool: Rows,
                              stats_dir: Path | None, config: dict[str, Any], config_hash: str,
                              inputs: dict[str, str], card_notes: str, stats_files: dict[str, str] | None,
-                             overwrite: bool, tables: dict[str, pa.Table] | None = None,
+                             overwrite: bool, tables: dict[str, Rows] | None = None,
                              annotations: dict[str, Any] | None = None) -> Path:
     name, version = final.parent.name, final.name
     if tmp.exists():
@@ -255,9 +260,13 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
     tmp.mkdir(parents=True)
     try:
         jobs = [(split, splits[split], schemas.QUESTIONS) for split in _ordered(splits)] + [("pool", pool, schemas.QUESTIONS)]
-        jobs += [(table_name, table, schemas.TABLES[table_name]) for table_name, table in sorted((tables or {}).items())]
+        tables = dict(tables or {})
+        if isinstance(tables.get("images"), pa.Table):  # plain IMAGES rows (no bytes) or a release's own table
+            tables["images"] = as_release_images(tables["images"])
+        jobs += [(table_name, table, release_schema(table_name)) for table_name, table in sorted(tables.items())]
         counts = {folder: table.num_rows for folder, table, _ in jobs}
         write_folders(tmp, jobs)
+        images = images_summary(tmp / "images") if "images" in (tables or {}) else None  # what is embedded, why not
         if stats_dir is not None and stats_dir.exists():
             shutil.copytree(stats_dir, tmp / "stats")
         bias_file = tmp / "stats" / "bias.json"
@@ -269,7 +278,7 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
             render_card(name=name, version=version, splits=list(_ordered(splits)), counts=counts,
                         config_hash=config_hash, inputs=inputs, stats_files=stats_files or {},
                         notes=card_notes, bias=bias, breakdown=breakdown,
-                        tables=sorted(tables or {})),
+                        tables=sorted(tables or {}), images=images),
             encoding="utf-8",
         )
         manifest = {
@@ -285,6 +294,8 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
         }
         if tables:  # record tables beside the questions (e.g. regions); absent when there are none
             manifest["tables"] = sorted(tables)
+        if images is not None:  # per source: images embedded, and the others by reason
+            manifest["images"] = images
         if annotations is not None:  # the annotation decisions this release applied
             manifest["annotations"] = annotations
         manifest["content_hash"] = content_hash(manifest)

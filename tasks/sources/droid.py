@@ -22,6 +22,7 @@ read, and each episode refused as a whole (no or bad metadata, bad trajectory).
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import ClassVar, Iterator, Literal
@@ -29,11 +30,11 @@ from typing import ClassVar, Iterator, Literal
 from pydantic import Field
 
 from reasonvqa import schemas
-from reasonvqa.sources import Source, SourceConfig
+from reasonvqa.sources import ImageUnavailable, Source, SourceConfig, file_under
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.droid_trajectory import FILE_NAME as TRAJECTORY_FILE
 from reasonvqa.tasks.sources.droid_trajectory import Trajectory, TrajectoryError, read_trajectory
-from reasonvqa.tasks.sources.video_keyframes import VideoDecodeError, sample_keyframes
+from reasonvqa.tasks.sources.video_keyframes import VideoDecodeError, frame_at, sample_keyframes
 
 STAGE = "sources_droid"
 LICENSE = "CC BY 4.0"
@@ -60,6 +61,23 @@ class DroidSource(Source):
     visual_domain: ClassVar[str] = "robotics"
     license: ClassVar[str] = LICENSE
     description: ClassVar[str] = "DROID raw episodes: keyframes of the MP4 recordings, language instructions as context"
+    redistributable: ClassVar[bool] = True
+    redistribution: ClassVar[str] = "DROID is released under CC BY 4.0 (attribution)"
+
+    def image_bytes(self, config: SourceConfig, file_path: str) -> bytes:
+        """The keyframe ``<video>.mp4#t=<seconds>`` decoded (PyAV) and encoded as PNG with fixed settings."""
+        video, _, at = (file_path or "").partition("#t=")
+        try:
+            seconds = float(at)
+        except ValueError:
+            raise ImageUnavailable("no_file_path", f"not a keyframe path (<video>#t=<seconds>): {file_path!r}") from None
+        try:
+            frame = frame_at(file_under(config.image_dir or config.path, video), seconds)
+        except VideoDecodeError as error:
+            raise ImageUnavailable("corrupt", str(error)) from None
+        buffer = io.BytesIO()
+        frame.save(buffer, format="PNG", optimize=False, compress_level=6)
+        return buffer.getvalue()
 
     def check(self, config: SourceConfig) -> None:
         config = self.typed(config)

@@ -72,6 +72,8 @@ class Gldv2Source(Source):
     # train_attribution.csv (train images: CC BY family without NoDerivs)
     license = "images: per image (train_attribution.csv); annotations: CC BY 4.0"
     description = "Google Landmarks v2: train.csv (or index.csv, test.csv), train_label_to_category.csv, train_clean.csv"
+    redistribution = ("each GLDv2 image has its own license and attribution (train_attribution.csv), which the "
+                      "release does not carry: fetch by URL")
 
     def check(self, config: SourceConfig) -> None:
         folder = require_folder(config)

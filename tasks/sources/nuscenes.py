@@ -56,6 +56,10 @@ class NuScenesSource(Source):
     visual_domain: ClassVar[str] = "driving"
     license: ClassVar[str] = LICENSE
     description: ClassVar[str] = "nuScenes v1.0 tables: camera keyframes with projected 3D boxes, categories, attributes"
+    # camera files sit under the dataroot (config.path, or image_dir) at the sample_data filename
+    redistributable: ClassVar[bool] = True
+    redistribution: ClassVar[str] = ("nuScenes is CC BY-NC-SA 4.0: shared with attribution, non-commercially, under "
+                                     "the same license (each embedded row keeps its license)")
 
     def check(self, config: SourceConfig) -> None:
         config = self.typed(config)

@@ -35,7 +35,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from reasonvqa import coco_rle, schemas
-from reasonvqa.sources import Source, SourceConfig
+from reasonvqa.sources import ImageUnavailable, Source, SourceConfig
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.gc_pause import gc_paused
 from reasonvqa.tasks.sources.jpeg_header import JpegHeaderError, jpeg_size
@@ -74,6 +74,23 @@ class Sa1bSource(Source):
     visual_domain: ClassVar[str] = "indoor/outdoor"
     license: ClassVar[str] = LICENSE
     description: ClassVar[str] = "SA-1B tar shards (sa_NNNNNN.tar): images with ~100 class-free SAM masks each"
+    redistribution: ClassVar[str] = "the SA-1B Dataset Research License does not allow redistributing its images"
+
+    def image_bytes(self, config: SourceConfig, file_path: str) -> bytes:
+        """The ``sa_<id>.jpg`` member of the tar that ``file_path`` (``sa_NNNNNN.tar/sa_<id>.jpg``) names, streamed."""
+        config = self.typed(config)
+        tar_name, _, member = (file_path or "").partition("/")
+        if not MEMBER_NAME.fullmatch(member) or "/" in tar_name or not tar_name.endswith(".tar"):
+            raise ImageUnavailable("no_file_path", f"not an SA-1B tar member path: {file_path!r}")
+        tar = _resolve(config, Path(tar_name))
+        if not tar.is_file():
+            raise ImageUnavailable("missing_file", f"{tar_name} is not in the source folder")
+        for item in walk(tar):
+            if isinstance(item, Member) and item.name == member:
+                return item.stream.read()
+            if isinstance(item, Problem) and item.reason in ("tar_unreadable", "tar_truncated", "tar_corrupt"):
+                raise ImageUnavailable("corrupt", f"{tar_name}: {item.reason} at byte {item.offset} before {member}")
+        raise ImageUnavailable("missing_file", f"{member} not in {tar_name}")
 
     def check(self, config: SourceConfig) -> None:
         config = self.typed(config)

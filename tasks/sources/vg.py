@@ -115,6 +115,8 @@ class VgSource(Source):
     kind = "vg"
     visual_domain = "mixed"  # everyday indoor and outdoor scenes (YFCC100M and MS-COCO images)
     license = "CC BY 4.0"
+    redistributable = True
+    redistribution = "Visual Genome (images included) is released under CC BY 4.0 (attribution)"
     description = "Visual Genome: image_data.json with objects.json (or scene_graphs.json), attributes, relationships"
 
     def check(self, config: SourceConfig) -> None:

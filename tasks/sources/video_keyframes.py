@@ -55,6 +55,26 @@ def sample_keyframes(path: Path, rate_hz: float, limit: int | None = None) -> li
     return keyframes
 
 
+def frame_at(path: Path, seconds: float):
+    """The RGB PIL image of the first frame at or after ``seconds`` (a Keyframe's ``seconds``, to 1 µs).
+
+    Raises VideoDecodeError naming the file when it cannot be decoded or ends before ``seconds``.
+    """
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise VideoDecodeError(f"{path.name}: no video stream")
+            stream = container.streams.video[0]
+            for number, frame in enumerate(container.decode(stream)):
+                if _frame_seconds(frame, stream, number) + 1e-6 >= seconds:
+                    return frame.to_image().convert("RGB")
+    except VideoDecodeError:
+        raise
+    except (av.FFmpegError, OSError, ValueError, EOFError) as error:  # FFmpeg's message names the absolute path
+        raise VideoDecodeError(f"{path.name}: {getattr(error, 'strerror', None) or type(error).__name__}") from None
+    raise VideoDecodeError(f"{path.name}: no frame at or after {seconds:.6f} s")
+
+
 def _frame_seconds(frame: av.VideoFrame, stream: av.video.stream.VideoStream, number: int) -> float:
     """Presentation time of a frame; from its number and the stream rate when it has no timestamp."""
     if frame.time is not None:

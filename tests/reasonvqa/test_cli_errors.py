@@ -142,3 +142,9 @@ def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback():
     assert plain.output == "error: KeyError: 'multi\\nline' (reasonvqa --debug ... shows the traceback)\n"
     debug = runner.invoke(_failing_app(), ["--debug", "crash"])
     assert isinstance(debug.exception, KeyError)
+
+
+def test_build_with_an_unknown_embed_images_mode_writes_nothing(tmp_path):
+    result = runner.invoke(app, ["build", "--sample", "--out", str(tmp_path / "out"), "--embed-images", "always"])
+    assert "--embed-images is auto or never" in one_error_line(result, 2)
+    assert files_under(tmp_path) == []

@@ -62,3 +62,15 @@ def test_relative_knowledge_paths_resolve_against_the_yaml_folder(tmp_path):
     assert cfg.knowledge.mirror_entities == tmp_path / "kb" / "entities"
     assert cfg.knowledge.cache_dir == tmp_path / "cache"
     assert cfg.knowledge.wordnet_table == tmp_path / "wn.tsv.gz"
+
+
+def test_image_options_at_their_defaults_keep_the_config_hash(tmp_path):
+    base = sample_config()
+    assert base.config_hash() == "3a0d4ad63c935bd3c45e6a08e818bb9b0618da9b658767a8186eeba384b13eba"  # as before the options
+    assert "embed_images" not in base.canonical_json() and "image_dir" not in base.canonical_json()
+    never = sample_config()
+    never.release.embed_images = "never"
+    assert '"embed_images":"never"' in never.canonical_json() and never.config_hash() != base.config_hash()
+    (tmp_path / "build.yaml").write_text("sources:\n  - {kind: vg, path: vg, image_dir: vg_images}\n")
+    cfg = load_config(tmp_path / "build.yaml")
+    assert cfg.sources[0].image_dir == tmp_path / "vg_images" and '"image_dir":' in cfg.canonical_json()

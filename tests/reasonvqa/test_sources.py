@@ -105,3 +105,15 @@ def test_images_get_the_declared_domain_and_license_where_the_reader_left_them_n
 def test_require_folder_names_the_kind_and_path(tmp_path):
     with pytest.raises(FileNotFoundError, match=f"source folder not found: vg: {tmp_path / 'nope'}"):
         VgSource().check(sources.parse_config({"kind": "vg", "path": tmp_path / "nope"}))
+
+
+def test_read_file_under_refuses_paths_that_leave_the_folder_and_names_missing_files(tmp_path):
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "a.jpg").write_bytes(b"abc")
+    (tmp_path / "secret.jpg").write_bytes(b"no")
+    assert sources.read_file_under(tmp_path / "images", "a.jpg") == b"abc"
+    for relative, code in [("../secret.jpg", "outside_folder"), ("/etc/passwd", "outside_folder"),
+                           ("b.jpg", "missing_file"), ("", "no_file_path"), (".", "missing_file")]:
+        with pytest.raises(sources.ImageUnavailable) as caught:
+            sources.read_file_under(tmp_path / "images", relative)
+        assert caught.value.code == code and str(tmp_path) not in str(caught.value)  # no absolute path in a reason

@@ -1,9 +1,15 @@
+import io
+import json
+import tarfile
+
 import numpy as np
 from PIL import Image
 from pycocotools import mask as mask_utils
 
 from reasonvqa import schemas
+from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.tasks.release.breakdown import breakdown, breakdown_section, draw_example, write_breakdown
+from reasonvqa.tasks.release.pixels import Pixels
 
 QUESTIONS = schemas.from_rows([
     dict(question_id="a", image_id="sa1b:1", image_source="sa1b", question="Which is larger?", answer="x",
@@ -58,3 +64,46 @@ def test_box_only_regions_are_outlined_on_a_canvas_of_their_extent(tmp_path):
     draw_example([{"x": 10.0, "y": 10.0, "w": 20.0, "h": 10.0, "mask": None}], tmp_path / "box.png")
     pixels = np.asarray(Image.open(tmp_path / "box.png"))
     assert pixels.shape == (20, 30, 3) and tuple(pixels[10, 15]) != (128, 128, 128) and tuple(pixels[15, 15]) == (128, 128, 128)
+
+
+def sample_photo_and_regions() -> tuple[bytes, list[dict]]:
+    """The bundled SA-1B sample's JPEG and its first two annotations, as regions rows."""
+    with tarfile.open(SAMPLE_DIR / "sa1b" / "sa_000020.tar") as tar:
+        photo = tar.extractfile("sa_226381.jpg").read()
+        annotations = json.loads(tar.extractfile("sa_226381.json").read())["annotations"][:2]
+    regions = [{"x": a["bbox"][0], "y": a["bbox"][1], "w": a["bbox"][2], "h": a["bbox"][3],
+                "mask": {"size": a["segmentation"]["size"], "counts": a["segmentation"]["counts"]}} for a in annotations]
+    return photo, regions
+
+
+def test_picture_on_the_sample_photo_differs_from_the_blank_canvas_and_masks_land_on_their_pixels(tmp_path):
+    photo, regions = sample_photo_and_regions()
+    draw_example(regions, tmp_path / "photo.png", photo)
+    draw_example(regions, tmp_path / "blank.png")
+    drawn, blank = np.asarray(Image.open(tmp_path / "photo.png")), np.asarray(Image.open(tmp_path / "blank.png"))
+    original = np.asarray(Image.open(io.BytesIO(photo)).convert("RGB").resize((512, 384), Image.Resampling.BILINEAR))
+    assert drawn.shape == blank.shape == (384, 512, 3) and not np.array_equal(drawn, blank)
+    bits = mask_utils.decode({"size": regions[0]["mask"]["size"], "counts": regions[0]["mask"]["counts"].encode()})
+    small = np.asarray(Image.fromarray(bits * 255).resize((512, 384), Image.NEAREST)) > 0
+    x0, y0, x1, y1 = (round(v * 512 / 2000) for v in (regions[0]["x"], regions[0]["y"],
+                                                      regions[0]["x"] + regions[0]["w"], regions[0]["y"] + regions[0]["h"]))
+    inner = small.copy()
+    inner[:, : x0 + 3], inner[:, x1 - 2:], inner[: y0 + 3], inner[y1 - 2:] = False, False, False, False  # off the outline
+    ys, xs = np.nonzero(inner)
+    expected = 0.4 * original[ys, xs] + 0.6 * np.array([230, 25, 75])  # the first colour blended over the photo
+    assert len(ys) > 50 and np.abs(drawn[ys, xs] - expected).max() <= 1
+    untouched = np.zeros_like(small)
+    untouched[200:, 300:] = True  # far from both regions (which lie near the top)
+    assert np.array_equal(drawn[untouched], original[untouched]) and tuple(blank[300, 400]) == (128, 128, 128)
+
+
+def test_write_breakdown_draws_on_the_photo_it_is_given_and_says_so(tmp_path):
+    photo = Image.new("RGB", (40, 30), (10, 90, 200))
+    buffer = io.BytesIO()
+    photo.save(buffer, format="PNG")
+    lookup = {"sa1b:1": Pixels(buffer.getvalue())}
+    write_breakdown(QUESTIONS, REGIONS, tmp_path, lambda i: lookup.get(i, Pixels(None, "missing_file: x")))
+    report = json.loads((tmp_path / "breakdown.json").read_text())
+    assert [(e["image_id"], e["background"]) for e in report["examples"]] == [("sa1b:1", "photo")]
+    assert tuple(np.asarray(Image.open(tmp_path / "examples" / "comparison-a.png"))[25, 5]) == (10, 90, 200)
+    assert "(2 region(s); on photo)" in "\n".join(breakdown_section(report))

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from reasonvqa import schemas
+from reasonvqa.tasks.release.embed import RELEASE_IMAGES
 from reasonvqa.tasks.release.writer import write_release
 
 _CHECK = """
@@ -52,7 +53,7 @@ def test_croissant_validates_lists_each_folder_and_reads_back_the_records(releas
     assert (found["name"], found["version"]) == ("demo", "1.0.0")
     assert list(found["record_sets"]) == ["train", "test", "pool", "images"]
     assert found["record_sets"]["train"] == [f"train/{c}" for c in schemas.QUESTIONS.names]
-    assert found["record_sets"]["images"] == [f"images/{c}" for c in schemas.IMAGES.names]
+    assert found["record_sets"]["images"] == [f"images/{c}" for c in RELEASE_IMAGES.names]  # with image, pixels
     # the one recommendation left out: a publication date would make the bytes depend on the day
     assert found["warnings"] == ['Property "https://schema.org/datePublished" is recommended, but does not exist.']
     assert found["test_answers"] == ["Madrid"]
