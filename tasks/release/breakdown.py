@@ -6,9 +6,10 @@ released questions (train + test): per task type, per visual domain (hallucinati
 kind, per evidence multiplicity (number of evidence regions; 0 = hallucination), and per
 hallucination form (the ``hallucination:<form>`` entry of a hallucination row's ``template_ids``).
 
-Pictures are drawn on the photo when its bytes can be had (a ``pixels`` lookup: read through the
+Pictures are drawn on the photo when its bytes can be had and its source's license allows
+redistribution (a picture on a photo is a derivative of it; a ``pixels`` lookup: read through the
 source, ``tasks/release/pixels.py``, or embedded in a release), else on a blank grey canvas of the
-image's size; ``breakdown.json`` and the card say which for each picture. Each evidence region's
+image's size; ``breakdown.json`` and the card say which for each picture, and why. Each evidence region's
 COCO RLE mask is filled in a translucent colour (pycocotools decodes it), its box outlined. PNG
 bytes depend only on the inputs (no timestamps, no fonts, fixed encoder settings).
 """

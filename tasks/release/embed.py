@@ -49,13 +49,16 @@ def decide(row: dict, mode: str, reader: PixelReader) -> Pixels:
     """Whether one images row is embedded: off, the source's license, then the local bytes."""
     if mode == "never":
         return Pixels(None, "disabled: release.embed_images is never")
+    return license_refusal(row) or reader.read(row)
+
+
+def license_refusal(row: dict) -> Pixels | None:
+    """Why an images row's pixels (or a picture drawn on them) may not go into a release; None if they may."""
     try:
         source = sources.source_class(row.get("source") or "")
     except sources.UnknownSourceError:
         return Pixels(None, f"no_source: source {row.get('source')!r} is not installed")
-    if not source.redistributable:
-        return Pixels(None, f"license: {source.redistribution}")
-    return reader.read(row)
+    return None if source.redistributable else Pixels(None, f"license: {source.redistribution}")
 
 
 class EmbeddedImages:
@@ -77,11 +80,15 @@ class EmbeddedImages:
             yield with_pixels(part, decided)
 
     def lookup(self, image_id: str) -> Pixels:
-        """The checked bytes of one image, whatever its license (the card's example pictures)."""
+        """The checked bytes of one image for the card's example pictures: a picture drawn on a photo is a
+        derivative of it, so only sources whose license allows redistribution give bytes (whatever
+        ``release.embed_images`` says)."""
         if self._rows is None:
             self._rows = {row["image_id"]: row for row in self.images.to_pylist()}
         row = self._rows.get(image_id)
-        return self.reader.read(row) if row else Pixels(None, f"no_image: {image_id} is not in the images table")
+        if row is None:
+            return Pixels(None, f"no_image: {image_id} is not in the images table")
+        return license_refusal(row) or self.reader.read(row)
 
 
 def with_pixels(part: pa.Table, decided: list[tuple[dict, Pixels]]) -> pa.Table:

@@ -85,9 +85,10 @@ def test_embedded_release_is_byte_identical_and_never_embeds_nothing(tmp_path, s
     assert pixels == ["disabled: release.embed_images is never"] * 4 and verify_release(never) == []
 
 
-def test_lookup_reads_any_local_photo_for_the_card_and_embedded_bytes_of_a_release(tmp_path, splits, reader):
-    embedded = EmbeddedImages(IMAGES, reader, "auto")
-    assert embedded.lookup("sa1b:226381").data is not None  # the card's example picture: whatever the license
+def test_lookup_gives_card_photos_of_redistributable_sources_and_embedded_bytes_of_a_release(tmp_path, splits, reader):
+    embedded = EmbeddedImages(IMAGES, reader, "never")
+    assert embedded.lookup("vg:1").data is not None  # the card's pictures do not depend on embed_images
+    assert embedded.lookup("sa1b:226381").reason.startswith("license:")  # a picture on it would be a derivative
     assert embedded.lookup("vg:9").reason.startswith("no_image")
     table = pq.read_table(release(tmp_path, splits, reader, "auto") / "images" / "part-00000.parquet")
     from_release = embedded_lookup(table)
