@@ -52,9 +52,15 @@ class SandboxConfig(BaseModel):
     seccomp: Literal["auto", "required", "off"] = Field(
         default="auto", description="auto: use seccomp where pyseccomp and libseccomp load; required: refuse to run without.")
     bwrap: Literal["auto", "off"] = "auto"
+    programs_per_child: int = Field(
+        default=1, ge=1, le=64,
+        description="1: a forked child per program. More: consecutive programs on one graph share a child "
+                    "(same limits and layers per program, a program that does not end plainly reruns alone; "
+                    "programs are then isolated from each other by the interpreter, not the OS; BENCHMARKS.md).")
 
     def limits(self) -> dict:
-        return {k: getattr(self, k) for k in ("cpu_seconds", "wall_seconds", "memory_mb", "output_bytes", "open_files")}
+        return {k: getattr(self, k) for k in ("cpu_seconds", "wall_seconds", "memory_mb", "output_bytes", "open_files",
+                                              "programs_per_child")}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -109,7 +115,8 @@ class _Worker:
         env = {"PYTHONHASHSEED": "0", "PYTHONUTF8": "1"}  # set order, hence outputs, must not vary by run
         setenv = [arg for k, v in env.items() for arg in ("--setenv", k, v)] if prefix else []
         flags = ["--no-seccomp"] if config.seccomp == "off" else []
-        cmd = [*prefix[:-1], *setenv, *prefix[-1:], sys.executable, "-I", "-m", WORKER_MODULE, *flags]
+        # -s -P and an environment of only ``env`` isolate as -I does; -I (-E) would ignore PYTHONHASHSEED.
+        cmd = [*prefix[:-1], *setenv, *prefix[-1:], sys.executable, "-s", "-P", "-m", WORKER_MODULE, *flags]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=env, cwd=self.tmp, bufsize=0, start_new_session=True)
         self.hello = self.receive(60.0)
