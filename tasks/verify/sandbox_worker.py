@@ -52,6 +52,7 @@ DEFAULT_LIMITS = {"cpu_seconds": 1, "wall_seconds": 2.0, "memory_mb": 256, "outp
 # A shared child hands these programs back to run alone: their outcome depends on what the process
 # already holds (memory headroom, a CPU timer the program may have caught), not only on the program.
 RERUN_ALONE_REASONS = ("memory_limit", "recursion_limit")
+SHARED_VM_SLACK = 16 * 2**20  # a shared child that grew more than this since its fork starts no more programs
 
 
 def to_jsonable(value: Any, depth: int = 0) -> Any:
@@ -332,9 +333,12 @@ _TIMER_FIRED = [False]
 
 
 def graph_state(graph: SceneGraph) -> str:
-    """Everything about a graph that a program can read or change, in order (nodes, both adjacencies, caption)."""
-    return repr((graph.caption, list(graph.nodes(data=True)), [(n, dict(a)) for n, a in graph.succ.items()],
-                 [(n, dict(a)) for n, a in graph.pred.items()]))
+    """Everything of a graph that a program can read or change, in order: nodes, both adjacencies and
+    their data, graph attributes, and which object each instance attribute holds (a program may
+    rebind ``caption`` or shadow a method). Reads the internals only: no program code runs here."""
+    attributes = vars(graph)
+    return repr((graph._node, graph._succ, graph._pred, graph.graph, attributes.get("caption"),
+                 [(name, id(value)) for name, value in attributes.items()]))
 
 
 def _shared_child(items: list[tuple[str, CodeType, bool]], graph: SceneGraph, limits: dict, filt: Any,
@@ -354,8 +358,11 @@ def _shared_child(items: list[tuple[str, CodeType, bool]], graph: SceneGraph, li
         if filt is not None:
             filt.load()
         pristine = graph_state(graph)
+        grown = _vm_bytes() + SHARED_VM_SLACK
         signal.signal(signal.SIGPROF, _on_cpu_timer)
         for entry, code, check in items:
+            if _vm_bytes() > grown:  # what earlier programs left would shrink this one's headroom
+                break
             _TIMER_FIRED[0] = False
             signal.setitimer(signal.ITIMER_PROF, float(limits["cpu_seconds"]))
             result = run_code(entry, code, graph, check)
@@ -435,19 +442,20 @@ def answer(jobs: list[dict], graphs: dict[str, SceneGraph | None], limits: dict,
     per_child = int(limits.get("programs_per_child", 1))
     start = 0
     while start < len(jobs):
-        key = jobs[start].get("graph")
+        key = (jobs[start].get("graph"), bool(jobs[start].get("check", True)))
+        size = per_child if key[1] else 1  # programs without the allow-list (tests of the OS layers) run alone
         end = start + 1
-        while end < len(jobs) and end - start < per_child and jobs[end].get("graph") == key:
+        while end < len(jobs) and end - start < size and (jobs[end].get("graph"), bool(jobs[end].get("check", True))) == key:
             end += 1
         run, start = jobs[start:end], end
-        graph = graphs.get(key)
-        if per_child == 1 or graph is None:
+        graph = graphs.get(key[0])
+        if len(run) == 1 or graph is None:
             for job in run:
                 yield job, run_job(job, graph, limits, filt, devnull, single_threaded)
             continue
-        prepared = [prepare(job.get("program", ""), bool(job.get("check", True))) for job in run]
-        shared = run_shared([(*p, bool(job.get("check", True))) for job, p in zip(run, prepared)
-                             if not isinstance(p, dict)], graph, limits, filt, devnull, single_threaded)
+        prepared = [prepare(job.get("program", ""), key[1]) for job in run]
+        shared = run_shared([(*p, key[1]) for p in prepared if not isinstance(p, dict)],
+                            graph, limits, filt, devnull, single_threaded)
         with closing(shared):  # the last shared child is reaped before the next run
             for job, p in zip(run, prepared):
                 yield job, p if isinstance(p, dict) else next(shared)

@@ -196,6 +196,8 @@ SHARED_CHILD_PROGRAMS = {
     "good": GOOD,
     "grows_a_list": "def verify(sg):\n    sg.get_attributes('dog')['attributes'].append('wet')\n    return sg.get_attributes('dog')\n",
     "reads_after": "def verify(sg):\n    return [sg.get_attributes('dog'), sg.get_entities(), sg.caption]\n",
+    "shadows": "def verify(sg):\n    sg.get_entities = lambda: ['cat']\n    return sg.get_entities()\n",
+    "reads_once_more": "def verify(sg):\n    return [sg.get_entities(), sg.caption]\n",
     "clears": "def verify(sg):\n    sg.clear()\n    return sg.get_entities()\n",
     "loops": (HOSTILE / "infinite_loop.py").read_text(),
     "reads_again": "def verify(sg):\n    return sg.describe()\n",
@@ -220,6 +222,8 @@ def test_shared_children_give_the_results_of_a_child_per_program():
     got = results[1]
     assert got["grows_a_list"]["output"] == {"attributes": ["brown", "wet"]}
     assert got["reads_after"]["output"] == [{"attributes": ["brown"]}, ["dog", "grass"], "A brown dog on green grass."]
+    assert got["shadows"]["output"] == ["cat"]
+    assert got["reads_once_more"]["output"] == [["dog", "grass"], "A brown dog on green grass."]
     assert got["clears"]["output"] == [] and got["reads_again"]["output"].startswith("The dog is brown.")
     assert got["loops"]["status"] == got["catches_the_timer"]["status"] == "timeout"
     assert got["catches_memory"] == {"status": "ok", "output": "caught", "reason": None}
