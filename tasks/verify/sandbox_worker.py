@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import functools
 import gc
 import json
 import math
@@ -341,6 +342,16 @@ def graph_state(graph: SceneGraph) -> str:
                  [(name, id(value)) for name, value in attributes.items()]))
 
 
+def cache_views(graph: SceneGraph) -> SceneGraph:
+    """Create networkx's lazily cached views (``graph.nodes``, ``.pred``, ...) now, so that the first
+    program reading one does not count as changing the graph in a shared child."""
+    for cls in type(graph).__mro__:
+        for name, value in vars(cls).items():
+            if isinstance(value, functools.cached_property):
+                getattr(graph, name)
+    return graph
+
+
 def _shared_child(items: list[tuple[str, CodeType, bool]], graph: SceneGraph, limits: dict, filt: Any,
                   write_fd: int, devnull: int) -> None:
     """Runs several programs one after the other in one forked child; never returns.
@@ -427,7 +438,7 @@ def serve(in_fd: int, out_fd: int, seccomp: bool = True) -> None:
         graphs = {}
         for key, value in request.get("graphs", {}).items():
             try:
-                graphs[key] = SceneGraph.from_json(value)
+                graphs[key] = cache_views(SceneGraph.from_json(value))
             except ValueError:
                 graphs[key] = None
         limits["_base_vm"] = _vm_bytes()
