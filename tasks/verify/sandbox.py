@@ -4,7 +4,9 @@ Layers (each holds on its own; see ``program_check``, ``sandbox_worker``, ``secc
 
 1. AST allow-list (in the worker, before anything runs; a rejected program never runs);
 2. one forked child per program with resource limits, an empty environment, an empty temporary
-   working folder and no descriptors but its result pipe;
+   working folder and no descriptors but its result pipe (``programs_per_child`` > 1: consecutive
+   programs on one graph share a child, each with its own CPU timer, deadline and pristine graph;
+   see ``sandbox_worker.run_shared``);
 3. seccomp: no sockets, exec, fork/clone, or opening files for writing (the worker loads all but
    the process rules for itself, each child adds those);
 4. bubblewrap namespaces around each worker when ``bwrap`` exists and works here;

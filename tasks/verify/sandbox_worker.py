@@ -18,6 +18,13 @@ seccomp filter (no fork, kill or raising limits), and only then runs the program
 enforces the wall-clock deadline (SIGKILL) and caps the result's size. Each program thus runs in
 a process of its own that never held another program's state.
 
+With ``programs_per_child`` > 1 (a config switch, off by default) a run of consecutive checked
+programs on one graph shares one forked child (``run_shared``): the same limits and layers, a CPU
+timer and a wall deadline per program, and results that equal the one-child-per-program results
+(a program that does not end plainly reruns alone; a program that changed the graph ends the
+child). The programs of a run are then isolated from each other by the interpreter and the
+allow-list, not by the OS.
+
 Parsing in the worker, not the child, is bounded work on bounded input (``MAX_SOURCE_CHARS``;
 CPython's parser and compiler stop deep nesting with errors, reported as ``syntax_error``), and
 it spares each child the copy-on-write faults of allocating a syntax tree in forked memory.
