@@ -183,7 +183,9 @@ class Sandbox:
 
     def protections(self) -> dict[str, str]:
         """Which layers are on (recorded in run stats)."""
-        return {"ast_allow_list": "on", "rlimits": "on", "seccomp": self.seccomp_status, "bwrap": self.bwrap_status}
+        per_child = self.config.programs_per_child
+        return {"ast_allow_list": "on", "rlimits": "on", "seccomp": self.seccomp_status, "bwrap": self.bwrap_status,
+                "child_per_program": "on" if per_child == 1 else f"off (up to {per_child} programs on one graph share a child)"}
 
     def _worker(self, i: int) -> _Worker:
         worker = self._workers[i]

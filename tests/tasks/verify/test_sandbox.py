@@ -223,6 +223,7 @@ def test_shared_children_give_the_results_of_a_child_per_program():
                 result["reason"] = "cpu_limit"
         results[per_child] = got
     assert results[8] == results[1] and results[64] == results[1]
+    assert box.protections()["child_per_program"] == "off (up to 64 programs on one graph share a child)"
     got = results[1]
     assert got["grows_a_list"]["output"] == {"attributes": ["brown", "wet"]}
     assert got["reads_after"]["output"] == [{"attributes": ["brown"]}, ["dog", "grass"], "A brown dog on green grass."]
