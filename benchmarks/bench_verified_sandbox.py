@@ -7,10 +7,12 @@ and one in ten that fails (KeyError). Answers are the expected outputs, a fifth 
 rephrased (so the similarity filter has work to do).
 
 * ``sandbox``: the code under test, ``Sandbox`` with ``--workers`` pre-warmed forking workers
-  (every layer on that this machine has: AST check, rlimits, seccomp, bwrap);
+  (every layer on that this machine has: AST check, rlimits, seccomp, bwrap), once with a forked
+  child per program (the default) and once with ``--programs-per-child`` programs on one graph
+  sharing a child (``SandboxConfig.programs_per_child``); the two must give the same results;
 * ``baseline``: one fresh ``python -I`` interpreter per program (same program, same graph,
   same execution code, no other layers), ``--workers`` at a time, over ``--baseline`` programs;
-* ``end_to_end``: ``--programs`` programs through the sandbox, then the similarity filter
+* ``end_to_end``: ``--programs`` programs through the sandbox (shared children), then the similarity filter
   (all-MiniLM-L6-v2, unique texts encoded once), timed together;
 * ``embedding``: sentences embedded per second (batch 256, CPU).
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -112,18 +115,27 @@ def workload(n_programs: int, per_graph: int = 10) -> tuple[list, dict, dict]:
     return jobs, graphs, answers
 
 
-def bench_sandbox(jobs, graphs, workers: int) -> tuple[float, dict]:
+def bench_sandbox(jobs, graphs, workers: int, per_child: int = 1) -> tuple[float, dict, dict]:
+    """(seconds, summary, results); the summary has CPU ms per program of this process and the workers' trees."""
     from reasonvqa.tasks.verify.sandbox import Sandbox, SandboxConfig
 
-    with Sandbox(SandboxConfig(workers=workers)) as sandbox:
+    before = _cpu()
+    with Sandbox(SandboxConfig(workers=workers, programs_per_child=per_child)) as sandbox:
         start = time.perf_counter()
         results = sandbox.run(jobs, graphs)
         seconds = time.perf_counter() - start
         layers = sandbox.protections()
+    cpu_ms = round((_cpu() - before) / len(jobs) * 1e3, 2)  # workers are reaped at close: their trees count
     statuses: dict[str, int] = {}
     for r in results.values():
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    return seconds, {"statuses": statuses, "layers": layers}
+    return seconds, {"statuses": statuses, "layers": layers, "cpu_ms_per_program": cpu_ms}, results
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (and theirs)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def bench_baseline(jobs, graphs, workers: int) -> float:
@@ -139,12 +151,12 @@ def bench_baseline(jobs, graphs, workers: int) -> float:
     return time.perf_counter() - start
 
 
-def bench_end_to_end(jobs, graphs, answers, workers: int, embedder) -> dict:
+def bench_end_to_end(jobs, graphs, answers, workers: int, per_child: int, embedder) -> dict:
     from reasonvqa.tasks.verify.filters import output_text
     from reasonvqa.tasks.verify.sandbox import Sandbox, SandboxConfig
 
     start = time.perf_counter()
-    with Sandbox(SandboxConfig(workers=workers)) as sandbox:
+    with Sandbox(SandboxConfig(workers=workers, programs_per_child=per_child)) as sandbox:
         results = sandbox.run(jobs, graphs)
     sandbox_s = time.perf_counter() - start
     ok = [j.id for j in jobs if results[j.id]["status"] == "ok"]
@@ -169,6 +181,7 @@ def main() -> None:
     parser.add_argument("--throughput-programs", type=int, default=5_000)
     parser.add_argument("--baseline", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--programs-per-child", type=int, default=16)
     parser.add_argument("--sentences", type=int, default=5_000)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -182,17 +195,23 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()}", flush=True)
     jobs, graphs, answers = workload(max(args.programs, args.throughput_programs))
     sample = jobs[: args.throughput_programs]
-    seconds, info = bench_sandbox(sample, graphs, args.workers)
-    sandbox_rate = len(sample) / seconds
-    print(f"sandbox: {len(sample)} programs in {seconds:.1f} s = {sandbox_rate:.0f} programs/s; {info}", flush=True)
+    rates, outcomes = {}, []
+    for per_child in (1, args.programs_per_child):
+        seconds, info, results = bench_sandbox(sample, graphs, args.workers, per_child)
+        rates[per_child] = len(sample) / seconds
+        outcomes.append(results)
+        print(f"sandbox, {per_child} program(s) per child: {len(sample)} programs in {seconds:.1f} s = "
+              f"{rates[per_child]:.0f} programs/s; {info}; load {os.getloadavg()[0]:.1f}", flush=True)
+    same = sum(outcomes[0][j.id] == outcomes[-1][j.id] for j in sample)
+    print(f"same result with both settings: {same} of {len(sample)}", flush=True)
     base_s = bench_baseline(jobs[: args.baseline], graphs, args.workers)
     base_rate = args.baseline / base_s
     print(f"baseline (fresh interpreter per program): {args.baseline} in {base_s:.1f} s = {base_rate:.1f} programs/s; "
-          f"ratio {sandbox_rate / base_rate:.1f}x", flush=True)
+          + "; ".join(f"ratio at {k} per child {r / base_rate:.1f}x" for k, r in rates.items()), flush=True)
     embedder = Embedder()
     rate = bench_embedding(embedder, args.sentences)
     print(f"embedding: {rate:.0f} sentences/s", flush=True)
-    e2e = bench_end_to_end(jobs[: args.programs], graphs, answers, args.workers, embedder)
+    e2e = bench_end_to_end(jobs[: args.programs], graphs, answers, args.workers, args.programs_per_child, embedder)
     print(f"end to end: {e2e}", flush=True)
     print(f"load average after: {os.getloadavg()}", flush=True)
 

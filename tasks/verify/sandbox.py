@@ -4,7 +4,9 @@ Layers (each holds on its own; see ``program_check``, ``sandbox_worker``, ``secc
 
 1. AST allow-list (in the worker, before anything runs; a rejected program never runs);
 2. one forked child per program with resource limits, an empty environment, an empty temporary
-   working folder and no descriptors but its result pipe;
+   working folder and no descriptors but its result pipe (``programs_per_child`` > 1: consecutive
+   programs on one graph share a child, each with its own CPU timer, deadline and pristine graph;
+   see ``sandbox_worker.run_shared``);
 3. seccomp: no sockets, exec, fork/clone, or opening files for writing (the worker loads all but
    the process rules for itself, each child adds those);
 4. bubblewrap namespaces around each worker when ``bwrap`` exists and works here;
@@ -52,9 +54,15 @@ class SandboxConfig(BaseModel):
     seccomp: Literal["auto", "required", "off"] = Field(
         default="auto", description="auto: use seccomp where pyseccomp and libseccomp load; required: refuse to run without.")
     bwrap: Literal["auto", "off"] = "auto"
+    programs_per_child: int = Field(
+        default=1, ge=1, le=64,
+        description="1: a forked child per program. More: consecutive programs on one graph share a child "
+                    "(same limits and layers per program, a program that does not end plainly reruns alone; "
+                    "programs are then isolated from each other by the interpreter, not the OS; BENCHMARKS.md).")
 
     def limits(self) -> dict:
-        return {k: getattr(self, k) for k in ("cpu_seconds", "wall_seconds", "memory_mb", "output_bytes", "open_files")}
+        return {k: getattr(self, k) for k in ("cpu_seconds", "wall_seconds", "memory_mb", "output_bytes", "open_files",
+                                              "programs_per_child")}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -109,7 +117,8 @@ class _Worker:
         env = {"PYTHONHASHSEED": "0", "PYTHONUTF8": "1"}  # set order, hence outputs, must not vary by run
         setenv = [arg for k, v in env.items() for arg in ("--setenv", k, v)] if prefix else []
         flags = ["--no-seccomp"] if config.seccomp == "off" else []
-        cmd = [*prefix[:-1], *setenv, *prefix[-1:], sys.executable, "-I", "-m", WORKER_MODULE, *flags]
+        # -s -P and an environment of only ``env`` isolate as -I does; -I (-E) would ignore PYTHONHASHSEED.
+        cmd = [*prefix[:-1], *setenv, *prefix[-1:], sys.executable, "-s", "-P", "-m", WORKER_MODULE, *flags]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=env, cwd=self.tmp, bufsize=0, start_new_session=True)
         self.hello = self.receive(60.0)
@@ -174,7 +183,9 @@ class Sandbox:
 
     def protections(self) -> dict[str, str]:
         """Which layers are on (recorded in run stats)."""
-        return {"ast_allow_list": "on", "rlimits": "on", "seccomp": self.seccomp_status, "bwrap": self.bwrap_status}
+        per_child = self.config.programs_per_child
+        return {"ast_allow_list": "on", "rlimits": "on", "seccomp": self.seccomp_status, "bwrap": self.bwrap_status,
+                "child_per_program": "on" if per_child == 1 else f"off (up to {per_child} programs on one graph share a child)"}
 
     def _worker(self, i: int) -> _Worker:
         worker = self._workers[i]

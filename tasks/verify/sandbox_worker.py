@@ -18,6 +18,13 @@ seccomp filter (no fork, kill or raising limits), and only then runs the program
 enforces the wall-clock deadline (SIGKILL) and caps the result's size. Each program thus runs in
 a process of its own that never held another program's state.
 
+With ``programs_per_child`` > 1 (a config switch, off by default) a run of consecutive checked
+programs on one graph shares one forked child (``run_shared``): the same limits and layers, a CPU
+timer and a wall deadline per program, and results that equal the one-child-per-program results
+(a program that does not end plainly reruns alone; a program that changed the graph ends the
+child). The programs of a run are then isolated from each other by the interpreter and the
+allow-list, not by the OS.
+
 Parsing in the worker, not the child, is bounded work on bounded input (``MAX_SOURCE_CHARS``;
 CPython's parser and compiler stop deep nesting with errors, reported as ``syntax_error``), and
 it spares each child the copy-on-write faults of allocating a syntax tree in forked memory.
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import functools
 import gc
 import json
 import math
@@ -37,8 +45,9 @@ import signal
 import struct
 import sys
 import time
+from contextlib import closing
 from types import CodeType
-from typing import Any
+from typing import Any, Iterator
 
 from reasonvqa.tasks.verify.program_check import SAFE_BUILTINS, ProgramRejected, parse_program
 from reasonvqa.tasks.verify.scene_graph import SceneGraph, describe_graph
@@ -46,7 +55,12 @@ from reasonvqa.tasks.verify.seccomp_filter import build_filters
 
 HEADER = struct.Struct(">I")
 _LIBC = ctypes.PyDLL(None, use_errno=True)  # PyDLL: the interpreter lock stays held across fork()
-DEFAULT_LIMITS = {"cpu_seconds": 1, "wall_seconds": 2.0, "memory_mb": 256, "output_bytes": 65536, "open_files": 16}
+DEFAULT_LIMITS = {"cpu_seconds": 1, "wall_seconds": 2.0, "memory_mb": 256, "output_bytes": 65536, "open_files": 16,
+                  "programs_per_child": 1}
+# A shared child hands these programs back to run alone: their outcome depends on what the process
+# already holds (memory headroom, a CPU timer the program may have caught), not only on the program.
+RERUN_ALONE_REASONS = ("memory_limit", "recursion_limit")
+SHARED_VM_SLACK = 16 * 2**20  # a shared child that grew more than this since its fork starts no more programs
 
 
 def to_jsonable(value: Any, depth: int = 0) -> Any:
@@ -108,12 +122,12 @@ def _entry_unchecked(program: str) -> str:
     return "execute_command" if "def execute_command" in program else "verify"
 
 
-def _limit_child(limits: dict, keep_fd: int, devnull: int) -> None:
+def _limit_child(limits: dict, keep_fd: int, devnull: int, programs: int = 1) -> None:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.closerange(3, keep_fd)
     os.closerange(keep_fd + 1, 65536)
-    cpu = int(limits["cpu_seconds"])
+    cpu = int(limits["cpu_seconds"]) * programs + (programs > 1)
     memory = limits["_base_vm"] + int(limits["memory_mb"]) * 2**20
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
@@ -133,16 +147,22 @@ def _child(prepared: tuple[str, CodeType], graph: SceneGraph, check: bool, limit
         _limit_child(limits, write_fd, devnull)
         if filt is not None:
             filt.load()
-        result = run_code(*prepared, graph, check)
-        data = json.dumps(result, sort_keys=True).encode()
-        if len(data) > limits["output_bytes"]:
-            data = json.dumps({"status": "error", "output": None,
-                               "reason": f"output_too_large: {len(data)} bytes"}).encode()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write_fd, view):]
+        _write_all(write_fd, _result_bytes(run_code(*prepared, graph, check), limits))
     finally:
         os._exit(0)
+
+
+def _result_bytes(result: dict, limits: dict) -> bytes:
+    data = json.dumps(result, sort_keys=True).encode()
+    if len(data) > limits["output_bytes"]:
+        data = json.dumps({"status": "error", "output": None, "reason": f"output_too_large: {len(data)} bytes"}).encode()
+    return data
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _threads() -> int:
@@ -175,11 +195,18 @@ def run_job(job: dict, graph: SceneGraph | None, limits: dict, filt: Any, devnul
     prepared = prepare(job.get("program", ""), check)
     if isinstance(prepared, dict):
         return prepared
+    return run_alone((*prepared, check), graph, limits, filt, devnull, single_threaded)
+
+
+def run_alone(item: tuple[str, CodeType, bool], graph: SceneGraph, limits: dict, filt: Any, devnull: int,
+              single_threaded: bool) -> dict:
+    """Run one prepared program ``(entry, code, check)`` in a child of its own."""
+    entry, code, check = item
     read_fd, write_fd = os.pipe()
     pid = fork(single_threaded)
     if pid == 0:
         os.close(read_fd)
-        _child(prepared, graph, check, limits, filt, write_fd, devnull)
+        _child((entry, code), graph, check, limits, filt, write_fd, devnull)
     os.close(write_fd)
     cap = int(limits["output_bytes"])
     deadline = time.monotonic() + float(limits["wall_seconds"])
@@ -219,6 +246,153 @@ def run_job(job: dict, graph: SceneGraph | None, limits: dict, filt: Any, devnul
         return json.loads(b"".join(chunks))
     except ValueError:
         return {"status": "error", "output": None, "reason": "no_result"}
+
+
+def run_shared(items: list[tuple[str, CodeType, bool]], graph: SceneGraph, limits: dict, filt: Any, devnull: int,
+               single_threaded: bool) -> Iterator[dict]:
+    """Results of prepared programs on one graph, in order, from children that run several each.
+
+    A shared child stops at the first program that does not end plainly (CPU timer, memory or
+    recursion limit, no result before the deadline) or that changed the graph; that program then
+    runs alone (``run_alone``, so its result is the one-child-per-program result) and the rest go to
+    a new shared child. See ``_shared_child`` for what a shared child does and does not isolate.
+    """
+    pending = list(items)
+    while pending:
+        if len(pending) == 1:
+            yield run_alone(pending[0], graph, limits, filt, devnull, single_threaded)
+            return
+        done = 0
+        with closing(_shared_results(pending, graph, limits, filt, devnull, single_threaded)) as results:
+            for result in results:
+                done += 1
+                yield result
+        if done < len(pending):
+            yield run_alone(pending[done], graph, limits, filt, devnull, single_threaded)
+            done += 1
+        pending = pending[done:]
+
+
+def _shared_results(items: list[tuple[str, CodeType, bool]], graph: SceneGraph, limits: dict, filt: Any,
+                    devnull: int, single_threaded: bool) -> Iterator[dict]:
+    """Fork one shared child for ``items``; yield the results it sends until it stops."""
+    read_fd, write_fd = os.pipe()
+    pid = fork(single_threaded)
+    if pid == 0:
+        os.close(read_fd)
+        _shared_child(items, graph, limits, filt, write_fd, devnull)
+    os.close(write_fd)
+    last = None
+    try:
+        for _ in items[:-1]:
+            result = _next_result(read_fd, limits)
+            if result is None:
+                return
+            yield result
+        last = _next_result(read_fd, limits)
+    finally:  # the child is reaped before its last result goes out: none outlives the reply
+        os.close(read_fd)
+        _kill(pid)
+        os.waitpid(pid, 0)
+    if last is not None:
+        yield last
+
+
+def _next_result(fd: int, limits: dict) -> dict | None:
+    """The next result a shared child sends within ``wall_seconds``; None when it stopped or sent no result."""
+    frame = _read_frame(fd, time.monotonic() + float(limits["wall_seconds"]), int(limits["output_bytes"]) + 4096)
+    try:
+        return json.loads(frame) if frame is not None else None
+    except ValueError:
+        return None
+
+
+def _read_frame(fd: int, deadline: float, cap: int) -> bytes | None:
+    """One length-prefixed frame from a shared child; None at its end, past the deadline or over ``cap``."""
+    header = _read_until(fd, HEADER.size, deadline)
+    if header is None or not 0 < HEADER.unpack(header)[0] <= cap:
+        return None
+    return _read_until(fd, HEADER.unpack(header)[0], deadline)
+
+
+def _read_until(fd: int, n: int, deadline: float) -> bytes | None:
+    data = b""
+    while len(data) < n:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+class _CpuTimer(BaseException):
+    """Raised by SIGPROF in a shared child when a program used its CPU seconds."""
+
+
+def _on_cpu_timer(signum: int, frame: Any) -> None:
+    _TIMER_FIRED[0] = True
+    raise _CpuTimer("cpu_limit")
+
+
+_TIMER_FIRED = [False]
+
+
+def graph_state(graph: SceneGraph) -> str:
+    """Everything of a graph that a program can read or change, in order: nodes, both adjacencies and
+    their data, graph attributes, and which object each instance attribute holds (a program may
+    rebind ``caption`` or shadow a method). Reads the internals only: no program code runs here."""
+    attributes = vars(graph)
+    return repr((graph._node, graph._succ, graph._pred, graph.graph, attributes.get("caption"),
+                 [(name, id(value)) for name, value in attributes.items()]))
+
+
+def cache_views(graph: SceneGraph) -> SceneGraph:
+    """Create networkx's lazily cached views (``graph.nodes``, ``.pred``, ...) now, so that the first
+    program reading one does not count as changing the graph in a shared child."""
+    for cls in type(graph).__mro__:
+        for name, value in vars(cls).items():
+            if isinstance(value, functools.cached_property):
+                getattr(graph, name)
+    return graph
+
+
+def _shared_child(items: list[tuple[str, CodeType, bool]], graph: SceneGraph, limits: dict, filt: Any,
+                  write_fd: int, devnull: int) -> None:
+    """Runs several programs one after the other in one forked child; never returns.
+
+    Each program gets the same limits and layers as in a child of its own (rlimits, seccomp,
+    empty environment and folder, no descriptors but the result pipe) and a pristine graph: the
+    child stops after a program that changed it. CPU seconds are counted per program by an
+    ITIMER_PROF timer; RLIMIT_CPU covers the whole child. What is shared is the process: a
+    program that escaped the interpreter's rules could affect the programs after it in the
+    same child (not files, sockets or other processes: seccomp holds those for the child).
+    """
+    try:
+        gc.disable()
+        _limit_child(limits, write_fd, devnull, programs=len(items))
+        if filt is not None:
+            filt.load()
+        pristine = graph_state(graph)
+        grown = _vm_bytes() + SHARED_VM_SLACK
+        signal.signal(signal.SIGPROF, _on_cpu_timer)
+        for entry, code, check in items:
+            if _vm_bytes() > grown:  # what earlier programs left would shrink this one's headroom
+                break
+            _TIMER_FIRED[0] = False
+            signal.setitimer(signal.ITIMER_PROF, float(limits["cpu_seconds"]))
+            result = run_code(entry, code, graph, check)
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            if _TIMER_FIRED[0] or result["reason"] in RERUN_ALONE_REASONS:
+                break
+            data = _result_bytes(result, limits)
+            _write_all(write_fd, HEADER.pack(len(data)) + data)
+            if graph_state(graph) != pristine:
+                break
+    finally:
+        os._exit(0)
 
 
 def _kill(pid: int) -> None:
@@ -271,13 +445,38 @@ def serve(in_fd: int, out_fd: int, seccomp: bool = True) -> None:
         graphs = {}
         for key, value in request.get("graphs", {}).items():
             try:
-                graphs[key] = SceneGraph.from_json(value)
+                graphs[key] = cache_views(SceneGraph.from_json(value))
             except ValueError:
                 graphs[key] = None
         limits["_base_vm"] = _vm_bytes()
-        for job in request.get("jobs", []):
-            result = run_job(job, graphs.get(job.get("graph")), limits, child_filter, devnull, single_threaded)
+        for job, result in answer(request.get("jobs", []), graphs, limits, child_filter, devnull, single_threaded):
             send(out_fd, {"id": job.get("id"), **result})
+
+
+def answer(jobs: list[dict], graphs: dict[str, SceneGraph | None], limits: dict, filt: Any, devnull: int,
+           single_threaded: bool) -> Iterator[tuple[dict, dict]]:
+    """(job, result) in job order: one child per program, or with ``programs_per_child`` > 1 one
+    shared child per run of consecutive jobs on the same graph."""
+    per_child = int(limits.get("programs_per_child", 1))
+    start = 0
+    while start < len(jobs):
+        key = (jobs[start].get("graph"), bool(jobs[start].get("check", True)))
+        size = per_child if key[1] else 1  # programs without the allow-list (tests of the OS layers) run alone
+        end = start + 1
+        while end < len(jobs) and end - start < size and (jobs[end].get("graph"), bool(jobs[end].get("check", True))) == key:
+            end += 1
+        run, start = jobs[start:end], end
+        graph = graphs.get(key[0])
+        if len(run) == 1 or graph is None:
+            for job in run:
+                yield job, run_job(job, graph, limits, filt, devnull, single_threaded)
+            continue
+        prepared = [prepare(job.get("program", ""), key[1]) for job in run]
+        shared = run_shared([(*p, key[1]) for p in prepared if not isinstance(p, dict)],
+                            graph, limits, filt, devnull, single_threaded)
+        with closing(shared):  # the last shared child is reaped before the next run
+            for job, p in zip(run, prepared):
+                yield job, p if isinstance(p, dict) else next(shared)
 
 
 def main() -> None:

@@ -36,9 +36,9 @@ CHECKED_REASON = {
 }
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(SandboxConfig(workers=2, wall_seconds=3.0)) as box:
+@pytest.fixture(scope="module", params=[1, 8], ids=["child_per_program", "shared_children"])
+def sandbox(request):
+    with Sandbox(SandboxConfig(workers=2, wall_seconds=3.0, programs_per_child=request.param)) as box:
         yield box
 
 
@@ -83,9 +83,9 @@ def test_hostile_corpus_with_the_allow_list(sandbox, tmp_path, listener):
     _assert_contained(sandbox, marker, listener)
 
 
-@pytest.mark.parametrize("bwrap", ["off", "auto"])
-def test_hostile_corpus_without_the_allow_list_is_held_by_the_os_layers(bwrap, tmp_path, listener):
-    with Sandbox(SandboxConfig(workers=2, wall_seconds=3.0, bwrap=bwrap)) as sandbox:
+@pytest.mark.parametrize("bwrap, per_child", [("off", 1), ("auto", 1), ("off", 8)])
+def test_hostile_corpus_without_the_allow_list_is_held_by_the_os_layers(bwrap, per_child, tmp_path, listener):
+    with Sandbox(SandboxConfig(workers=2, wall_seconds=3.0, bwrap=bwrap, programs_per_child=per_child)) as sandbox:
         if sandbox.seccomp_status != "on":
             pytest.skip(f"seccomp {sandbox.seccomp_status}")
         if bwrap == "auto" and sandbox.bwrap_status != "on":
@@ -190,3 +190,56 @@ def test_programs_are_parsed_once_and_compile_time_errors_are_rejections():
 def test_rejected_programs_come_back_with_their_reason(sandbox):
     result = sandbox.run([Job("r", "def verify(sg):\n    return sg.__class__\n", "g")], {"g": GRAPH})["r"]
     assert result == {"status": "rejected", "output": None, "reason": "dunder_attribute: line 2: .__class__"}
+
+
+SHARED_CHILD_PROGRAMS = {
+    "good": GOOD,
+    "grows_a_list": "def verify(sg):\n    sg.get_attributes('dog')['attributes'].append('wet')\n    return sg.get_attributes('dog')\n",
+    "reads_after": "def verify(sg):\n    return [sg.get_attributes('dog'), sg.get_entities(), sg.caption]\n",
+    "shadows": "def verify(sg):\n    sg.get_entities = lambda: ['cat']\n    return sg.get_entities()\n",
+    "reads_once_more": "def verify(sg):\n    return [sg.get_entities(), sg.caption]\n",
+    "clears": "def verify(sg):\n    sg.clear()\n    return sg.get_entities()\n",
+    "loops": (HOSTILE / "infinite_loop.py").read_text(),
+    "reads_again": "def verify(sg):\n    return sg.describe()\n",
+    "catches_the_timer": "def verify(sg):\n    while True:\n        try:\n            while True:\n                pass\n"
+                         "        except:\n            pass\n",
+    "set_order": "def verify(sg):\n    return list(set(sg.get_entities()) | {'a', 'b', 'c', 'd'})\n",
+    "rejected": "import os\n",
+    "catches_memory": "def verify(sg):\n    try:\n        x = [0] * 10**9\n    except:\n        return 'caught'\n",
+    "last": "def verify(sg):\n    return sorted(sg.get_outgoing_relations('dog'))\n",
+}
+
+
+def test_shared_children_give_the_results_of_a_child_per_program():
+    """Every program sees a pristine graph and gets the result it gets alone: after a program that
+    changed the graph or did not end plainly (CPU timer caught or not, memory) the child is replaced."""
+    jobs = [Job(name, src, "g") for name, src in SHARED_CHILD_PROGRAMS.items()]
+    results = {}
+    for per_child in (1, 8, 64):
+        with Sandbox(SandboxConfig(workers=1, wall_seconds=3.0, programs_per_child=per_child)) as box:
+            got = box.run(jobs, {"g": GRAPH})
+        for result in got.values():  # on a loaded machine a CPU-bound program may meet the wall clock first
+            if result["reason"] == "wall_clock_limit":
+                result["reason"] = "cpu_limit"
+        results[per_child] = got
+    assert results[8] == results[1] and results[64] == results[1]
+    assert box.protections()["child_per_program"] == "off (up to 64 programs on one graph share a child)"
+    got = results[1]
+    assert got["grows_a_list"]["output"] == {"attributes": ["brown", "wet"]}
+    assert got["reads_after"]["output"] == [{"attributes": ["brown"]}, ["dog", "grass"], "A brown dog on green grass."]
+    assert got["shadows"]["output"] == ["cat"]
+    assert got["reads_once_more"]["output"] == [["dog", "grass"], "A brown dog on green grass."]
+    assert got["clears"]["output"] == [] and got["reads_again"]["output"].startswith("The dog is brown.")
+    assert got["loops"]["status"] == got["catches_the_timer"]["status"] == "timeout"
+    assert got["catches_memory"] == {"status": "ok", "output": "caught", "reason": None}
+    assert got["last"]["output"] == ["grass"]
+
+
+def test_set_order_is_the_same_in_every_worker():
+    """Workers run with PYTHONHASHSEED=0 (``python -I`` would ignore it): set order does not vary by run."""
+    program = SHARED_CHILD_PROGRAMS["set_order"]
+    outputs = set()
+    for _ in range(3):
+        with Sandbox(SandboxConfig(workers=1)) as box:
+            outputs.add(json.dumps(box.run([Job("s", program, "g")], {"g": GRAPH})["s"]["output"]))
+    assert len(outputs) == 1
