@@ -44,15 +44,24 @@ _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augu
 
 def choice_values(choices: pl.Expr, category: pl.Expr) -> pl.Expr:
     """Each choice as a float: numbers without separators and units, dates as fractional years (44 BC = -43)."""
-    number = pl.element().str.extract(_NUMBER).str.replace_all(",", "").cast(pl.Float64, strict=False)
-    year = pl.element().str.extract(r"(\d+)( BC)?$").cast(pl.Float64, strict=False)
-    bc = pl.element().str.ends_with(" BC")
-    month = pl.element().str.extract(r"(" + "|".join(_MONTHS) + r")").replace_strict(
+    return pl.when(category == "date").then(choices.list.eval(_date(pl.element()))).otherwise(
+        choices.list.eval(_number(pl.element())))
+
+
+def _number(text: pl.Expr) -> pl.Expr:
+    """A number choice as a float (separators and units dropped; null when unreadable)."""
+    return text.str.extract(_NUMBER).str.replace_all(",", "").cast(pl.Float64, strict=False)
+
+
+def _date(text: pl.Expr) -> pl.Expr:
+    """A date choice as a fractional year (44 BC = -43; null when unreadable)."""
+    year = text.str.extract(r"(\d+)( BC)?$").cast(pl.Float64, strict=False)
+    bc = text.str.ends_with(" BC")
+    month = text.str.extract(r"(" + "|".join(_MONTHS) + r")").replace_strict(
         {m: float(i) for i, m in enumerate(_MONTHS)}, default=0.0, return_dtype=pl.Float64
     )
-    day = pl.element().str.extract(r"^(\d+) (?:" + "|".join(_MONTHS) + ")").cast(pl.Float64, strict=False).fill_null(1.0)
-    date = pl.when(bc).then(1 - year).otherwise(year) + month / 12 + (day - 1) / 372
-    return pl.when(category == "date").then(choices.list.eval(date)).otherwise(choices.list.eval(number))
+    day = text.str.extract(r"^(\d+) (?:" + "|".join(_MONTHS) + ")").cast(pl.Float64, strict=False).fill_null(1.0)
+    return pl.when(bc).then(1 - year).otherwise(year) + month / 12 + (day - 1) / 372
 
 
 def _expected_hit(picked: pl.Expr, answer_index: pl.Expr) -> pl.Expr:
@@ -104,10 +113,7 @@ def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int 
         prior.add(tr.select("question", "answer"), te.select("question", "answer", nc=pl.col("choices").list.len()))
     second = kept or (_multiple_choice(train, test)[2] for train, test in parts())
     for released in second if tally.n("chance") else ():
-        long = released.select("row", "choices").explode("choices").with_columns(k=pl.int_range(pl.len()).over("row"))
-        seen = long.join(choice_counts, on="choices", how="left").join(released.select("row", "answer_index"), on="row")
-        seen = seen.sort("row", "k").group_by("row", maintain_order=True).agg(pl.col("n"), pl.col("answer_index").first())
-        tally.add("most_frequent_choice", seen.select(_expected_hit(_ties(pl.col("n"), "max"), pl.col("answer_index"))))
+        tally.add("most_frequent_choice", _most_frequent_choice(released, choice_counts))
     for tr, te in prior.buckets():
         _question_prior(tr, te, tally)
     return tally.report()
@@ -118,14 +124,48 @@ def _multiple_choice(train: pa.Table, test: pa.Table) -> tuple[pl.DataFrame, pl.
     multiple_choice = pl.col("choices").is_not_null()  # free-form kinds (verified, grounded) have no choices
     tr = pl.from_arrow(train.select(BIAS_COLUMNS)).filter(multiple_choice)
     te = pl.from_arrow(test.select(BIAS_COLUMNS)).filter(multiple_choice)
-    return tr, te, _with_answer_index(pl.concat([tr, te]).with_row_index("row"))
+    return tr, te, _with_answer_index(pl.concat([tr, te]))
+
+
+def _flat_rows(choices: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(first position, number of positions) of each row in ``choices.explode()`` (an empty list explodes to one null)."""
+    lengths = np.maximum(choices.list.len().fill_null(0).to_numpy().astype(np.int64), 1)
+    return np.cumsum(lengths) - lengths, lengths
+
+
+def _most_frequent_choice(released: pl.DataFrame, choice_counts: pl.DataFrame) -> pl.DataFrame:
+    """Credit per question of picking the choice(s) that occur most often in the release (``choice_counts``)."""
+    n = released.select(pl.col("choices").explode()).join(choice_counts, on="choices", how="left", maintain_order="left")
+    n = n["n"].fill_null(-1).to_numpy().astype(np.int64)  # a null choice is never picked
+    starts, lengths = _flat_rows(released["choices"])
+    if not len(starts):
+        return pl.DataFrame({"credit": []}, schema={"credit": pl.Float64})
+    top = (n == np.repeat(np.maximum.reduceat(n, starts), lengths)) & (n >= 0)
+    ties = np.add.reduceat(top, starts)
+    answer = released["answer_index"].to_numpy()
+    hit = (answer >= 0) & top[starts + np.maximum(answer, 0)]
+    return pl.DataFrame({"credit": np.where(hit, 1.0 / np.maximum(ties, 1), 0.0)})
 
 
 def _numeric_values(released: pl.DataFrame) -> pl.DataFrame:
-    """Number and date questions with ``v``: their choices as floats (questions with an unreadable choice left out)."""
+    """Number and date questions with ``v``: their choices as floats (questions with an unreadable choice left out).
+
+    ``choice_values`` on the flat choices, each kind's rule on its own rows only (same floats, no list.eval)."""
     numeric = released.filter(pl.col("answer_category").is_in(["number", "date"]))
-    values = numeric.with_columns(v=choice_values(pl.col("choices"), pl.col("answer_category")))
-    return values.filter(pl.col("v").list.eval(pl.element().is_null()).list.any().not_())
+    lengths = numeric["choices"].list.len().fill_null(0).to_numpy().astype(np.int64)
+    flat = numeric.select("answer_category", "choices").explode("choices")
+    flat = flat.filter(pl.Series(np.repeat(lengths > 0, np.maximum(lengths, 1))))  # an empty list's null
+    values, valid = np.zeros(flat.height), np.zeros(flat.height, dtype=bool)
+    date = (flat["answer_category"] == "date").to_numpy()
+    for mask, rule in ((date, _date), (~date, _number)):
+        parsed = flat.filter(pl.Series(mask)).select(rule(pl.col("choices")))
+        values[mask] = parsed.to_series().fill_null(0.0).to_numpy()
+        valid[mask] = parsed.to_series().is_not_null().to_numpy()
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    invalid = np.concatenate([[0], np.cumsum(~valid)])
+    readable = invalid[offsets[1:]] == invalid[offsets[:-1]]
+    v = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(values, mask=~valid))
+    return numeric.with_columns(v=pl.Series(v)).filter(pl.Series(readable))
 
 
 def _words(question: pl.Expr) -> pl.Expr:
@@ -251,10 +291,15 @@ class _Tally:
 
 
 def _with_answer_index(questions: pl.DataFrame) -> pl.DataFrame:
-    """``answer_index``: the position of the answer among the choices (-1 when absent)."""
-    long = questions.select("row", "answer", "choices").explode("choices").with_columns(k=pl.int_range(pl.len()).over("row"))
-    index = long.filter(pl.col("choices") == pl.col("answer")).group_by("row").agg(answer_index=pl.col("k").min())
-    return questions.join(index, on="row", how="left").with_columns(pl.col("answer_index").fill_null(-1)).sort("row")
+    """``answer_index``: the position of the answer among the choices (-1 when absent; the first if repeated)."""
+    starts, lengths = _flat_rows(questions["choices"])
+    if not len(starts):
+        return questions.with_columns(answer_index=pl.lit(-1, pl.Int64))
+    long = questions.select("answer", "choices").explode("choices")
+    equal = long.select((pl.col("choices") == pl.col("answer")).fill_null(False)).to_series().to_numpy()
+    position = np.arange(len(equal)) - np.repeat(starts, lengths)
+    first = np.minimum.reduceat(np.where(equal, position, len(equal)), starts)
+    return questions.with_columns(answer_index=pl.Series(np.where(first < len(equal), first, -1).astype(np.int64)))
 
 
 def wilson_interval(accuracy: float, n: int, z: float = _Z95) -> tuple[float, float]:
