@@ -17,6 +17,10 @@ Wilson interval (``intervals``). Targets (issue 11): each choice-only baseline w
 judged (``met`` / ``not_met``) only on at least ``MIN_JUDGED_N`` questions, else it is
 ``insufficient_n``: at n = 100 a baseline at chance (25 %) leaves the 10-point band by sampling
 noise alone about 2 % of the time, at n = 1 half the time or more.
+
+Each baseline is tallied as {credit value: questions} and its mean taken exactly (``Fraction``),
+so the report does not depend on how the questions are split into parts or ordered: the
+partitioned release path (``bias_report_parts``) writes the same bytes as the in-memory one.
 """
 
 from __future__ import annotations

@@ -39,7 +39,8 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
 
     ``pool``, ``split.train`` and ``split.test`` are tables or ``TableRows`` views (from
     ``pipeline.plan_release``); counts come from integer codes of each column, computed once per
-    underlying table.
+    underlying table. From ``partitioned.plan_partitioned`` they are ``SpilledRows``: counts and the
+    bias report add up over slices of the spill parts (same bytes, memory independent of the pool).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     partwise = hasattr(pool, "part_views")  # a partitioned.SpilledRows: counted one spill part at a time
