@@ -82,26 +82,29 @@ def _ties(scores: pl.Expr, best: str) -> pl.Expr:
 def bias_report(train: pa.Table, test: pa.Table) -> dict:
     """Accuracy of the choice-only baselines (train and test) and of the question-only prior (test),
     chance, the number of questions each is measured on with a 95 % interval, and the targets."""
-    return bias_report_parts(lambda: iter([(train, test)]))
+    return bias_report_parts(lambda: iter([(train, test)]), reuse=True)
 
 
-Parts = Callable[[], Iterator[tuple[pa.Table, pa.Table]]]  # -> (train rows, test rows) per part, restartable
+Parts = Callable[[], Iterator[tuple[pa.Table, pa.Table]]]  # -> (train rows, test rows) per part, restartable;
+# a part may also be a row view with ``select(columns) -> pa.Table`` (the writer's ``TableRows``)
 
 
-def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int = QUESTION_BUCKETS) -> dict:
+def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int = QUESTION_BUCKETS,
+                      reuse: bool = False) -> dict:
     """``bias_report`` over train and test given in parts (each with at least the BIAS_COLUMNS), two passes.
 
     Every baseline is a count of credits per credit value, so parts and their order do not change the
     report. The question prior groups train answers by question text: with ``spill_dir`` the parts'
     questions go into ``buckets`` hash partitions on disk (equal texts share one), else they are kept here.
+    With ``reuse`` the second pass reuses the first's frames (held meanwhile) instead of reading the parts again.
     """
     tally = _Tally()
     choice_counts = None
     prior = _QuestionBuckets(spill_dir, buckets)
-    kept: list[pl.DataFrame] = []  # in memory, the second pass reuses the first's frames
+    kept: list[pl.DataFrame] = []
     for train, test in parts():
         tr, te, released = _multiple_choice(train, test)
-        if spill_dir is None:
+        if reuse:
             kept.append(released)
         tally.add("chance", released.select(1.0 / pl.col("choices").list.len()))
         tally.test_questions += te.height
@@ -115,7 +118,7 @@ def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int 
             pl.col("n").sum())
         tally.words(released.select(_words(pl.col("question")))["w"])
         prior.add(tr.select("question", "answer"), te.select("question", "answer", nc=pl.col("choices").list.len()))
-    second = kept or (_multiple_choice(train, test)[2] for train, test in parts())
+    second = kept if reuse else (_multiple_choice(train, test)[2] for train, test in parts())
     for released in second if tally.n("chance") else ():
         tally.add("most_frequent_choice", _most_frequent_choice(released, choice_counts))
     for tr, te in prior.buckets():

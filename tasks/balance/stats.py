@@ -69,7 +69,27 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
 
 
 def _bias(train: Rows, test: Rows) -> dict:
-    return bias_report(_columns(train, BIAS_COLUMNS), _columns(test, BIAS_COLUMNS))
+    """``bias_report`` over slices of BIAS_ROWS rows of train, then of test: the gathered columns and
+    polars frames of one slice at a time instead of whole train and test (same report)."""
+    def parts():
+        empty = _slices(train, 0)[0]
+        yield from ((part, empty) for part in _slices(train, BIAS_ROWS))
+        empty = _slices(test, 0)[0]
+        yield from ((empty, part) for part in _slices(test, BIAS_ROWS))
+
+    return bias_report_parts(parts)
+
+
+BIAS_ROWS = 524_288
+
+
+def _slices(table: Rows, size: int) -> list[Rows]:
+    """``table`` in slices of ``size`` rows (at least one, maybe empty; ``size`` 0: one empty slice); views stay
+    views, gathered when the bias report selects its columns."""
+    starts = range(0, table.num_rows, size) if size else []
+    if isinstance(table, pa.Table):
+        return [table.slice(s, size) for s in starts] or [table.slice(0, 0)]
+    return [table.with_rows(table.rows[s:s + size]) for s in starts] or [table.with_rows(table.rows[:0])]
 
 
 def _bias_partwise(pool) -> dict:
