@@ -171,9 +171,11 @@ def measured(engine: str, pool_path: Path | list[Path], out: Path, extra: list[s
 
 
 def file_digests(folder: Path) -> dict[str, str]:
-    """sha256 of every Parquet file of the train, test and pool folders under ``folder``."""
+    """sha256 of every Parquet file of the train, test and pool folders under ``folder`` and, for a
+    project release, of every file of its stats folder (stats JSON, bias report, plots)."""
     files = sorted(p for name in ("train", "test", "pool") for p in folder.rglob(f"{name}/part-*.parquet"))
-    return {f"{p.parent.name}/{p.name}": hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+    files += sorted(p for p in (folder / "stats").rglob("*") if p.is_file()) if (folder / "stats").is_dir() else []
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
 def release_folder(engine: str, out: Path) -> Path:
@@ -198,7 +200,8 @@ def bench_size(questions: int, repeat: int) -> list[dict]:
                 DIGESTS[questions] = file_digests(release_folder("project", outs["project"]))
                 (TMP / f"digests-{questions}.json").write_text(json.dumps(DIGESTS[questions], indent=1))
             if rep == 0 and engine == "polars":
-                same = DIGESTS[questions] == file_digests(outs["polars"])
+                tables = {k: v for k, v in DIGESTS[questions].items() if not k.startswith("stats/")}  # polars: no stats
+                same = tables == file_digests(outs["polars"])
                 if not same:
                     raise AssertionError("polars and project release files differ")
                 print("  polars train/test/pool files byte-identical to the project's", flush=True)

@@ -17,18 +17,28 @@ Wilson interval (``intervals``). Targets (issue 11): each choice-only baseline w
 judged (``met`` / ``not_met``) only on at least ``MIN_JUDGED_N`` questions, else it is
 ``insufficient_n``: at n = 100 a baseline at chance (25 %) leaves the 10-point band by sampling
 noise alone about 2 % of the time, at n = 1 half the time or more.
+
+Each baseline is tallied as {credit value: questions} and its mean taken exactly (``Fraction``),
+so the report does not depend on how the questions are split into parts or ordered: the
+partitioned release path (``bias_report_parts``) writes the same bytes as the in-memory one.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+from pathlib import Path
+from typing import Callable, Iterator
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
 CHOICE_ONLY_MARGIN = 0.10
 QUESTION_PRIOR_MAX = 0.50
 MIN_JUDGED_N = 100  # questions a target is judged on (see the module docstring)
+QUESTION_BUCKETS = 32  # hash partitions of the question texts for the question prior on disk
+BIAS_COLUMNS = ["question", "answer", "choices", "answer_category"]
 _Z95 = 1.959963984540054  # two-sided 95 % normal quantile
 PAPER_AVG_QUESTION_WORDS = 9.77  # ReasonVQA supplementary Table 2 (full dataset; ReasonVQA-U: 9.62)
 _NUMBER = r"^(-?[\d,]*\.?\d+)"
@@ -38,15 +48,24 @@ _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augu
 
 def choice_values(choices: pl.Expr, category: pl.Expr) -> pl.Expr:
     """Each choice as a float: numbers without separators and units, dates as fractional years (44 BC = -43)."""
-    number = pl.element().str.extract(_NUMBER).str.replace_all(",", "").cast(pl.Float64, strict=False)
-    year = pl.element().str.extract(r"(\d+)( BC)?$").cast(pl.Float64, strict=False)
-    bc = pl.element().str.ends_with(" BC")
-    month = pl.element().str.extract(r"(" + "|".join(_MONTHS) + r")").replace_strict(
+    return pl.when(category == "date").then(choices.list.eval(_date(pl.element()))).otherwise(
+        choices.list.eval(_number(pl.element())))
+
+
+def _number(text: pl.Expr) -> pl.Expr:
+    """A number choice as a float (separators and units dropped; null when unreadable)."""
+    return text.str.extract(_NUMBER).str.replace_all(",", "").cast(pl.Float64, strict=False)
+
+
+def _date(text: pl.Expr) -> pl.Expr:
+    """A date choice as a fractional year (44 BC = -43; null when unreadable)."""
+    year = text.str.extract(r"(\d+)( BC)?$").cast(pl.Float64, strict=False)
+    bc = text.str.ends_with(" BC")
+    month = text.str.extract(r"(" + "|".join(_MONTHS) + r")").replace_strict(
         {m: float(i) for i, m in enumerate(_MONTHS)}, default=0.0, return_dtype=pl.Float64
     )
-    day = pl.element().str.extract(r"^(\d+) (?:" + "|".join(_MONTHS) + ")").cast(pl.Float64, strict=False).fill_null(1.0)
-    date = pl.when(bc).then(1 - year).otherwise(year) + month / 12 + (day - 1) / 372
-    return pl.when(category == "date").then(choices.list.eval(date)).otherwise(choices.list.eval(number))
+    day = text.str.extract(r"^(\d+) (?:" + "|".join(_MONTHS) + ")").cast(pl.Float64, strict=False).fill_null(1.0)
+    return pl.when(bc).then(1 - year).otherwise(year) + month / 12 + (day - 1) / 372
 
 
 def _expected_hit(picked: pl.Expr, answer_index: pl.Expr) -> pl.Expr:
@@ -63,60 +82,231 @@ def _ties(scores: pl.Expr, best: str) -> pl.Expr:
 def bias_report(train: pa.Table, test: pa.Table) -> dict:
     """Accuracy of the choice-only baselines (train and test) and of the question-only prior (test),
     chance, the number of questions each is measured on with a 95 % interval, and the targets."""
-    cols = ["question", "answer", "choices", "answer_category"]
+    return bias_report_parts(lambda: iter([(train, test)]), reuse=True)
+
+
+Parts = Callable[[], Iterator[tuple[pa.Table, pa.Table]]]  # -> (train rows, test rows) per part, restartable;
+# a part may also be a row view with ``select(columns) -> pa.Table`` (the writer's ``TableRows``)
+
+
+def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int = QUESTION_BUCKETS,
+                      reuse: bool = False) -> dict:
+    """``bias_report`` over train and test given in parts (each with at least the BIAS_COLUMNS), two passes.
+
+    Every baseline is a count of credits per credit value, so parts and their order do not change the
+    report. The question prior groups train answers by question text: with ``spill_dir`` the parts'
+    questions go into ``buckets`` hash partitions on disk (equal texts share one), else they are kept here.
+    With ``reuse`` the second pass reuses the first's frames (held meanwhile) instead of reading the parts again.
+    """
+    tally = _Tally()
+    choice_counts = None
+    prior = _QuestionBuckets(spill_dir, buckets)
+    kept: list[pl.DataFrame] = []
+    for train, test in parts():
+        tr, te, released = _multiple_choice(train, test)
+        if reuse:
+            kept.append(released)
+        tally.add("chance", released.select(1.0 / pl.col("choices").list.len()))
+        tally.test_questions += te.height
+        values = _numeric_values(released)
+        if values.height:
+            tally.add("closest_to_mean", values.select(_expected_hit(_ties(_gap("mean"), "min"), pl.col("answer_index"))))
+            tally.add("median", values.select(_expected_hit(_ties(_gap("median"), "min"), pl.col("answer_index"))))
+            tally.add("numeric_chance", values.select(1.0 / pl.col("choices").list.len()))
+        counts = released.select(pl.col("choices").explode()).group_by("choices").len("n")
+        choice_counts = counts if choice_counts is None else pl.concat([choice_counts, counts]).group_by("choices").agg(
+            pl.col("n").sum())
+        tally.words(released.select(_words(pl.col("question")))["w"])
+        prior.add(tr.select("question", "answer"), te.select("question", "answer", nc=pl.col("choices").list.len()))
+    second = kept if reuse else (_multiple_choice(train, test)[2] for train, test in parts())
+    for released in second if tally.n("chance") else ():
+        tally.add("most_frequent_choice", _most_frequent_choice(released, choice_counts))
+    for tr, te in prior.buckets():
+        _question_prior(tr, te, tally)
+    return tally.report()
+
+
+def _multiple_choice(train: pa.Table, test: pa.Table) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(train, test, released = train + test with ``row`` and ``answer_index``), multiple-choice rows only."""
     multiple_choice = pl.col("choices").is_not_null()  # free-form kinds (verified, grounded) have no choices
-    tr = pl.from_arrow(train.select(cols)).filter(multiple_choice)
-    te = pl.from_arrow(test.select(cols)).filter(multiple_choice)
-    released = _with_answer_index(pl.concat([tr, te]).with_row_index("row"))
-    report: dict = {"test_questions": te.height, "questions": released.height,
-                    "chance": _mean(released.select(1.0 / pl.col("choices").list.len()))}
-    if released.is_empty():
-        return report | {"baselines": {}, "intervals": {}, "targets": _targets({}, {}, report["chance"])}
+    tr = pl.from_arrow(train.select(BIAS_COLUMNS)).filter(multiple_choice)
+    te = pl.from_arrow(test.select(BIAS_COLUMNS)).filter(multiple_choice)
+    return tr, te, _with_answer_index(pl.concat([tr, te]))
 
-    hits: dict[str, pl.DataFrame] = {}  # baseline -> one credit per scored question
+
+def _flat_rows(choices: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(first position, number of positions) of each row in ``choices.explode()`` (an empty list explodes to one null)."""
+    lengths = np.maximum(choices.list.len().fill_null(0).to_numpy().astype(np.int64), 1)
+    return np.cumsum(lengths) - lengths, lengths
+
+
+def _most_frequent_choice(released: pl.DataFrame, choice_counts: pl.DataFrame) -> pl.DataFrame:
+    """Credit per question of picking the choice(s) that occur most often in the release (``choice_counts``)."""
+    n = released.select(pl.col("choices").explode()).join(choice_counts, on="choices", how="left", maintain_order="left")
+    n = n["n"].fill_null(-1).to_numpy().astype(np.int64)  # a null choice is never picked
+    starts, lengths = _flat_rows(released["choices"])
+    if not len(starts):
+        return pl.DataFrame({"credit": []}, schema={"credit": pl.Float64})
+    top = (n == np.repeat(np.maximum.reduceat(n, starts), lengths)) & (n >= 0)
+    ties = np.add.reduceat(top, starts)
+    answer = released["answer_index"].to_numpy()
+    hit = (answer >= 0) & top[starts + np.maximum(answer, 0)]
+    return pl.DataFrame({"credit": np.where(hit, 1.0 / np.maximum(ties, 1), 0.0)})
+
+
+def _numeric_values(released: pl.DataFrame) -> pl.DataFrame:
+    """Number and date questions with ``v``: their choices as floats (questions with an unreadable choice left out).
+
+    ``choice_values`` on the flat choices, each kind's rule on its own rows only (same floats, no list.eval)."""
     numeric = released.filter(pl.col("answer_category").is_in(["number", "date"]))
-    values = numeric.with_columns(v=choice_values(pl.col("choices"), pl.col("answer_category")))
-    values = values.filter(pl.col("v").list.eval(pl.element().is_null()).list.any().not_())
-    mean_gap = pl.col("v").list.eval((pl.element() - pl.element().mean()).abs())
-    median_gap = pl.col("v").list.eval((pl.element() - pl.element().median()).abs())
-    baselines = {}
-    if values.height:
-        hits["closest_to_mean"] = values.select(_expected_hit(_ties(mean_gap, "min"), pl.col("answer_index")))
-        hits["median"] = values.select(_expected_hit(_ties(median_gap, "min"), pl.col("answer_index")))
-        baselines["numeric_questions"] = values.height
-        baselines["numeric_chance"] = _mean(values.select(1.0 / pl.col("choices").list.len()))
+    lengths = numeric["choices"].list.len().fill_null(0).to_numpy().astype(np.int64)
+    flat = numeric.select("answer_category", "choices").explode("choices")
+    flat = flat.filter(pl.Series(np.repeat(lengths > 0, np.maximum(lengths, 1))))  # an empty list's null
+    values, valid = np.zeros(flat.height), np.zeros(flat.height, dtype=bool)
+    date = (flat["answer_category"] == "date").to_numpy()
+    for mask, rule in ((date, _date), (~date, _number)):
+        parsed = flat.filter(pl.Series(mask)).select(rule(pl.col("choices")))
+        values[mask] = parsed.to_series().fill_null(0.0).to_numpy()
+        valid[mask] = parsed.to_series().is_not_null().to_numpy()
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    invalid = np.concatenate([[0], np.cumsum(~valid)])
+    readable = invalid[offsets[1:]] == invalid[offsets[:-1]]
+    v = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(values, mask=~valid))
+    return numeric.with_columns(v=pl.Series(v)).filter(pl.Series(readable))
 
-    long = released.select("row", "choices").explode("choices").with_columns(k=pl.int_range(pl.len()).over("row"))
-    counts = long.group_by("choices").len("n")
-    seen = long.join(counts, on="choices", how="left").join(released.select("row", "answer_index"), on="row")
-    seen = seen.sort("row", "k").group_by("row", maintain_order=True).agg(pl.col("n"), pl.col("answer_index").first())
-    hits["most_frequent_choice"] = seen.select(_expected_hit(_ties(pl.col("n"), "max"), pl.col("answer_index")))
 
+def _words(question: pl.Expr) -> pl.Expr:
+    """Words of each question: pieces between single spaces (as ``str.split(" ")`` counts, without the lists)."""
+    return (question.str.count_matches(" ", literal=True) + 1).alias("w")
+
+
+def _gap(centre: str) -> pl.Expr:
+    """Per choice: its distance to the mean or the median of the question's choices."""
+    middle = pl.element().mean() if centre == "mean" else pl.element().median()
+    return pl.col("v").list.eval((pl.element() - middle).abs())
+
+
+def _question_prior(tr: pl.DataFrame, te: pl.DataFrame, tally: "_Tally") -> None:
+    """Credits of the test questions of one bucket: the most common train answer of the same text."""
+    if not te.height:
+        return
     prior = tr.group_by("question", "answer").len("n")
     top = prior.filter(pl.col("n") == pl.col("n").max().over("question")).group_by("question").agg(
         top=pl.col("answer"), k=pl.len()
     )
-    if te.height:
-        hits["question_prior"] = te.join(top, on="question", how="left", maintain_order="left").select(
-            pl.when(pl.col("top").is_null()).then(1.0 / pl.col("choices").list.len())
-            .when(pl.col("top").list.contains(pl.col("answer"))).then(1.0 / pl.col("k"))
-            .otherwise(0.0)
-        )
-        baselines["question_prior_coverage"] = _mean(te.join(top, on="question", how="left").select(pl.col("top").is_not_null()))
-    baselines |= {name: _mean(frame) for name, frame in hits.items()}
-    report["baselines"] = dict(sorted(baselines.items()))
-    report["intervals"] = {name: _interval(frame, "test" if name == "question_prior" else "train+test")
-                           for name, frame in sorted(hits.items())}
-    report["question_words"] = question_words(released.select("question"))
-    report["targets"] = _targets(baselines, report["intervals"], report["chance"])
-    return report
+    scored = te.join(top, on="question", how="left")
+    tally.add("question_prior", scored.select(
+        pl.when(pl.col("top").is_null()).then(1.0 / pl.col("nc"))
+        .when(pl.col("top").list.contains(pl.col("answer"))).then(1.0 / pl.col("k"))
+        .otherwise(0.0)
+    ))
+    tally.add("question_prior_coverage", scored.select(pl.col("top").is_not_null().cast(pl.Float64)))
+
+
+class _QuestionBuckets:
+    """Train (question, answer) and test (question, answer, nc) rows by hash of the question text: in
+    memory (one bucket) without a folder, else in ``buckets`` Arrow IPC files per side under it."""
+
+    def __init__(self, folder: Path | None, buckets: int):
+        self.folder, self.count = folder, (buckets if folder is not None else 1)
+        self.held: list[tuple[pl.DataFrame, pl.DataFrame]] = []
+        self.writers: dict[tuple[str, int], pa.ipc.RecordBatchFileWriter] = {}
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def add(self, train: pl.DataFrame, test: pl.DataFrame) -> None:
+        if self.folder is None:
+            self.held.append((train, test))
+            return
+        for side, frame in (("train", train), ("test", test)):
+            bucket = (frame["question"].hash(seed=0) % self.count).to_numpy()
+            table = frame.to_arrow()
+            for k in np.unique(bucket).tolist():
+                if (side, k) not in self.writers:
+                    self.writers[(side, k)] = pa.ipc.new_file(self.folder / f"{side}-{k:03d}.arrow", table.schema)
+                self.writers[(side, k)].write_table(table.filter(pa.array(bucket == k)))
+
+    def buckets(self) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
+        if self.folder is None:
+            if self.held:
+                yield tuple(pl.concat([part[i] for part in self.held]) for i in (0, 1))
+            return
+        for writer in self.writers.values():
+            writer.close()
+        for k in range(self.count):
+            yield tuple(self._read(side, k) for side in ("train", "test"))
+
+    def _read(self, side: str, k: int) -> pl.DataFrame:
+        path = self.folder / f"{side}-{k:03d}.arrow"
+        columns = {"question": pl.String, "answer": pl.String} | ({"nc": pl.UInt32} if side == "test" else {})
+        if not path.exists():
+            return pl.DataFrame(schema=columns)
+        with pa.memory_map(str(path)) as source:
+            frame = pl.from_arrow(pa.ipc.open_file(source).read_all())
+        path.unlink()
+        return frame
+
+
+class _Tally:
+    """Credits per baseline as {credit value: questions}, and the question-length histogram."""
+
+    def __init__(self) -> None:
+        self.credits: dict[str, dict[float, int]] = {}
+        self.histogram: dict[int, int] = {}
+        self.test_questions = 0
+
+    def add(self, name: str, credits: pl.DataFrame) -> None:
+        into = self.credits.setdefault(name, {})
+        series = credits.to_series().cast(pl.Float64)
+        for value, n in series.value_counts().iter_rows():
+            into[value] = into.get(value, 0) + n
+
+    def words(self, words: pl.Series) -> None:
+        for w, n in words.drop_nulls().value_counts().iter_rows():
+            self.histogram[w] = self.histogram.get(w, 0) + n
+
+    def n(self, name: str) -> int:
+        return sum(self.credits.get(name, {}).values())
+
+    def mean(self, name: str) -> float | None:
+        """The exact mean of the non-null credits, rounded once to a float (independent of order and parts)."""
+        counted = {v: c for v, c in self.credits.get(name, {}).items() if v is not None}
+        if not counted:
+            return None
+        return float(sum((Fraction(v) * c for v, c in counted.items()), Fraction(0)) / sum(counted.values()))
+
+    def report(self) -> dict:
+        chance = self.mean("chance")
+        report: dict = {"test_questions": self.test_questions, "questions": self.n("chance"),
+                        "chance": None if chance is None else round(chance, 4)}
+        if not self.n("chance"):
+            return report | {"baselines": {}, "intervals": {}, "targets": _targets({}, {}, report["chance"])}
+        baselines: dict = {}
+        if self.n("closest_to_mean"):
+            baselines["numeric_questions"] = self.n("closest_to_mean")
+            baselines["numeric_chance"] = round(self.mean("numeric_chance"), 4)
+        scored = [name for name in ("closest_to_mean", "median", "most_frequent_choice", "question_prior") if self.n(name)]
+        if self.n("question_prior"):
+            baselines["question_prior_coverage"] = round(self.mean("question_prior_coverage"), 4)
+        baselines |= {name: round(self.mean(name), 4) for name in scored}
+        report["baselines"] = dict(sorted(baselines.items()))
+        report["intervals"] = {name: _interval(self.mean(name), self.n(name), "test" if name == "question_prior" else "train+test")
+                               for name in sorted(scored)}
+        report["question_words"] = question_words(self.histogram)
+        report["targets"] = _targets(baselines, report["intervals"], report["chance"])
+        return report
 
 
 def _with_answer_index(questions: pl.DataFrame) -> pl.DataFrame:
-    """``answer_index``: the position of the answer among the choices (-1 when absent)."""
-    long = questions.select("row", "answer", "choices").explode("choices").with_columns(k=pl.int_range(pl.len()).over("row"))
-    index = long.filter(pl.col("choices") == pl.col("answer")).group_by("row").agg(answer_index=pl.col("k").min())
-    return questions.join(index, on="row", how="left").with_columns(pl.col("answer_index").fill_null(-1)).sort("row")
+    """``answer_index``: the position of the answer among the choices (-1 when absent; the first if repeated)."""
+    starts, lengths = _flat_rows(questions["choices"])
+    if not len(starts):
+        return questions.with_columns(answer_index=pl.lit(-1, pl.Int64))
+    long = questions.select("answer", "choices").explode("choices")
+    equal = long.select((pl.col("choices") == pl.col("answer")).fill_null(False)).to_series().to_numpy()
+    position = np.arange(len(equal)) - np.repeat(starts, lengths)
+    first = np.minimum.reduceat(np.where(equal, position, len(equal)), starts)
+    return questions.with_columns(answer_index=pl.Series(np.where(first < len(equal), first, -1).astype(np.int64)))
 
 
 def wilson_interval(accuracy: float, n: int, z: float = _Z95) -> tuple[float, float]:
@@ -127,23 +317,22 @@ def wilson_interval(accuracy: float, n: int, z: float = _Z95) -> tuple[float, fl
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _interval(credits: pl.DataFrame, scored_on: str) -> dict:
-    n = credits.height
-    accuracy = float(credits.to_series().cast(pl.Float64).mean()) if n else 0.0
+def _interval(accuracy: float, n: int, scored_on: str) -> dict:
     low, high = wilson_interval(accuracy, n) if n else (0.0, 1.0)
     return {"n": n, "ci95": [round(low, 4), round(high, 4)], "scored_on": scored_on}
 
 
-def question_words(questions: pl.DataFrame) -> dict:
-    """Question length in words (mean, quartiles, histogram) next to the paper's mean."""
-    words = questions.select(pl.col("question").str.split(" ").list.len().alias("w"))["w"]
-    if words.is_empty():
+def question_words(histogram: dict[int, int]) -> dict:
+    """Question length in words (mean, quartiles, histogram) from {words: questions}, next to the paper's mean."""
+    if not histogram:
         return {"paper_mean": PAPER_AVG_QUESTION_WORDS}
-    hist = words.value_counts().sort("w")
+    lengths = sorted(histogram)
+    n = sum(histogram.values())
+    words = pl.Series("w", np.repeat(np.array(lengths, dtype=np.uint32), [histogram[w] for w in lengths]))
     return {
-        "mean": round(float(words.mean()), 2),
+        "mean": round(sum(w * c for w, c in histogram.items()) / n, 2),
         "quartiles": [float(words.quantile(q, "nearest")) for q in (0.25, 0.5, 0.75)],
-        "histogram": {str(w): int(n) for w, n in zip(hist["w"].to_list(), hist["count"].to_list())},
+        "histogram": {str(w): int(histogram[w]) for w in lengths},
         "paper_mean": PAPER_AVG_QUESTION_WORDS,
     }
 
@@ -168,9 +357,3 @@ def _targets(baselines: dict, intervals: dict, chance: float | None) -> dict:
         checks[name] = ("met" if ok else "not_met") if judged else "insufficient_n"
     met = False if "not_met" in checks.values() else (None if "insufficient_n" in checks.values() else True)
     return out | {"checks": checks, "met": met}
-
-
-def _mean(frame: pl.DataFrame) -> float | None:
-    if frame.is_empty():
-        return None
-    return round(float(frame.to_series().cast(pl.Float64).mean()), 4)

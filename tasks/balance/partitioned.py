@@ -14,13 +14,16 @@ synthetic pool: 11 GB at 42 M questions). Here the pool stays in its Parquet fil
    rank and give ``write_release`` the pool's, train's or test's rows chunk by chunk, so the
    release files are byte-identical to the in-memory path's (tested).
 
-Statistics come from ``stats.write_stats`` over views of a narrow table (the columns the
-counts need); the bias report reads the four columns it needs of train and test.
+Statistics (``stats.write_stats``) are counted one spill part at a time (``SpilledRows.part_views``):
+counts added up, images counted on integer codes spilled with the rows, the bias report's question
+prior grouped in hash buckets of the question texts on disk; so memory does not grow with the pool
+beyond the decision's arrays.
 """
 
 from __future__ import annotations
 
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -28,42 +31,27 @@ from typing import Callable, Iterator
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from reasonvqa.tasks.balance.codes import take_rows
+from reasonvqa.tasks.balance.codes import combined, take_rows
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.pipeline import BalancedSplit, decide, question_answer_pairs
-from reasonvqa.tasks.balance.stats import COUNT_COLUMNS
-from reasonvqa.tasks.release.writer import ROWS_PER_FILE, TableRows
+from reasonvqa.tasks.release.writer import ROWS_PER_FILE
 
 KEY_COLUMNS = ["question_id", "image_id", "property_id", "answer", "n_hop"]
 KIND_COLUMNS = ["kind", "task_type", "is_hallucination"]  # read when the pool files have them (pipeline.decide)
 BATCH_ROWS = 262_144  # rows per record batch streamed from the pool files
 PAIR_PARTITIONS = 16
+STATS_ROWS = 262_144  # rows the statistics count at a time (their working memory is a few times this)
 INPUT_ROWS_PER_FILE = 1_000_000  # rows per Parquet file when an in-memory pool is written out
 REMOVED, TRAIN, TEST = 0, 1, 2
-RANK, DEST = "__rank", "__dest"
+RANK, DEST, IMAGE = "__rank", "__dest", "__image"  # IMAGE: the image_id's integer code (-1: null)
 
 
-def read_columns(paths: list[Path], columns: list[str], dictionary: bool = False) -> pa.Table:
-    """``columns`` of every pool file, concatenated in file order, one chunk per column; with
-    ``dictionary`` the string columns (and string lists' values) come dictionary-encoded."""
-    tables = [pq.read_table(path, columns=columns, read_dictionary=string_paths(path, columns) if dictionary else None)
-              for path in paths]
-    return pa.concat_tables(tables).combine_chunks()
-
-
-def string_paths(path: Path, columns: list[str]) -> list[str]:
-    """Parquet column paths of the string columns and string-list values among ``columns``."""
-    schema = pq.read_schema(path)
-    found = []
-    for name in columns:
-        kind = schema.field(name).type
-        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            found.append(name)
-        elif pa.types.is_list(kind) and pa.types.is_string(kind.value_type):
-            found.append(f"{name}.list.{kind.value_field.name}")
-    return found
+def read_columns(paths: list[Path], columns: list[str]) -> pa.Table:
+    """``columns`` of every pool file, concatenated in file order, one chunk per column."""
+    return pa.concat_tables([pq.read_table(path, columns=columns) for path in paths]).combine_chunks()
 
 
 def stream(path: Path, columns: list[str] | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -106,9 +94,8 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
                      rows_per_file: int | None = None, run: Mapper = in_process) -> BalancedSplit:
     """``plan_release`` for a pool in Parquet ``paths`` (rows in file order), spilling under ``work_dir``.
 
-    Returns views for ``write_stats`` and sources for ``write_release``: ``pool``, ``split.train`` and
-    ``split.test`` are ``SpilledRows`` (each with ``select`` for the few columns statistics read);
-    ``counts`` holds the narrow table the statistics count from. The per-file and per-partition steps
+    Returns sources for ``write_stats`` and ``write_release``: ``pool``, ``split.train`` and
+    ``split.test`` are ``SpilledRows`` (``part_views`` gives the statistics each spill part's rows). The per-file and per-partition steps
     (``spill_file``, ``bucket_pairs``, ``seen_in_bucket``) go through ``run``: a flow passes one that
     submits them as tasks to its task runner (threads or Dask workers; same files either way).
     ``rows_per_file`` (default: the writer's) sizes the spill's parts; any size gives the same release.
@@ -123,44 +110,50 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
     seen = _SeenInTrain(paths, starts, work_dir / "pairs", run)
     balanced, result = decide(keys, balance, split, seed, seen_in_train=seen)
     order = balanced.question_id_order
-    del keys
+    images = pc.dictionary_encode(combined(keys["image_id"]))  # hash codes: statistics count images per part
+    image = pc.fill_null(images.indices, -1).to_numpy().astype(np.int32)
+    n_images = len(images.dictionary)
+    del keys, images
     n = len(order)
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
     dest = np.zeros(n, dtype=np.int8)
     dest[result.train_rows] = TRAIN
     dest[result.test_rows] = TEST
-    spill = _spill(paths, starts, rank, dest, work_dir / "pool", rows_per_file, run)
-    del rank, dest
-    counts = read_columns(paths, COUNT_COLUMNS, dictionary=True)  # about half the memory of plain strings
-    result.train = SpilledRows(spill, TRAIN, len(result.train_rows), counts, result.train_rows)
-    result.test = SpilledRows(spill, TEST, len(result.test_rows), counts, result.test_rows)
-    pool = SpilledRows(spill, None, n, counts, order)
+    spill = _spill(paths, starts, rank, dest, image, work_dir / "pool", rows_per_file, run)
+    spill.images, spill.scratch = n_images, work_dir
+    del rank, dest, image
+    result.train = SpilledRows(spill, TRAIN, len(result.train_rows))
+    result.test = SpilledRows(spill, TEST, len(result.test_rows))
+    pool = SpilledRows(spill, None, n)
     return BalancedSplit(pool=pool, balance=balanced, split=result)
 
 
 @dataclass
 class _Spill:
-    files: list[Path]  # pool part k's rows, unordered, with RANK and DEST columns
+    files: list[Path]  # pool part k's rows, unordered, with RANK, DEST and IMAGE columns
     schema: pa.Schema  # the pool's own columns
+    images: int = 0  # distinct image codes
+    scratch: Path | None = None  # a folder the statistics may spill into
 
 
-def _spill(paths: list[Path], starts: np.ndarray, rank: np.ndarray, dest: np.ndarray, folder: Path,
-           rows_per_file: int, run: Mapper) -> _Spill:
+def _spill(paths: list[Path], starts: np.ndarray, rank: np.ndarray, dest: np.ndarray, image: np.ndarray,
+           folder: Path, rows_per_file: int, run: Mapper) -> _Spill:
     """Spill every pool file (one ``spill_file`` call each) into the folders of the pool parts."""
     n_parts = max(1, -(-len(rank) // rows_per_file))
     parts = [folder / f"{k:05d}" for k in range(n_parts)]
     for part in parts:
         part.mkdir(parents=True)
-    calls = [(path, i, rank[starts[i]:starts[i + 1]], dest[starts[i]:starts[i + 1]], folder, rows_per_file)
-             for i, path in enumerate(paths)]
+    calls = [(path, i, rank[starts[i]:starts[i + 1]], dest[starts[i]:starts[i + 1]], image[starts[i]:starts[i + 1]],
+              folder, rows_per_file) for i, path in enumerate(paths)]
     run(spill_file, calls)
     schema = pq.read_schema(paths[0]).remove_metadata() if paths else pa.schema([])
     return _Spill(files=parts, schema=schema)
 
 
-def spill_file(path: Path, index: int, rank: np.ndarray, dest: np.ndarray, folder: Path, rows_per_file: int) -> int:
-    """Stream pool file number ``index`` (its rows' ``rank`` and ``dest``) into ``<folder>/<part>/<index>.arrow``,
+def spill_file(path: Path, index: int, rank: np.ndarray, dest: np.ndarray, image: np.ndarray, folder: Path,
+               rows_per_file: int) -> int:
+    """Stream pool file number ``index`` (its rows' ``rank``, ``dest`` and ``image`` code) into ``<folder>/<part>/<index>.arrow``,
     part = rank // rows_per_file, as uncompressed Arrow IPC; return its row count."""
     writers = {}
     try:
@@ -169,7 +162,8 @@ def spill_file(path: Path, index: int, rank: np.ndarray, dest: np.ndarray, folde
             part = rank[rows] // rows_per_file
             by_part = np.argsort(part, kind="stable")
             bounds = np.searchsorted(part[by_part], np.arange(part.max(initial=0) + 2))
-            batch = batch.append_column(RANK, pa.array(rank[rows])).append_column(DEST, pa.array(dest[rows]))
+            batch = (batch.append_column(RANK, pa.array(rank[rows])).append_column(DEST, pa.array(dest[rows]))
+                     .append_column(IMAGE, pa.array(image[rows])))
             for k in np.flatnonzero(np.diff(bounds)).tolist():
                 piece = batch.take(pa.array(by_part[bounds[k]:bounds[k + 1]]))
                 if k not in writers:
@@ -185,24 +179,35 @@ class SpilledRows:
     """The pool's (``dest`` None), train's or test's rows in question_id order, read from the spill
     one pool part at a time (a ``RowSource`` for ``write_release``)."""
 
-    def __init__(self, spill: _Spill, dest: int | None, num_rows: int, counts: pa.Table, rows: np.ndarray):
+    def __init__(self, spill: _Spill, dest: int | None, num_rows: int):
         self.spill, self.dest, self.num_rows = spill, dest, num_rows
-        self.view = TableRows(counts, rows)  # the narrow columns statistics count from
 
     @property
-    def table(self) -> pa.Table:
-        return self.view.table
+    def images(self) -> int:
+        return self.spill.images
 
     @property
-    def rows(self) -> np.ndarray:
-        return self.view.rows
+    def scratch(self) -> Path:
+        return self.spill.scratch
 
     def select(self, columns: list[str]) -> pa.Table:
-        """``columns`` of these rows, materialized (from the narrow table when it has them)."""
-        if all(c in self.view.table.column_names for c in columns):
-            return self.view.select(columns)
+        """``columns`` of these rows, materialized."""
         pieces = list(self._pieces(columns))
         return pa.concat_tables(pieces).combine_chunks() if pieces else self.spill.schema.empty_table().select(columns)
+
+    def part_views(self, columns: list[str]) -> Iterator[tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]]:
+        """Per slice of at most STATS_ROWS rows of a spill part (all destinations, in no particular order):
+        (its ``columns``, image code per row, train rows, test rows), for statistics that add up over parts."""
+        for part in self.spill.files:
+            with _mapped(part, columns + [DEST, IMAGE]) as table:
+                if table is None:
+                    continue
+                for start in range(0, table.num_rows, STATS_ROWS):
+                    rows = np.arange(start, min(start + STATS_ROWS, table.num_rows))
+                    piece = take_rows(table, rows).combine_chunks()  # copied out of the maps
+                    dest = piece[DEST].to_numpy()
+                    yield (piece.select(columns), piece[IMAGE].to_numpy(), np.flatnonzero(dest == TRAIN),
+                           np.flatnonzero(dest == TEST))
 
     def chunks(self, size: int) -> Iterator[pa.Table]:
         pending: list[pa.Table] = []
@@ -223,21 +228,26 @@ class SpilledRows:
     def _pieces(self, columns: list[str]) -> Iterator[pa.Table]:
         """Per pool part in order: its rows of this destination, by rank, only ``columns``."""
         for part in self.spill.files:
-            files = sorted(part.glob("*.arrow"))
-            if not files:
-                continue
-            sources = [pa.memory_map(str(f)) for f in files]
-            try:  # the gather copies out of the maps before they close
-                table = pa.concat_tables([pa.ipc.open_file(source).read_all() for source in sources])
+            with _mapped(part, columns + [RANK, DEST]) as table:
+                if table is None:
+                    continue
                 order = np.argsort(table[RANK].to_numpy(), kind="stable")
                 if self.dest is not None:
                     order = order[table[DEST].to_numpy()[order] == self.dest]
-                piece = take_rows(table.select(columns), order).combine_chunks()
+                piece = take_rows(table.select(columns), order).combine_chunks()  # copied out of the maps
                 del table
-            finally:
-                for source in sources:
-                    source.close()
             yield piece
+
+
+@contextmanager
+def _mapped(part: Path, columns: list[str]) -> Iterator[pa.Table | None]:
+    """``columns`` of every spill file of one part, memory-mapped while the block runs (None: no file)."""
+    sources = [pa.memory_map(str(f)) for f in sorted(part.glob("*.arrow"))]
+    try:
+        yield pa.concat_tables([pa.ipc.open_file(s).read_all().select(columns) for s in sources]) if sources else None
+    finally:
+        for source in sources:
+            source.close()
 
 
 class _SeenInTrain:

@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 from reasonvqa.stage import write_json, write_parquet
 from reasonvqa.tasks.balance import codes, plots
 from reasonvqa.tasks.balance.balance import BalanceResult
-from reasonvqa.tasks.balance.bias import bias_report
+from reasonvqa.tasks.balance.bias import BIAS_COLUMNS, bias_report, bias_report_parts
+from reasonvqa.tasks.balance.codes import take_rows
 from reasonvqa.tasks.balance.split import SplitResult
 from reasonvqa.tasks.balance.summary import entropy_bits, js_divergence_bits, ranked
 from reasonvqa.tasks.release.writer import Rows, TableRows
@@ -38,15 +39,17 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
 
     ``pool``, ``split.train`` and ``split.test`` are tables or ``TableRows`` views (from
     ``pipeline.plan_release``); counts come from integer codes of each column, computed once per
-    underlying table.
+    underlying table. From ``partitioned.plan_partitioned`` they are ``SpilledRows``: counts and the
+    bias report add up over slices of the spill parts (same bytes, memory independent of the pool).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
+    partwise = hasattr(pool, "part_views")  # a partitioned.SpilledRows: counted one spill part at a time
     with ThreadPoolExecutor(max_workers=2) as threads:
         # the bias report (Arrow gathers, polars) releases the GIL: it runs beside the counts and the
         # plots (numpy, then matplotlib in Python), so both cores work
-        bias = threads.submit(_bias, split.train, split.test)
+        bias = threads.submit(_bias_partwise, pool) if partwise else threads.submit(_bias, split.train, split.test)
         removed = threads.submit(write_parquet, balance.removed, out_dir / "balance_removed.parquet")
-        stats, largest = _stats(pool, balance, split)
+        stats, largest = _stats_partwise(pool, balance, split) if partwise else _stats(pool, balance, split)
         files = {
             "bias.json": out_dir / "bias.json",
             "stats.json": out_dir / "stats.json",
@@ -66,7 +69,36 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
 
 
 def _bias(train: Rows, test: Rows) -> dict:
-    return bias_report(_columns(train, BIAS_COLUMNS), _columns(test, BIAS_COLUMNS))
+    """``bias_report`` over slices of BIAS_ROWS rows of train, then of test: the gathered columns and
+    polars frames of one slice at a time instead of whole train and test (same report)."""
+    def parts():
+        empty = _slices(train, 0)[0]
+        yield from ((part, empty) for part in _slices(train, BIAS_ROWS))
+        empty = _slices(test, 0)[0]
+        yield from ((empty, part) for part in _slices(test, BIAS_ROWS))
+
+    return bias_report_parts(parts)
+
+
+BIAS_ROWS = 524_288
+
+
+def _slices(table: Rows, size: int) -> list[Rows]:
+    """``table`` in slices of ``size`` rows (at least one, maybe empty; ``size`` 0: one empty slice); views stay
+    views, gathered when the bias report selects its columns."""
+    starts = range(0, table.num_rows, size) if size else []
+    if isinstance(table, pa.Table):
+        return [table.slice(s, size) for s in starts] or [table.slice(0, 0)]
+    return [table.with_rows(table.rows[s:s + size]) for s in starts] or [table.with_rows(table.rows[:0])]
+
+
+def _bias_partwise(pool) -> dict:
+    """``bias_report`` over the spill parts of a partitioned pool (question texts bucketed on disk)."""
+    def parts():
+        for table, _, train_rows, test_rows in pool.part_views(BIAS_COLUMNS):
+            yield take_rows(table, train_rows), take_rows(table, test_rows)
+
+    return bias_report_parts(parts, spill_dir=pool.scratch / "bias_questions")
 
 
 def _stats(pool: Rows, balance: BalanceResult, split: SplitResult) -> tuple[dict, list[str]]:
@@ -76,6 +108,46 @@ def _stats(pool: Rows, balance: BalanceResult, split: SplitResult) -> tuple[dict
     answers = {name: answer_counts(t, coded) for name, t in tables.items()}
     counts = {name: table_counts(t, coded) for name, t in tables.items()}
     del coded
+    return _stats_of(answers, counts, balance, split)
+
+
+def _stats_partwise(pool, balance: BalanceResult, split: SplitResult) -> tuple[dict, list[str]]:
+    """``_stats`` of a partitioned pool: counts added up part by part, images counted on their integer codes."""
+    names = ("pool", "balanced", "train", "test")
+    answers: dict[str, dict] = {name: {} for name in names}
+    counts: dict[str, dict] = {name: {} for name in names}
+    seen = {name: np.zeros(pool.images, dtype=bool) for name in names}
+    for table, image, train_rows, test_rows in pool.part_views(COUNT_COLUMNS):
+        coded = ColumnCodes()
+        views = {"pool": np.arange(table.num_rows), "balanced": np.sort(np.concatenate([train_rows, test_rows])),
+                 "train": train_rows, "test": test_rows}
+        for name, rows in views.items():
+            _add(answers[name], answer_counts(TableRows(table, rows), coded))
+            _add(counts[name], table_counts(TableRows(table, rows), coded, images=False))
+            picked = image[rows]
+            seen[name][picked[picked >= 0]] = True
+    for name in names:
+        counts[name]["images"] = int(np.count_nonzero(seen[name]))
+        counts[name] = _sorted(counts[name])
+    return _stats_of({name: _sorted(a) for name, a in answers.items()}, counts, balance, split)
+
+
+def _add(into: dict, more: dict) -> None:
+    """Add the counts of ``more`` (nested dicts of ints) into ``into``."""
+    for key, value in more.items():
+        if isinstance(value, dict):
+            _add(into.setdefault(key, {}), value)
+        else:
+            into[key] = into.get(key, 0) + value
+
+
+def _sorted(counts: dict) -> dict:
+    """Nested dicts with their keys in sorted order, as the one-table counts come."""
+    return {k: _sorted(v) if isinstance(v, dict) else v for k, v in sorted(counts.items())}
+
+
+def _stats_of(answers: dict, counts: dict, balance: BalanceResult, split: SplitResult) -> tuple[dict, list[str]]:
+    """The stats.json content from the answer counts and table counts of pool, balanced, train and test."""
     largest = [g for g, _ in sorted(((g, sum(c.values())) for g, c in answers["pool"].items()), key=lambda gc: (-gc[1], gc[0]))]
     stats = {
         "counts": counts,
@@ -98,7 +170,6 @@ def _stats(pool: Rows, balance: BalanceResult, split: SplitResult) -> tuple[dict
     return stats, largest
 
 
-BIAS_COLUMNS = ["question", "answer", "choices", "answer_category"]
 COUNT_COLUMNS = ["image_id", "property_id", "answer", *BREAKDOWNS.values()]  # what the counts read
 
 
@@ -212,15 +283,15 @@ def answer_counts(table: Rows, coded: ColumnCodes | None = None) -> dict[str, di
     return {g: dict(sorted(c.items())) for g, c in sorted(out.items())}
 
 
-def table_counts(table: Rows, coded: ColumnCodes | None = None) -> dict:
-    """Questions, images and per-column breakdowns of one table (columns it lacks are skipped).
+def table_counts(table: Rows, coded: ColumnCodes | None = None, images: bool = True) -> dict:
+    """Questions, images (unless not ``images``) and per-column breakdowns of one table (columns it lacks are skipped).
 
     A list column (domains) counts each value of each row; a row with no value counts as "<none>".
     """
     coded = coded or ColumnCodes()
     base, rows = _base(table)
     out: dict = {"questions": len(rows)}
-    if "image_id" in base.column_names:
+    if images and "image_id" in base.column_names:
         out["images"] = coded.distinct_count(base, "image_id", rows)
     for key, column in BREAKDOWNS.items():
         if column not in base.column_names:

@@ -105,3 +105,27 @@ def test_default_config_meets_the_bias_targets_on_a_larger_pool(synthetic):
     paper = _release_bias(synthetic, "paper")
     assert paper["baselines"]["closest_to_mean"] > 0.45 and paper["targets"]["checks"]["closest_to_mean"] == "not_met"
     assert paper["targets"]["met"] is False
+
+
+def test_most_frequent_choice_credits_ties_and_skips_null_choices():
+    train = _table([dict(question="q1", answer="A", choices=["A", "B"], answer_category="literal"),
+                    dict(question="q2", answer="B", choices=["B", "C"], answer_category="literal")])
+    test = _table([dict(question="q3", answer="C", choices=["C", None], answer_category="literal")])
+    # counts A 1, B 2, C 2: q1 picks B (wrong), q2 ties B and C (1/2), q3 picks C (its null choice is never picked)
+    report = bias_report(train, test)
+    assert report["baselines"]["most_frequent_choice"] == 0.5 and report["intervals"]["most_frequent_choice"]["n"] == 3
+
+
+def test_report_over_parts_with_bucketed_questions_is_the_whole_report(tmp_path):
+    from reasonvqa.tasks.balance.bias import bias_report_parts
+    from tests.tasks.balance.synthetic import synthetic_pool
+
+    pool = synthetic_pool(3_000, 300, 12, seed=5)
+    questions = [f"What is the {p}?" if i % 2 else q for i, (p, q) in  # recurring texts: the prior has work to do
+                 enumerate(zip(pool["property_id"].to_pylist(), pool["question"].to_pylist()))]
+    pool = pool.set_column(pool.schema.get_field_index("question"), "question", pa.array(questions, pa.string()))
+    train, test = pool.slice(0, 2_000), pool.slice(2_000)
+    parts = [(train.slice(0, 700), test.slice(0, 400)), (train.slice(700), test.slice(400, 0)), (train.slice(0, 0), test.slice(400))]
+    whole = bias_report(train, test)
+    assert bias_report_parts(lambda: iter(parts), spill_dir=tmp_path / "buckets", buckets=5) == whole
+    assert whole["baselines"]["question_prior_coverage"] == 0.5 and whole["intervals"]["question_prior"]["n"] == 1_000

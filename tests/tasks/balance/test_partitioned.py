@@ -50,6 +50,7 @@ def contents(folder: Path) -> dict[str, bytes]:
 def test_partitioned_and_view_paths_write_the_in_memory_release(pool, tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "ROWS_PER_FILE", ROWS_PER_FILE)
     monkeypatch.setattr(partitioned, "BATCH_ROWS", 700)  # batches cross files and part boundaries
+    monkeypatch.setattr(partitioned, "STATS_ROWS", 300)  # statistics add up over several slices per part
     config = (BalanceConfig(), SplitConfig(), 0)
     shards = [tmp_path / "in" / f"shard-{i}.parquet" for i in range(3)]
     shards[0].parent.mkdir()

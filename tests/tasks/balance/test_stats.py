@@ -84,3 +84,15 @@ def test_degenerate_release_still_gets_stats(tmp_path):
     assert stats["train_test_divergence"]["groups_only_in_one_split"] == ["P17"]
     assert any("a split is empty" in w for w in stats["split"]["warnings"])
     assert files["divergence_train_test.png"].read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_bias_report_in_slices_is_the_whole_report(tmp_path, monkeypatch):
+    from reasonvqa.tasks.balance import stats
+    from reasonvqa.tasks.balance.pipeline import plan_release
+    from tests.tasks.balance.synthetic import synthetic_pool
+
+    done = plan_release(synthetic_pool(3_000, 400, 12, seed=2), BalanceConfig(), SplitConfig(), 0)
+    whole = write_stats(done.pool, done.balance, done.split, tmp_path / "whole")["bias.json"].read_bytes()
+    monkeypatch.setattr(stats, "BIAS_ROWS", 250)  # several slices of train and of test
+    sliced = write_stats(done.pool, done.balance, done.split, tmp_path / "sliced")["bias.json"].read_bytes()
+    assert sliced == whole and json.loads(whole)["questions"] > 1_000
