@@ -55,10 +55,11 @@ class SandboxConfig(BaseModel):
         default="auto", description="auto: use seccomp where pyseccomp and libseccomp load; required: refuse to run without.")
     bwrap: Literal["auto", "off"] = "auto"
     programs_per_child: int = Field(
-        default=1, ge=1, le=64,
-        description="1: a forked child per program. More: consecutive programs on one graph share a child "
-                    "(same limits and layers per program, a program that does not end plainly reruns alone; "
-                    "programs are then isolated from each other by the interpreter, not the OS; BENCHMARKS.md).")
+        default=16, ge=1, le=64,
+        description="Consecutive programs on one graph that share a forked child (same limits and layers per "
+                    "program, a program that does not end plainly reruns alone; they are isolated from each "
+                    "other by the interpreter and the allow-list, not the OS). 1: a child per program, the OS "
+                    "boundary between every two programs, about 4x the CPU per program (BENCHMARKS.md).")
 
     def limits(self) -> dict:
         return {k: getattr(self, k) for k in ("cpu_seconds", "wall_seconds", "memory_mb", "output_bytes", "open_files",

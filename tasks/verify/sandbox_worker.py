@@ -18,7 +18,7 @@ seccomp filter (no fork, kill or raising limits), and only then runs the program
 enforces the wall-clock deadline (SIGKILL) and caps the result's size. Each program thus runs in
 a process of its own that never held another program's state.
 
-With ``programs_per_child`` > 1 (a config switch, off by default) a run of consecutive checked
+With ``programs_per_child`` > 1 (the config's default is 16; 1 turns it off) a run of consecutive checked
 programs on one graph shares one forked child (``run_shared``): the same limits and layers, a CPU
 timer and a wall deadline per program, and results that equal the one-child-per-program results
 (a program that does not end plainly reruns alone; a program that changed the graph ends the
