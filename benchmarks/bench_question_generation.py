@@ -343,23 +343,21 @@ def run_flow(folder: Path, shard_size: int) -> dict:
 
     from prefect import flow
 
-    from reasonvqa.flows.build_reasonvqa import questions_shard, run_tasks
+    from reasonvqa.flows.build_reasonvqa import run_questions
     from reasonvqa.flows.runners import make_task_runner
     from reasonvqa.prefect_api import local_prefect_api
-    from reasonvqa.stage import summarize
     from reasonvqa.tasks.questions.config import QuestionConfig
 
     shards, link_dir = write_flow_layout(folder, shard_size)
 
     @flow(name="bench-questions-stage")
-    def questions_stage(calls: list[tuple]) -> dict:
-        return summarize(run_tasks(questions_shard, calls, False))
+    def questions_stage(out: Path) -> dict:
+        return run_questions(shards, link_dir, out, folder / "facts.parquet", QuestionConfig(), 0, "synthetic")
 
     with local_prefect_api(), tempfile.TemporaryDirectory(prefix="bench-questions-") as tmp:
         out = Path(tmp) / "questions"
-        calls = [(shard, link_dir, out, folder / "facts.parquet", QuestionConfig(), 0, "synthetic") for shard in shards]
         start, cpu0 = time.perf_counter(), time.process_time()
-        totals = questions_stage.with_options(task_runner=make_task_runner())(calls)
+        totals = questions_stage.with_options(task_runner=make_task_runner())(out)
         total, cpu = time.perf_counter() - start, time.process_time() - cpu0
         digest = hashlib.sha256()
         for path in sorted(out.glob("questions/part-*.parquet")) + sorted(out.glob("_rejects/part-*.parquet")):
