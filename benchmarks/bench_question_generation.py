@@ -6,9 +6,13 @@ Visual Genome-like scenes of 20 objects over 2,000 concept items, with countries
 people reached at hops 2-3. Fact densities are chosen so that the candidates come to about
 ReasonVQA's size. Then, each in a fresh subprocess so that peak RSS is its own:
 
-* ``vectorized`` (the code under test): ``build_index`` once, then ``generate_questions`` over
-  shards of ``--shard-size`` images, as the build flow runs it, in ``--workers`` spawned
-  processes (default 2: both cores; one shard per task, results in shard order);
+* ``vectorized`` (the generation code alone): ``build_index`` once, then ``generate_questions`` over
+  in-memory shards of ``--shard-size`` images (no Parquet, no Prefect), in ``--workers`` spawned
+  processes (default 2, each loading the inputs and building the index; ``--workers 1``: one
+  process, the code's own CPU cost per question);
+* ``flow`` (what ``reasonvqa build`` runs): the same data written as source and link shards, then
+  ``run_questions`` (one ``questions-shard`` Prefect task per shard: Parquet in, Parquet out) inside a
+  flow on the CLI's default task runner, against a Prefect API started first (not timed);
 * ``baseline``: a straightforward per-question Python implementation of the same steps (dicts,
   loops, ``random.Random`` per question) over the first ``--baseline-images`` images; its fact
   indexing is timed in full and its per-image time is scaled to all images.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import resource
 import subprocess
@@ -307,6 +312,70 @@ def run_vectorized(folder: Path, shard_size: int, workers: int = 1) -> dict:
             "output_sha256": hashlib.sha256("".join(r[3] for r in results).encode()).hexdigest()}
 
 
+def write_flow_layout(folder: Path, shard_size: int) -> tuple[list, Path]:
+    """The synthetic build as the flow's stages leave it: one source stage folder of Parquet shards
+    (images, objects, relations) and the linking stage's ``entity_links`` shards, numbered alike."""
+    from reasonvqa.stage import part_name, write_parquet
+    from reasonvqa.tasks.sources.ingest import SourceShard
+
+    root = folder / f"flow-{shard_size}"
+    source_dir, link_dir = root / "source", root / "links"
+    n_images = pq.ParquetFile(folder / "images.parquet").metadata.num_rows
+    shards = [SourceShard(n, "synthetic", 0, n, source_dir) for n in range(-(-n_images // shard_size))]
+    if not (root / "done").exists():
+        tables = _load(folder)
+        image_ids = tables["images"]["image_id"].to_numpy(zero_copy_only=False)
+        keys = {name: tables[name]["image_id"].to_numpy(zero_copy_only=False) for name in ("objects", "relations", "links")}
+        for shard in shards:
+            lo = shard.number * shard_size
+            first, last = image_ids[lo], image_ids[min(lo + shard_size, n_images) - 1]
+            write_parquet(tables["images"].slice(lo, shard_size), shard.file("images"))
+            for name, col in keys.items():
+                a, b = np.searchsorted(col, first, "left"), np.searchsorted(col, last, "right")
+                path = (link_dir / "entity_links" / f"{part_name(shard.number)}.parquet" if name == "links"
+                        else shard.file(name))
+                write_parquet(tables[name].slice(a, b - a), path)
+        (root / "done").write_text("")
+    return shards, link_dir
+
+
+def run_flow(folder: Path, shard_size: int) -> dict:
+    """The questions stage as ``reasonvqa build`` runs it: one ``questions-shard`` Prefect task per source
+    shard (Parquet in, Parquet out, shared index per process) on the CLI's default task runner, inside
+    a flow against a Prefect API started beforehand (its start is not timed)."""
+    import tempfile
+
+    from prefect import flow
+
+    from reasonvqa.flows.build_reasonvqa import run_questions
+    from reasonvqa.flows.runners import make_task_runner
+    from reasonvqa.prefect_api import local_prefect_api
+    from reasonvqa.tasks.questions.config import QuestionConfig
+
+    shards, link_dir = write_flow_layout(folder, shard_size)
+
+    @flow(name="bench-questions-stage")
+    def questions_stage(out: Path) -> dict:
+        return run_questions(shards, link_dir, out, folder / "facts.parquet", QuestionConfig(), 0, "synthetic")
+
+    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with local_prefect_api(), tempfile.TemporaryDirectory(prefix="bench-questions-") as tmp:
+        out = Path(tmp) / "questions"
+        start, cpu0 = time.perf_counter(), time.process_time()
+        totals = questions_stage.with_options(task_runner=make_task_runner())(out)
+        total, cpu = time.perf_counter() - start, time.process_time() - cpu0
+        digest = hashlib.sha256()
+        for path in sorted(out.glob("questions/part-*.parquet")) + sorted(out.glob("_rejects/part-*.parquet")):
+            digest.update(path.read_bytes())
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_cpu = children.ru_utime + children.ru_stime - children0.ru_utime - children0.ru_stime
+    return {"images": pq.ParquetFile(folder / "images.parquet").metadata.num_rows, "shards": len(shards),
+            "candidates": totals["rows_in"], "questions": totals["rows_out"], "rejected": sum(totals["rejected"].values()),
+            "total_s": round(total, 2), "cpu_s": round(cpu, 2), "api_server_cpu_s_with_its_start": round(server_cpu, 2),
+            "peak_rss_mb": round(_peak_rss_mb()),
+            "load_average": os.getloadavg(), "output_sha256": digest.hexdigest()}
+
+
 def run_baseline(folder: Path, n_images: int) -> dict:
     """The same steps, one question at a time in Python, over the first ``n_images`` images."""
     from reasonvqa.tasks.questions.bank import load_bank
@@ -424,7 +493,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="share of the ReasonVQA-size image count")
     parser.add_argument("--shard-size", type=int, default=5000)
     parser.add_argument("--baseline-images", type=int, default=3000)
-    parser.add_argument("--mode", choices=["all", "vectorized", "baseline", "workers"], default="all",
+    parser.add_argument("--mode", choices=["all", "vectorized", "baseline", "workers", "flow"], default="all",
                         help="workers: the vectorized run with 1 and with --workers processes, alternating, and "
                              "their outputs compared (no baseline)")
     parser.add_argument("--workers", type=int, default=2, help="processes for the parallel vectorized run")
@@ -438,6 +507,10 @@ def main() -> None:
         return
     if args.mode == "workers":
         compare_workers(folder, args)
+        return
+    if args.mode == "flow":
+        make_synthetic(folder, args.scale)
+        print(json.dumps(run_flow(folder, args.shard_size)))
         return
     t0 = time.perf_counter()
     make_synthetic(folder, args.scale)

@@ -57,7 +57,7 @@ def generate_questions(
     objects: pa.Table,
     relations: pa.Table,
     links: pa.Table,
-    facts: pa.Table,
+    facts: pa.Table | None,
     bank: TemplateBank,
     config: QuestionConfig,
     seed: int,
@@ -69,9 +69,11 @@ def generate_questions(
     """Generate the shard's questions; outputs {"questions": schemas.QUESTIONS}.
 
     ``facts`` is the whole fact table; pass ``index=build_index(facts, bank, config)`` to share
-    that preparation between shards (``facts`` is then not read again).
+    that preparation between shards (``facts`` is then not read and may be None).
     """
     if index is None:
+        if facts is None:
+            raise ValueError("generate_questions needs the facts or a prepared index")
         index = build_index(facts, bank, config)
     _check_index(index, bank, config)
     rejects = Rejects(STAGE, shard)
