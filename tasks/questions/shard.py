@@ -30,23 +30,34 @@ def _bank(templates_dir: Path, files: tuple[tuple[str, int, int], ...]) -> Templ
     return load_bank(templates_dir)
 
 
+def _file_stamps(paths: list[Path]) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime) of each file: a cached object is reused only while these stay the same."""
+    return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
+
+
+def _bank_stamps(templates_dir: Path) -> tuple[tuple[str, int, int], ...]:
+    return _file_stamps(sorted(Path(templates_dir).rglob("*.yaml")))
+
+
 def shared_bank(templates_dir: Path = TEMPLATES_DIR) -> TemplateBank:
     """The template bank, loaded once per process while its files stay unchanged (name, size, mtime)."""
-    templates_dir = Path(templates_dir)
-    files = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(templates_dir.rglob("*.yaml")))
     with _BANK_LOCK:
-        return _bank(templates_dir, files)
+        return _bank(Path(templates_dir), _bank_stamps(templates_dir))
 
 
 @functools.lru_cache(maxsize=2)
-def _index(facts_path: Path, config_json: str) -> KnowledgeIndex:
-    return build_index(pq.read_table(facts_path), shared_bank(), QuestionConfig.model_validate_json(config_json))
+def _index(facts: tuple[tuple[str, int, int], ...], bank: tuple[tuple[str, int, int], ...],
+           config_json: str) -> KnowledgeIndex:
+    with _BANK_LOCK:
+        templates = _bank(Path(TEMPLATES_DIR), bank)
+    return build_index(pq.read_table(facts[0][0]), templates, QuestionConfig.model_validate_json(config_json))
 
 
 def shared_index(facts_path: Path, config: QuestionConfig) -> KnowledgeIndex:
-    """The question index of a build's facts, built once per worker process (not per shard)."""
+    """The question index of a build's facts, built once per worker process (not per shard); rebuilt
+    when the facts file or the template bank changes (a long-running ``serve`` process rebuilds)."""
     with _INDEX_LOCK:
-        return _index(Path(facts_path), config.model_dump_json())
+        return _index(_file_stamps([Path(facts_path)]), _bank_stamps(TEMPLATES_DIR), config.model_dump_json())
 
 
 def shard_links(link_dir: Path, shard: SourceShard) -> pa.Table:

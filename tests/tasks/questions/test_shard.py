@@ -55,3 +55,18 @@ def test_the_bank_is_loaded_once_until_a_file_changes(tmp_path):
     again = shared_bank(folder)
     assert again is not first
     assert again.version == first.version  # same content, reloaded
+
+
+def test_the_index_is_rebuilt_when_the_facts_file_changes(tmp_path, facts):
+    import pyarrow.parquet as pq
+
+    from reasonvqa.tasks.questions.shard import shared_index
+
+    path = tmp_path / "facts.parquet"
+    pq.write_table(facts, path)
+    first = shared_index(path, QuestionConfig())
+    assert shared_index(path, QuestionConfig()) is first
+    pq.write_table(facts.slice(0, facts.num_rows // 2), path)  # a nightly rebuild rewrote the facts in place
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000_000))
+    again = shared_index(path, QuestionConfig())
+    assert again is not first
