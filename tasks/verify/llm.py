@@ -38,6 +38,9 @@ class LLMConfig(BaseModel):
     max_tokens: int = Field(default=4096, ge=1)
     seed: int | None = 0
     json_mode: bool = Field(default=True, description='Ask for response_format {"type": "json_object"}.')
+    json_schema: dict[str, Any] | None = Field(default=None, description="With json_mode, a JSON schema sent as "
+                                               'response_format {"type": "json_object", "schema": ...} (llama.cpp '
+                                               "server: grammar-constrained output); None sends no schema.")
     concurrency: int = Field(default=4, ge=1)
     max_retries: int = Field(default=4, ge=0)
     backoff_seconds: float = Field(default=1.0, ge=0)
@@ -90,6 +93,8 @@ class LLMClient:
             body["seed"] = self.config.seed
         if self.config.json_mode:
             body["response_format"] = {"type": "json_object"}
+            if self.config.json_schema is not None:
+                body["response_format"]["schema"] = self.config.json_schema
         return body
 
     def _complete(self, body: dict) -> str:

@@ -45,6 +45,15 @@ def test_complete_many_caches_every_response_by_request(tmp_path, monkeypatch):
         assert changed == first[:1] and len(server.requests) == 6  # parameters are part of the key
 
 
+def test_json_schema_goes_into_response_format_and_the_key():
+    schema = {"type": "object", "required": ["qa"]}
+    plain = LLMClient(LLMConfig()).request([{"role": "user", "content": "x"}])
+    constrained = LLMClient(LLMConfig(json_schema=schema)).request([{"role": "user", "content": "x"}])
+    assert plain["response_format"] == {"type": "json_object"}  # no schema: the body (and key) as before
+    assert constrained["response_format"] == {"type": "json_object", "schema": schema}
+    assert "response_format" not in LLMClient(LLMConfig(json_mode=False, json_schema=schema)).request([])
+
+
 def test_failing_endpoint_fails_after_bounded_retries_and_keeps_the_cache(tmp_path):
     cache = CallCache(tmp_path / "calls.jsonl")
     with FixtureLLM(generations={"ok": '{"fine": 1}'}) as server:
