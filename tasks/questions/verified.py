@@ -5,7 +5,8 @@ The unit of accounting is the candidate QA pair: every pair an LLM reply holds e
 one question row or one reject; a reply that holds no parsable pair counts as one candidate,
 rejected as ``llm_broken_json``. The cascade, in order (each drop has its reason):
 
-1. ``malformed_candidate`` - a pair without string question, answer and program;
+1. ``malformed_candidate`` - a pair without string question, answer and program; ``duplicate_pair`` -
+   the same (question, answer) again in one reply (the first is kept; counted apart from PROVE's three);
 2. ``program_rejected`` (allow-list), ``program_failed`` (error or timeout), ``program_no_output``;
 3. ``semantic_mismatch`` - cosine(program output, answer) below ``similarity_threshold``;
 4. ``tautology`` - the program returns the same output on the graph without the queried entity
@@ -76,12 +77,13 @@ def proves_breakdown(rows_in: int, rejected: dict[str, int]) -> dict[str, Any]:
         + rejected.get("malformed_candidate", 0)
     wrong = sum(rejected.get(r, 0) for r in WRONG_ANSWER)
     text = sum(rejected.get(r, 0) for r in TEXT_FILTERS)
-    passed = rows_in - failed - wrong
+    duplicates = rejected.get("duplicate_pair", 0)  # never reached a filter: neither failed nor passed
+    passed = rows_in - duplicates - failed - wrong
 
     def share(n: int, of: int) -> float | None:
         return round(n / of, 4) if of else None
 
-    return {"candidates": rows_in, "program_failed": failed, "wrong_answer": wrong, "passed_programmatic": passed,
+    return {"candidates": rows_in, "duplicate_pairs": duplicates, "program_failed": failed, "wrong_answer": wrong, "passed_programmatic": passed,
             "text_filtered": text, "kept": passed - text, "program_failed_rate": share(failed, rows_in),
             "wrong_answer_rate": share(wrong, rows_in), "text_filtered_rate": share(text, passed),
             "text_filters": {r: rejected.get(r, 0) for r in TEXT_FILTERS}}
@@ -143,7 +145,7 @@ class VerifiedQAStage(ModelStage):
         unique = []
         for c in candidates:
             if c["question_id"] in seen:
-                rejects.add("near_duplicate", c["where"], {k: c[k] for k in ("question", "answer")})
+                rejects.add("duplicate_pair", c["where"], {k: c[k] for k in ("question", "answer")})
             else:
                 seen.add(c["question_id"])
                 unique.append(c)

@@ -30,3 +30,8 @@ def test_proves_breakdown_matches_the_papers_shares():
     assert (b["program_failed"], b["wrong_answer"], b["passed_programmatic"], b["text_filtered"], b["kept"]) == (183, 98, 719, 359, 360)
     assert (b["program_failed_rate"], b["wrong_answer_rate"], b["text_filtered_rate"]) == (0.183, 0.098, 0.4993)
     assert proves_breakdown(0, {})["program_failed_rate"] is None
+
+
+def test_a_repeated_pair_is_neither_a_program_failure_nor_a_text_filter():
+    b = proves_breakdown(10, {"duplicate_pair": 3, "program_failed": 7})
+    assert (b["duplicate_pairs"], b["program_failed"], b["passed_programmatic"], b["text_filtered"], b["kept"]) == (3, 7, 0, 0, 0)
