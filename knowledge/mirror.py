@@ -17,11 +17,9 @@ import logging
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -31,7 +29,7 @@ from typing import Iterator
 import pyoxigraph
 from pyoxigraph import Literal, NamedNode, QuerySolutions, RdfFormat, Store
 
-from reasonvqa.children import free_port, popen_bound, stop
+from reasonvqa.children import free_port, popen_bound, stop, wait_answering
 from reasonvqa.knowledge.entity_dump import _open_text, entity_files, read_entities
 from reasonvqa.knowledge.rdf_mapping import MAPPING_VERSION, MappingStats, entity_triples, property_declarations
 from reasonvqa.snapshot import files_digest
@@ -155,19 +153,12 @@ def build_store(entities_path: Path, store_dir: Path) -> Path:
 
 
 def _wait_ready(url: str, process: subprocess.Popen, log_file: Path, timeout_s: float) -> None:
-    ask = url + "?" + urllib.parse.urlencode({"query": "ASK {}"})
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
-            raise MirrorError(f"oxigraph server exited with code {process.returncode}: {tail.strip()}")
-        try:
-            with urllib.request.urlopen(ask, timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, socket.timeout):
-            time.sleep(0.05)
-    raise MirrorError(f"oxigraph server at {url} not ready after {timeout_s:.0f} s")
+    def exited(code: int) -> MirrorError:
+        tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
+        return MirrorError(f"oxigraph server exited with code {code}: {tail.strip()}")
+
+    wait_answering(url + "?" + urllib.parse.urlencode({"query": "ASK {}"}), process, timeout_s, exited=exited,
+                   late=lambda: MirrorError(f"oxigraph server at {url} not ready after {timeout_s:.0f} s"), poll_s=0.05)
 
 
 @contextlib.contextmanager

@@ -20,7 +20,9 @@ import signal
 import socket
 import subprocess
 import sys
-from typing import Any, Sequence
+import time
+import urllib.request
+from typing import Any, Callable, Sequence
 
 _PR_SET_PDEATHSIG = 1
 
@@ -57,6 +59,25 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def wait_answering(url: str, process: subprocess.Popen, timeout_s: float, *, exited: Callable[[int], Exception],
+                   late: Callable[[], Exception], ready: Callable[[Any], bool] = lambda answer: answer.status == 200,
+                   poll_s: float = 0.2) -> None:
+    """Return once a GET of ``url`` gives an answer that is ``ready``; raise ``exited(returncode)`` when
+    ``process`` (the server) ends first, ``late()`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise exited(process.returncode)
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                if ready(answer):
+                    return
+        except (OSError, ValueError):  # not listening yet (URLError, ConnectionError, timeouts), or a torn answer
+            pass
+        time.sleep(poll_s)
+    raise late()
 
 
 def main(argv: list[str]) -> None:

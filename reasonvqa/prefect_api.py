@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Iterator
 
-from reasonvqa.children import free_port, popen_bound, stop
+from reasonvqa.children import free_port, popen_bound, stop, wait_answering
 from reasonvqa.errors import DataError
 
 
@@ -63,15 +59,10 @@ def local_prefect_api(timeout_s: float = 180.0) -> Iterator[str | None]:
 
 def wait_healthy(url: str, process: subprocess.Popen, log_file: Path, timeout_s: float) -> None:
     """Return once the Prefect API at ``url`` answers /health; raise PrefectApiError if the server dies or is late."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = " ".join(log_file.read_text(errors="replace").split()[-60:])
-            raise PrefectApiError(f"prefect server exited with code {process.returncode}: {tail}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, socket.timeout):
-            time.sleep(0.2)
-    raise PrefectApiError(f"prefect server on {url} not ready after {timeout_s:.0f} s (log: {log_file})")
+
+    def exited(code: int) -> PrefectApiError:
+        tail = " ".join(log_file.read_text(errors="replace").split()[-60:])
+        return PrefectApiError(f"prefect server exited with code {code}: {tail}")
+
+    wait_answering(f"{url}/health", process, timeout_s, exited=exited,
+                   late=lambda: PrefectApiError(f"prefect server on {url} not ready after {timeout_s:.0f} s (log: {log_file})"))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import io
 import json
 import os
 import threading
@@ -31,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
+from reasonvqa.tasks.release.pixels import check_image
 
 IMAGES_TABLE = "images"
 LEDGER = "fetched.jsonl"
@@ -208,17 +208,10 @@ def _embedded_bytes(release: Path) -> dict[str, bytes]:
 
 def _check_image(body: bytes, row: dict, url: str) -> None:
     """The body must decode as an image of the width and height the release lists (when it lists them)."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(io.BytesIO(body)) as image:
-            size = image.size
-            image.verify()
-    except (UnidentifiedImageError, OSError, SyntaxError) as error:
-        raise FetchError(f"not_an_image: {url}: {error}") from None
-    expected = (row.get("width") or 0, row.get("height") or 0)
-    if all(expected) and size != expected:
-        raise FetchError(f"wrong_size: {url}: {size[0]}x{size[1]}, the release lists {expected[0]}x{expected[1]}")
+    problem = check_image(body, row.get("width"), row.get("height"))
+    if problem:
+        code, _, detail = problem.partition(": ")
+        raise FetchError(f"{'not_an_image' if code == 'corrupt' else code}: {url}: {detail}")
 
 
 def _suffix(url: str) -> str:

@@ -12,12 +12,10 @@ import importlib.util
 import json
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from reasonvqa.children import free_port, popen_bound, stop
+from reasonvqa.children import free_port, popen_bound, stop, wait_answering
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ALIAS = "smollm2-135m-instruct"
@@ -78,19 +76,15 @@ class LlamaServer:
         return self
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.startup_seconds
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {self.process.returncode} (log: {self.log})")
-            try:
-                with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
-                    if json.load(response).get("data"):
-                        return
-            except OSError:
-                pass
-            time.sleep(0.5)
-        self.close()
-        raise TimeoutError(f"llama_cpp.server not ready on port {self.port} after {self.startup_seconds} s")
+        try:
+            wait_answering(f"{self.base_url}/models", self.process, self.startup_seconds, poll_s=0.5,
+                           ready=lambda answer: bool(json.load(answer).get("data")),
+                           exited=lambda code: RuntimeError(f"llama_cpp.server exited with {code} (log: {self.log})"),
+                           late=lambda: TimeoutError(f"llama_cpp.server not ready on port {self.port} "
+                                                     f"after {self.startup_seconds} s"))
+        except TimeoutError:
+            self.close()
+            raise
 
     def close(self) -> None:
         if self.process is not None:

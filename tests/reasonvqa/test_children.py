@@ -41,3 +41,25 @@ def test_a_bound_child_dies_when_its_parent_is_killed():
     finally:
         if not _gone_within(child, 0):
             os.kill(child, signal.SIGKILL)
+
+
+def test_wait_answering_returns_when_ready_and_raises_when_the_server_ends_or_is_late(tmp_path):
+    import pytest
+
+    from reasonvqa.children import free_port, wait_answering
+
+    port = free_port()
+    (tmp_path / "ok").write_text("{}")
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                               "--directory", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_answering(f"http://127.0.0.1:{port}/ok", server, 30, exited=RuntimeError, late=lambda: TimeoutError("late"))
+        with pytest.raises(TimeoutError, match="late"):  # answers, but never as asked
+            wait_answering(f"http://127.0.0.1:{port}/ok", server, 0.5, ready=lambda answer: False,
+                           exited=RuntimeError, late=lambda: TimeoutError("late"))
+    finally:
+        server.kill()
+        server.wait()
+    with pytest.raises(RuntimeError, match="exited with -9"):
+        wait_answering(f"http://127.0.0.1:{port}/ok", server, 30,
+                       exited=lambda code: RuntimeError(f"exited with {code}"), late=lambda: TimeoutError("late"))
