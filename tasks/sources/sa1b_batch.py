@@ -107,15 +107,14 @@ def fast_images(table: pa.Table, docs: list[bytes], stems: list[str], jpeg_sizes
     keep = ok[doc_of]
     if verify_area and keep.any():
         at = np.flatnonzero(keep)
-        counts = columns["counts"].take(pa.array(at)).to_pylist()
-        hw = np.stack([heights[doc_of[at]], widths[doc_of[at]]], axis=1).tolist()
-        rles = [{"size": s, "counts": c} for s, c in zip(hw, counts)]
-        covered = coco_rle.areas(rles)
+        sizes = [[h, w] for h, w in zip(heights.tolist(), widths.tolist())]  # one list per image, shared by its masks
+        counts = _taken(columns["counts"], at).cast(pa.binary()).to_pylist()  # the UTF-8 bytes pycocotools encodes a str to
+        covered = coco_rle.areas([{"size": sizes[d], "counts": c} for d, c in zip(doc_of[at].tolist(), counts)])
         wrong = np.zeros(len(doc_of), dtype=bool)
         wrong[at] = covered != columns["area"][at]
         ok &= np.bincount(doc_of, weights=wrong, minlength=n_docs) == 0
         keep = ok[doc_of]
-    regions = _region_arrays(columns, ids[doc_of], heights[doc_of], widths[doc_of], keep)
+    regions = _region_arrays(columns, ids, doc_of, heights[doc_of], widths[doc_of], keep)
     first = np.concatenate([[0], np.cumsum(lengths * ok)])
     return [FastImage(int(ids[i]), int(widths[i]), int(heights[i]), regions, int(first[i]), int(first[i + 1]), docs[i])
             if ok[i] else None for i in range(n_docs)]
@@ -163,7 +162,7 @@ def _fixed(lists: pa.ListArray, width: int, good: np.ndarray) -> np.ndarray:
     out = np.full((len(lists), width), np.nan)
     rows = np.flatnonzero(lengths == width)
     if len(rows):
-        values = pc.list_flatten(lists.take(pa.array(rows)))
+        values = pc.list_flatten(_taken(lists, rows))
         good[rows] &= np.asarray(pc.fill_null(pc.is_valid(values), False)).reshape(-1, width).all(axis=1)
         out[rows] = np.asarray(values.cast(pa.float64()).fill_null(np.nan), dtype=np.float64).reshape(-1, width)
     return out
@@ -186,23 +185,31 @@ def _finite_values(lists: pa.ListArray, n: int) -> np.ndarray:
     return ok & (np.bincount(parent, weights=bad, minlength=n) == 0)
 
 
-def _region_arrays(columns: dict, image_ids: np.ndarray, heights: np.ndarray, widths: np.ndarray,
-                   keep: np.ndarray) -> dict[str, pa.Array]:
-    """The region columns of the kept annotations (REGIONS types; ``extra`` as its two field arrays)."""
-    at = pa.array(np.flatnonzero(keep))
+def _region_arrays(columns: dict, image_ids: np.ndarray, doc_of: np.ndarray, heights: np.ndarray,
+                   widths: np.ndarray, keep: np.ndarray) -> dict[str, pa.Array]:
+    """The region columns of the kept annotations (REGIONS types; ``extra`` as its two field arrays);
+    ``image_ids`` per image, ``doc_of`` the image of each annotation."""
+    at = np.flatnonzero(keep)
     ids = pa.array(columns["ids"][keep])
-    prefix = pa.array([f"sa1b:{i}" for i in image_ids[keep].tolist()], type=pa.string())
+    prefix = _taken(pa.array([f"sa1b:{i}" for i in image_ids.tolist()], type=pa.string()), doc_of[keep], all_rows=False)
     boxes = columns["boxes"][keep]
     return {
         "region_id": pc.binary_join_element_wise(prefix, pc.cast(ids, pa.string()), "/g"),
         "image_id": prefix,
         "x": pa.array(boxes[:, 0]), "y": pa.array(boxes[:, 1]), "w": pa.array(boxes[:, 2]), "h": pa.array(boxes[:, 3]),
         "heights": pa.array(heights[keep].astype(np.int32)), "widths": pa.array(widths[keep].astype(np.int32)),
-        "counts": columns["counts"].take(at), "area": pa.array(columns["area"][keep]),
+        "counts": _taken(columns["counts"], at), "area": pa.array(columns["area"][keep]),
         "predicted_iou": pa.array(_finite(columns["predicted_iou"][keep]), type=pa.float32(), from_pandas=True),
         "stability_score": pa.array(_finite(columns["stability_score"][keep]), type=pa.float32(), from_pandas=True),
-        "crop_box": columns["crop_box"].take(at), "point_coords": columns["point_coords"].take(at),
+        "crop_box": _taken(columns["crop_box"], at), "point_coords": _taken(columns["point_coords"], at),
     }
+
+
+def _taken(array: pa.Array, rows: np.ndarray, all_rows: bool = True) -> pa.Array:
+    """``array.take(rows)``; ``array`` itself when ``rows`` is every row in order (``all_rows``: no copy)."""
+    if all_rows and len(rows) == len(array):
+        return array
+    return array.take(pa.array(rows))
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
