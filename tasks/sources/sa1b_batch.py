@@ -13,7 +13,6 @@ numbers to the nearest double, and id/size/width/height must be 64-bit integers.
 
 from __future__ import annotations
 
-import io
 import re
 from dataclasses import dataclass
 
@@ -30,6 +29,45 @@ _ANNOTATION_KEYS = {"id", "bbox", "area", "segmentation", "predicted_iou", "stab
 _EXACT = 2.0**53  # crop_box / point_coords values beyond this may have been integers a double cannot hold
 
 
+BLOCK_BYTES = 32 << 20  # room for one batch's JSON files in a JsonBlock (pages are only touched when written)
+_NOT_BLANK = re.compile(rb"[ \t\n\r\x0b\x0c]*[^ \t\n\r\x0b\x0c]")  # what bytes.strip() would not empty
+
+
+class JsonBlock:
+    """JSON files read back to back into one buffer, each followed by a newline: the bytes ``parse`` would
+    join them into, so Arrow reads a batch in place instead of a joined copy."""
+
+    def __init__(self) -> None:
+        self.data = np.empty(BLOCK_BYTES, dtype=np.uint8)  # not zero-filled: memory is only taken where written
+        self.view = memoryview(self.data)
+        self.used = 0
+
+    def read(self, stream, size: int) -> tuple[memoryview | bytes, int | None]:
+        """The ``size`` bytes of ``stream``: a view into the block and where it starts there, or bytes and
+        None when they do not fit."""
+        start = self.used
+        if start + size + 1 > len(self.data):
+            return stream.read(size), None
+        view = self.view[start:start + size]
+        stream.readinto(view)
+        self.data[start + size] = 10  # b"\n"
+        self.used = start + size + 1
+        return view, start
+
+    def joined(self, docs: list, starts: list) -> memoryview | None:
+        """``b"\n".join(docs) + b"\n"`` as a view of the block when ``docs`` lie in it back to back, else None.
+
+        ``starts`` are ``(block, start)`` pairs as ``read`` placed each doc (None for a doc read as bytes)."""
+        if not docs:
+            return None
+        first = expected = starts[0][1] if starts[0] is not None else -1
+        for doc, at in zip(docs, starts):
+            if at is None or at[0] is not self or at[1] != expected:
+                return None
+            expected += len(doc) + 1
+        return self.view[first:expected]
+
+
 @dataclass
 class FastImage:
     """An image whose regions are ``regions[start:stop]`` of its batch's arrays."""
@@ -43,16 +81,17 @@ class FastImage:
     json: bytes
 
 
-def parse(docs: list[bytes]) -> pa.Table | None:
+def parse(docs: list, joined: memoryview | None = None) -> pa.Table | None:
     """The JSON files as one table (a row each), or None when Arrow refuses one or the layout is not the released one.
 
-    A file of two objects is a row too many; a blank file (no row) could hide that, so it refuses the batch.
+    ``joined``: the files already joined by newlines (``JsonBlock.joined``). A file of two objects is a row
+    too many; a blank file (no row) could hide that, so it refuses the batch.
     """
-    if not all(d.strip() for d in docs):
+    if not all(_NOT_BLANK.match(d) for d in docs):
         return None
-    data = b"\n".join(docs) + b"\n"
+    data = pa.py_buffer(b"\n".join(docs) + b"\n" if joined is None else joined)
     try:
-        table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
+        table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
                              parse_options=pj.ParseOptions(newlines_in_values=True))
         table.validate(full=True)  # a null inside a list of objects comes back as an invalid array (pyarrow 26)
     except (pa.ArrowException, ValueError, TypeError, OverflowError):  # UnicodeDecodeError is a ValueError
@@ -284,6 +323,7 @@ def _value_text(doc: bytes, key: str, index: int, count: int) -> bytes | None:
     """The JSON text of key ``key``'s value in the ``index``-th of the ``count`` annotations, or None when the
     key is not written ``count`` times as is (e.g. with escapes). Keys appear only as keys here: the layout
     is the released one, and a quote inside a string value is escaped."""
+    doc = bytes(doc)
     found = [m.end() for m in re.finditer(rb'"' + key.encode() + rb'"\s*:', doc)]
     if len(found) != count:
         return None

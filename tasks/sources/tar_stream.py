@@ -142,18 +142,30 @@ class MemberStream:
         self.fileobj, self.start, self.size, self.position = fileobj, start, size, 0
 
     def read(self, n: int | None = -1) -> bytes:
+        n = self._next(n)
+        data = self.fileobj.read(n) if n else b""
+        self._advance(n, len(data))
+        return data
+
+    def readinto(self, buffer: memoryview) -> int:
+        """Read up to ``len(buffer)`` bytes straight into ``buffer`` (no intermediate bytes object)."""
+        n = self._next(len(buffer))
+        self._advance(n, self.fileobj.readinto(buffer[:n]) if n else 0)
+        return n
+
+    def _next(self, n: int | None) -> int:
+        """How many bytes a read of ``n`` gets (all that is left for None or < 0), the file placed for it."""
         remaining = self.size - self.position
         n = remaining if n is None or n < 0 else min(n, remaining)
-        if n <= 0:
-            return b""
         at = self.start + self.position
-        if self.fileobj.tell() != at:
+        if n > 0 and self.fileobj.tell() != at:
             self.fileobj.seek(at)
-        data = self.fileobj.read(n)
-        if len(data) != n:
+        return max(n, 0)
+
+    def _advance(self, wanted: int, got: int) -> None:
+        if got != wanted:
             raise tarfile.ReadError("unexpected end of data")  # as tarfile's member reader says
-        self.position += n
-        return data
+        self.position += got
 
 
 _OCTAL = re.compile(rb" *([0-7]*) *(?:\0.*)?", re.DOTALL)  # a number field tarfile.nti reads as octal
