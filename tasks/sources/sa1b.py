@@ -214,6 +214,7 @@ class _TarReader:
     def __init__(self, tar: Path, config: Sa1bConfig, domains: dict[int, str], tar_url: str | None,
                  shard_size: int) -> None:
         self.tar, self.config, self.domains, self.tar_url = tar, config, domains, tar_url
+        self.tar_name = tar.name  # Path.name is not a stored attribute: ~1 us per image
         self.shard_size = shard_size
         self.pending: dict[str, _Pending] = {}
         self.done: set[str] = set()  # stems whose pair was complete (a later member with the stem is a duplicate)
@@ -238,9 +239,9 @@ class _TarReader:
         for stem, half in sorted(self.pending.items()):
             shard.rows_in += 1
             if half.json_bytes is not None:
-                shard.rejects.add("sa1b_jpeg_missing", f"{self.tar.name}:sa_{stem}.json@{half.json_offset}", "")
+                shard.rejects.add("sa1b_jpeg_missing", f"{self.tar_name}:sa_{stem}.json@{half.json_offset}", "")
             else:
-                shard.rejects.add("sa1b_json_missing", f"{self.tar.name}:sa_{stem}.jpg@{half.jpeg_offset}", "")
+                shard.rejects.add("sa1b_json_missing", f"{self.tar_name}:sa_{stem}.jpg@{half.jpeg_offset}", "")
         if shard.rows_in or shard.index == 0:
             yield self._result(shard)
 
@@ -256,7 +257,7 @@ class _TarReader:
                 continue
             if isinstance(event, Problem):
                 shard.rows_in += 1
-                shard.rejects.add(event.reason, f"{self.tar.name}:{event.name}@{event.offset}", event.detail)
+                shard.rejects.add(event.reason, f"{self.tar_name}:{event.name}@{event.offset}", event.detail)
                 continue
             if isinstance(event, _Refused):
                 shard.rows_in += 1
@@ -290,7 +291,7 @@ class _TarReader:
         image_id = f"sa1b:{image.image_id}"
         shard.images.append({
             "image_id": image_id, "source": "sa1b", "source_image_id": str(image.image_id),
-            "width": image.width, "height": image.height, "file_path": f"{self.tar.name}/sa_{stem}.jpg",
+            "width": image.width, "height": image.height, "file_path": f"{self.tar_name}/sa_{stem}.jpg",
             "visual_domain": self.domains.get(image.image_id, self.config.domain), "license": LICENSE,
         })
         n = image.stop - image.start
@@ -298,18 +299,17 @@ class _TarReader:
         if n:
             shard.fast.append((image.regions, image.start, image.stop, image.json))
             shard.fast_rows += n
-            shard.log.append((stem, image.json, image_id, image.width, image.height, f"{self.tar.name}:sa_{stem}.json"))
+            shard.log.append((stem, image.json, image_id, image.width, image.height, f"{self.tar_name}:sa_{stem}.json"))
 
     def _take(self, member: Member) -> _Ready | _Refused | None:
-        where = f"{self.tar.name}:{member.name}@{member.offset}"
         match = MEMBER_NAME.fullmatch(member.name)
         if match is None:
-            return _Refused("tar_member_unexpected", where, f"{member.size} bytes")
+            return _Refused("tar_member_unexpected", self._where(member), f"{member.size} bytes")
         stem, ext = match.groups()
         half = self.pending.get(stem) or _Pending()
         if stem in self.done or (ext == "jpg" and half.jpeg_offset is not None) or (
                 ext == "json" and half.json_offset is not None):
-            return _Refused("tar_member_duplicate", where, "")
+            return _Refused("tar_member_duplicate", self._where(member), "")
         self.pending[stem] = half
         if ext == "jpg":
             half.jpeg_offset = member.offset
@@ -328,11 +328,14 @@ class _TarReader:
             return _Ready(stem, half)
         return None
 
+    def _where(self, member: Member) -> str:
+        return f"{self.tar_name}:{member.name}@{member.offset}"
+
     def _image(self, stem: str, half: _Pending, shard: _Shard) -> None:
-        where = f"{self.tar.name}:sa_{stem}.json"
+        where = f"{self.tar_name}:sa_{stem}.json"
         shard.rows_in += 1
         if half.refused is not None:
-            shard.rejects.add(half.refused[0], f"{self.tar.name}:sa_{stem}.jpg@{half.jpeg_offset}", half.refused[1])
+            shard.rejects.add(half.refused[0], f"{self.tar_name}:sa_{stem}.jpg@{half.jpeg_offset}", half.refused[1])
             return
         try:
             doc = parse_json(half.json_bytes or b"")
@@ -349,7 +352,7 @@ class _TarReader:
         image_id = f"sa1b:{image['image_id']}"
         shard.images.append({
             "image_id": image_id, "source": "sa1b", "source_image_id": str(image["image_id"]),
-            "width": width, "height": height, "file_path": f"{self.tar.name}/{image['file_name']}",
+            "width": width, "height": height, "file_path": f"{self.tar_name}/{image['file_name']}",
             "visual_domain": self.domains.get(image["image_id"], self.config.domain), "license": LICENSE,
         })
         shard.rows_in += len(annotations)
@@ -430,7 +433,7 @@ class _TarReader:
             regions = self._rebuilt_regions(shard)
         return StageResult(
             outputs={"images": images, "regions": regions}, rejects=shard.rejects, rows_in=shard.rows_in,
-            extra={"source": "sa1b", "tar": self.tar.name, "tar_url": self.tar_url},
+            extra={"source": "sa1b", "tar": self.tar_name, "tar_url": self.tar_url},
         )
 
 

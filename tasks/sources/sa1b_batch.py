@@ -284,9 +284,9 @@ def regions_table(parts: list[tuple[dict[str, pa.Array], int, int, bytes]], orig
     columns = {name: cat(name) for name in ("region_id", "image_id", "x", "y", "w", "h", "area",
                                             "predicted_iou", "stability_score")}
     columns["mask"] = mask_column(cat("heights"), cat("widths"), cat("counts"))
-    columns["origin"] = pa.array([origin] * n, type=pa.string())
+    columns["origin"] = pa.repeat(pa.scalar(origin, pa.string()), n)
     columns["extra"] = extra
-    arrays = [columns[f.name] if f.name in columns else pa.array([None] * n, type=f.type) for f in schemas.REGIONS]
+    arrays = [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in schemas.REGIONS]
     return pa.Table.from_arrays(arrays, schema=schemas.REGIONS)
 
 
