@@ -1,6 +1,6 @@
 """Benchmark: SA-1B tar shard ingest against the read floor (tar walk + JSON parse alone), one core.
 
-    python -m benchmarks.bench_sa1b_ingest [--size-mb 1024] [--annotations 100] [--repeat 2]
+    python -m benchmarks.bench_sa1b_ingest [--size-mb 1024] [--annotations 100] [--repeat 2] [--compare CHECKOUT]
 
 Generates ``sa_000000.tar`` of ``--size-mb`` in benchmarks/_tmp/sa1b/ (git-ignored): images of
 2000x1500 whose JPEG is one real encoded noise picture (~0.5 MB) and whose JSON holds
@@ -19,7 +19,9 @@ pyarrow makes on its first conversion of Python lists, are not timed):
   concatenated stream, what ``json.loads`` does per file); CPU = the ``tar`` child's + this process's;
 * ``ingest``: ``Sa1bSource`` plan/read (safe member checks, JPEG header, validation, RLE area
   check with pycocotools, Arrow columns) + ``write_shard`` of images and regions as zstd Parquet;
-* ``ingest_no_area``: the same with ``verify_area: false`` (what the RLE area check costs).
+* ``ingest_no_area``: the same with ``verify_area: false`` (what the RLE area check costs);
+* with ``--compare CHECKOUT``: ``ingest`` and ``ingest_no_area`` of that checkout (its ``.venv``), each run
+  right after this one's in every repetition, so both see the same machine load.
 
 Reports images/s, regions/s, CPU seconds, the ingest / floor time ratios and peak RSS.
 """
@@ -163,12 +165,14 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def subprocess_measure(kind: str, tar: Path) -> dict:
+def subprocess_measure(kind: str, tar: Path, checkout: Path | None = None) -> dict:
+    """``kind`` measured in a fresh interpreter; ``checkout``: in that checkout with its own ``.venv``."""
     env = {**os.environ, **ONE_CORE_ENV}
-    command = [sys.executable, "-m", "benchmarks.bench_sa1b_ingest", "--measure", kind, "--tar", str(tar)]
+    python = str(checkout / ".venv" / "bin" / "python") if checkout else sys.executable
+    command = [python, "-m", "benchmarks.bench_sa1b_ingest", "--measure", kind, "--tar", str(tar)]
     if shutil.which("taskset"):
         command = ["taskset", "-c", "0", *command]
-    done = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+    done = subprocess.run(command, check=True, capture_output=True, text=True, env=env, cwd=checkout)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -186,6 +190,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--measure", choices=["floor", "floor_orjson", "floor_gnu_tar", "ingest", "ingest_no_area"])
     parser.add_argument("--tar", type=Path)
+    parser.add_argument("--compare", type=Path, help="another checkout (with its .venv) whose ingest is measured "
+                        "right after this one's in every repetition, e.g. the base commit of a change")
     args = parser.parse_args()
     if args.measure:
         print(json.dumps(measure(args.measure, args.tar)))
@@ -195,11 +201,16 @@ def main() -> None:
         while handle.read(1 << 24):
             pass
     kinds = ("floor", "floor_orjson", "floor_gnu_tar", "ingest", "ingest_no_area")
-    runs: dict[str, list[dict]] = {kind: [] for kind in (*kinds, "gnu_tar")}
+    compared = ("ingest", "ingest_no_area") if args.compare else ()
+    runs: dict[str, list[dict]] = {kind: [] for kind in (*kinds, *(f"compare_{k}" for k in compared), "gnu_tar")}
+    load = [os.getloadavg()]
     for _ in range(args.repeat):
         runs["gnu_tar"].append(gnu_tar(tar))
         for kind in kinds:
             runs[kind].append(subprocess_measure(kind, tar))
+            if kind in compared:
+                runs[f"compare_{kind}"].append(subprocess_measure(kind, tar, args.compare))
+    load.append(os.getloadavg())
     best = {k: min(v, key=lambda r: r.get("cpu_s", r["wall_s"])) for k, v in runs.items()}  # CPU: the machine is shared
     floor, ingest = best["floor"], best["ingest"]
     report = {
@@ -221,6 +232,10 @@ def main() -> None:
         "ingest_over_floor_cpu": round(ingest["cpu_s"] / floor["cpu_s"], 2),
         "ingest_over_floor_orjson_cpu": round(ingest["cpu_s"] / best["floor_orjson"]["cpu_s"], 2),
         "ingest_over_floor_gnu_tar_cpu": round(ingest["cpu_s"] / best["floor_gnu_tar"]["cpu_s"], 2),
+        **{f"compare_{k}_{m}": round(best[f"compare_{k}"][m], 3) for k in compared for m in ("cpu_s", "peak_rss_mb")},
+        **{f"compare_ingest_over_{f}_cpu": round(best["compare_ingest"]["cpu_s"] / best[f]["cpu_s"], 2)
+           for f in ("floor", "floor_orjson", "floor_gnu_tar") if compared},
+        "load_average_before_after": load,
         "all_runs": runs,
     }
     print(json.dumps(report, indent=2))
