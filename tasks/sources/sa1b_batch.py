@@ -49,7 +49,9 @@ class JsonBlock:
         if start + size + 1 > len(self.data):
             return stream.read(size), None
         view = self.view[start:start + size]
-        stream.readinto(view)
+        got = stream.readinto(view)
+        if got != size:  # a short member: what read() would have given, and the block's bytes stay unused
+            return bytes(view[:got]), None
         self.data[start + size] = 10  # b"\n"
         self.used = start + size + 1
         return view, start

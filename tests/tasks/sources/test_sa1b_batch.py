@@ -139,6 +139,7 @@ def test_json_block_holds_the_files_as_parse_would_join_them(monkeypatch):
     assert block.joined(docs, starts) is None
     assert block.joined(docs[::-1][1:], starts[::-1][1:]) is None  # not in the order they lie
     assert sa1b_batch.JsonBlock().joined(docs[:1], starts[:1]) is None  # another block's
+    assert sa1b_batch.JsonBlock().read(io.BytesIO(b"{}"), 5) == (b"{}", None)  # a stream shorter than its size
 
 
 def test_json_before_its_jpeg_and_a_full_block_give_the_one_by_one_bytes(tmp_path, monkeypatch):
