@@ -234,7 +234,8 @@ class _TarReader:
             ready += isinstance(event, _Ready)
             if ready >= BATCH_IMAGES:
                 shard = yield from self._replay(events, shard)
-                events, ready, self.block = [], 0, sa1b_batch.JsonBlock()
+                events, ready = [], 0
+                self._next_block()
         shard = yield from self._replay(events, shard)
         for stem, half in sorted(self.pending.items()):
             shard.rows_in += 1
@@ -244,6 +245,14 @@ class _TarReader:
                 shard.rejects.add("sa1b_json_missing", f"{self.tar_name}:sa_{stem}.jpg@{half.jpeg_offset}", "")
         if shard.rows_in or shard.index == 0:
             yield self._result(shard)
+
+    def _next_block(self) -> None:
+        """A fresh block for the next batch; JSON still waiting for its JPEG is copied out of the old one, so
+        that a few orphans do not keep a whole block each alive to the end of the tar."""
+        for half in self.pending.values():
+            if half.json_at is not None:
+                half.json_bytes, half.json_at = bytes(half.json_bytes or b""), None
+        self.block = sa1b_batch.JsonBlock()
 
     def _new_shard(self, index: int) -> _Shard:
         return _Shard(index, Rejects(STAGE, index))

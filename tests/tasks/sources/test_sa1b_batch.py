@@ -156,3 +156,14 @@ def test_json_before_its_jpeg_and_a_full_block_give_the_one_by_one_bytes(tmp_pat
     monkeypatch.setattr(sa1b_batch, "BLOCK_BYTES", 2 * size + 2)  # two files per block: the third is joined
     _, taken = _both_paths(tmp_path / "full", monkeypatch, docs, batch=3)
     assert taken == {"fast": 7, "one_by_one": 0}
+
+
+def test_json_waiting_for_its_jpeg_is_copied_out_of_the_block(tmp_path):
+    reader = sa1b._TarReader(tmp_path / "sa_000001.tar", Sa1bConfig(kind="sa1b", path=tmp_path), {}, None, 1000)
+    view, start = reader.block.read(io.BytesIO(b"{}"), 2)
+    reader.pending["7"] = sa1b._Pending(json_bytes=view, json_offset=0, json_at=(reader.block, start))
+    old = reader.block
+    reader._next_block()
+    half = reader.pending["7"]
+    assert reader.block is not old and type(half.json_bytes) is bytes and half.json_bytes == b"{}"
+    assert half.json_at is None
