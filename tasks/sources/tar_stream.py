@@ -7,8 +7,8 @@ walk with one problem naming the byte offset of the last good member; what was r
 before it is kept.
 
 Plain regular-file headers (type ``0``, octal numbers, no ustar prefix, a valid checksum, no pax
-header in force) are read here directly (``tarfile`` spends ~25 us of Python per header); any other
-block goes to ``tarfile`` itself, so what a member is, and where the walk stops, is ``tarfile``'s verdict.
+header in force) are read here directly: ``tarfile`` spends ~11 us more per header, half of the walk.
+Any other block goes to ``tarfile`` itself, so what a member is, and where the walk stops, is its verdict.
 """
 
 from __future__ import annotations
