@@ -1,6 +1,6 @@
 """Benchmark: SA-1B tar shard ingest against the read floor (tar walk + JSON parse alone), one core.
 
-    python -m benchmarks.bench_sa1b_ingest [--size-mb 1024] [--annotations 100] [--repeat 2]
+    python -m benchmarks.bench_sa1b_ingest [--size-mb 1024] [--annotations 100] [--repeat 2] [--compare CHECKOUT]
 
 Generates ``sa_000000.tar`` of ``--size-mb`` in benchmarks/_tmp/sa1b/ (git-ignored): images of
 2000x1500 whose JPEG is one real encoded noise picture (~0.5 MB) and whose JSON holds
@@ -13,10 +13,15 @@ pyarrow makes on its first conversion of Python lists, are not timed):
   reader must do; the issue's baseline);
 * ``floor_orjson``: the same walk with ``orjson.loads`` (the parser the ingest uses), the lowest
   floor a Python reader has;
-* ``gnu_tar``: ``tar -xOf <tar> --wildcards '*.json' > /dev/null`` (members streamed out, no parse);
+* ``gnu_tar``: ``tar -xOf <tar> --wildcards '*.json' > /dev/null`` (members streamed out, no parse; wall time);
+* ``floor_gnu_tar``: the issue's ``tar`` literally: GNU ``tar -xOf <tar> --wildcards '*.json'`` piped into this
+  process, which parses each document with the standard library's JSON decoder (``raw_decode`` over the
+  concatenated stream, what ``json.loads`` does per file); CPU = the ``tar`` child's + this process's;
 * ``ingest``: ``Sa1bSource`` plan/read (safe member checks, JPEG header, validation, RLE area
   check with pycocotools, Arrow columns) + ``write_shard`` of images and regions as zstd Parquet;
-* ``ingest_no_area``: the same with ``verify_area: false`` (what the RLE area check costs).
+* ``ingest_no_area``: the same with ``verify_area: false`` (what the RLE area check costs);
+* with ``--compare CHECKOUT``: ``ingest`` and ``ingest_no_area`` of that checkout (its ``.venv``), each run
+  right after this one's in every repetition, so both see the same machine load.
 
 Reports images/s, regions/s, CPU seconds, the ingest / floor time ratios and peak RSS.
 """
@@ -98,6 +103,21 @@ def run_floor(tar: Path, parser: str = "json") -> dict:
     return {"images": images, "regions": regions}
 
 
+def run_gnu_tar_floor(tar: Path) -> dict:
+    """GNU ``tar`` streams the JSON members out, this process reads the pipe and parses each document."""
+    decoder = json.JSONDecoder()
+    with subprocess.Popen(["tar", "-xOf", str(tar), "--wildcards", "*.json"], stdout=subprocess.PIPE) as child:
+        text = child.stdout.read().decode("utf-8")  # type: ignore[union-attr]
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, child.args)
+    images = regions = position = 0
+    while position < len(text):
+        doc, position = decoder.raw_decode(text, position)
+        images += 1
+        regions += len(doc["annotations"])
+    return {"images": images, "regions": regions}
+
+
 def run_ingest(tar: Path, verify_area: bool = True) -> dict:
     import pyarrow as pa
 
@@ -128,22 +148,31 @@ def measure(kind: str, tar: Path) -> dict:
         import reasonvqa.tasks.sources.sa1b  # noqa: F401
 
         pa.array([[0.0]])  # pyarrow's first conversion of Python lists imports pandas (~0.35 s here): an import too
-    start, cpu = time.perf_counter(), time.process_time()
-    if kind.startswith("floor"):
+    start, cpu, child_cpu = time.perf_counter(), time.process_time(), children_cpu_s()
+    if kind == "floor_gnu_tar":
+        counts = run_gnu_tar_floor(tar)
+    elif kind.startswith("floor"):
         counts = run_floor(tar, "orjson" if kind == "floor_orjson" else "json")
     else:
         counts = run_ingest(tar, verify_area=kind == "ingest")
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {**counts, "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu,
-            "user_s": usage.ru_utime, "peak_rss_mb": peak_rss_mb()}
+    return {**counts, "wall_s": time.perf_counter() - start,
+            "cpu_s": time.process_time() - cpu + children_cpu_s() - child_cpu, "user_s": usage.ru_utime, "peak_rss_mb": peak_rss_mb()}
 
 
-def subprocess_measure(kind: str, tar: Path) -> dict:
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def subprocess_measure(kind: str, tar: Path, checkout: Path | None = None) -> dict:
+    """``kind`` measured in a fresh interpreter; ``checkout``: in that checkout with its own ``.venv``."""
     env = {**os.environ, **ONE_CORE_ENV}
-    command = [sys.executable, "-m", "benchmarks.bench_sa1b_ingest", "--measure", kind, "--tar", str(tar)]
+    python = str(checkout / ".venv" / "bin" / "python") if checkout else sys.executable
+    command = [python, "-m", "benchmarks.bench_sa1b_ingest", "--measure", kind, "--tar", str(tar)]
     if shutil.which("taskset"):
         command = ["taskset", "-c", "0", *command]
-    done = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+    done = subprocess.run(command, check=True, capture_output=True, text=True, env=env, cwd=checkout)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -159,8 +188,10 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=1024)
     parser.add_argument("--annotations", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--measure", choices=["floor", "floor_orjson", "ingest", "ingest_no_area"])
+    parser.add_argument("--measure", choices=["floor", "floor_orjson", "floor_gnu_tar", "ingest", "ingest_no_area"])
     parser.add_argument("--tar", type=Path)
+    parser.add_argument("--compare", type=Path, help="another checkout (with its .venv) whose ingest is measured "
+                        "right after this one's in every repetition, e.g. the base commit of a change")
     args = parser.parse_args()
     if args.measure:
         print(json.dumps(measure(args.measure, args.tar)))
@@ -169,19 +200,25 @@ def main() -> None:
     with open(tar, "rb") as handle:  # warm the page cache so every run reads from memory
         while handle.read(1 << 24):
             pass
-    runs: dict[str, list[dict]] = {"floor": [], "floor_orjson": [], "ingest": [], "ingest_no_area": [], "gnu_tar": []}
+    kinds = ("floor", "floor_orjson", "floor_gnu_tar", "ingest", "ingest_no_area")
+    compared = ("ingest", "ingest_no_area") if args.compare else ()
+    runs: dict[str, list[dict]] = {kind: [] for kind in (*kinds, *(f"compare_{k}" for k in compared), "gnu_tar")}
+    load = [os.getloadavg()]
     for _ in range(args.repeat):
         runs["gnu_tar"].append(gnu_tar(tar))
-        for kind in ("floor", "floor_orjson", "ingest", "ingest_no_area"):
+        for kind in kinds:
             runs[kind].append(subprocess_measure(kind, tar))
+            if kind in compared:
+                runs[f"compare_{kind}"].append(subprocess_measure(kind, tar, args.compare))
+    load.append(os.getloadavg())
     best = {k: min(v, key=lambda r: r.get("cpu_s", r["wall_s"])) for k, v in runs.items()}  # CPU: the machine is shared
     floor, ingest = best["floor"], best["ingest"]
     report = {
         "tar_mb": round(tar.stat().st_size / 1e6, 1), "images": ingest["images"], "regions": ingest["regions"],
         "rejected": ingest["rejected"], "shards": ingest["shards"],
         "gnu_tar_json_out_s": round(best["gnu_tar"]["wall_s"], 2),
-        **{f"{k}_{m}": round(r[m], 2) for k, r in (("floor", floor), ("floor_orjson", best["floor_orjson"]),
-                                                   ("ingest", ingest),
+        **{f"{k}_{m}": round(r[m], 3) for k, r in (("floor", floor), ("floor_orjson", best["floor_orjson"]),
+                                                   ("floor_gnu_tar", best["floor_gnu_tar"]), ("ingest", ingest),
                                                    ("ingest_no_area", best["ingest_no_area"]))
            for m in ("wall_s", "cpu_s", "peak_rss_mb")},
         "ingest_images_per_cpu_s": round(ingest["images"] / ingest["cpu_s"], 1),
@@ -194,6 +231,11 @@ def main() -> None:
         "ingest_over_floor_wall": round(ingest["wall_s"] / floor["wall_s"], 2),
         "ingest_over_floor_cpu": round(ingest["cpu_s"] / floor["cpu_s"], 2),
         "ingest_over_floor_orjson_cpu": round(ingest["cpu_s"] / best["floor_orjson"]["cpu_s"], 2),
+        "ingest_over_floor_gnu_tar_cpu": round(ingest["cpu_s"] / best["floor_gnu_tar"]["cpu_s"], 2),
+        **{f"compare_{k}_{m}": round(best[f"compare_{k}"][m], 3) for k in compared for m in ("cpu_s", "peak_rss_mb")},
+        **{f"compare_ingest_over_{f}_cpu": round(best["compare_ingest"]["cpu_s"] / best[f]["cpu_s"], 2)
+           for f in ("floor", "floor_orjson", "floor_gnu_tar") if compared},
+        "load_average_before_after": load,
         "all_runs": runs,
     }
     print(json.dumps(report, indent=2))

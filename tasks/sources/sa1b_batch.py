@@ -13,7 +13,6 @@ numbers to the nearest double, and id/size/width/height must be 64-bit integers.
 
 from __future__ import annotations
 
-import io
 import re
 from dataclasses import dataclass
 
@@ -30,6 +29,47 @@ _ANNOTATION_KEYS = {"id", "bbox", "area", "segmentation", "predicted_iou", "stab
 _EXACT = 2.0**53  # crop_box / point_coords values beyond this may have been integers a double cannot hold
 
 
+BLOCK_BYTES = 32 << 20  # room for one batch's JSON files in a JsonBlock (pages are only touched when written)
+_NOT_BLANK = re.compile(rb"[ \t\n\r\x0b\x0c]*[^ \t\n\r\x0b\x0c]")  # what bytes.strip() would not empty
+
+
+class JsonBlock:
+    """JSON files read back to back into one buffer, each followed by a newline: the bytes ``parse`` would
+    join them into, so Arrow reads a batch in place instead of a joined copy."""
+
+    def __init__(self) -> None:
+        self.data = np.empty(BLOCK_BYTES, dtype=np.uint8)  # not zero-filled: memory is only taken where written
+        self.view = memoryview(self.data)
+        self.used = 0
+
+    def read(self, stream, size: int) -> tuple[memoryview | bytes, int | None]:
+        """The ``size`` bytes of ``stream``: a view into the block and where it starts there, or bytes and
+        None when they do not fit."""
+        start = self.used
+        if start + size + 1 > len(self.data):
+            return stream.read(size), None
+        view = self.view[start:start + size]
+        got = stream.readinto(view)
+        if got != size:  # a short member: what read() would have given, and the block's bytes stay unused
+            return bytes(view[:got]), None
+        self.data[start + size] = 10  # b"\n"
+        self.used = start + size + 1
+        return view, start
+
+    def joined(self, docs: list, starts: list) -> memoryview | None:
+        """``b"\n".join(docs) + b"\n"`` as a view of the block when ``docs`` lie in it back to back, else None.
+
+        ``starts`` are ``(block, start)`` pairs as ``read`` placed each doc (None for a doc read as bytes)."""
+        if not docs:
+            return None
+        first = expected = starts[0][1] if starts[0] is not None else -1
+        for doc, at in zip(docs, starts):
+            if at is None or at[0] is not self or at[1] != expected:
+                return None
+            expected += len(doc) + 1
+        return self.view[first:expected]
+
+
 @dataclass
 class FastImage:
     """An image whose regions are ``regions[start:stop]`` of its batch's arrays."""
@@ -43,16 +83,17 @@ class FastImage:
     json: bytes
 
 
-def parse(docs: list[bytes]) -> pa.Table | None:
+def parse(docs: list, joined: memoryview | None = None) -> pa.Table | None:
     """The JSON files as one table (a row each), or None when Arrow refuses one or the layout is not the released one.
 
-    A file of two objects is a row too many; a blank file (no row) could hide that, so it refuses the batch.
+    ``joined``: the files already joined by newlines (``JsonBlock.joined``). A file of two objects is a row
+    too many; a blank file (no row) could hide that, so it refuses the batch.
     """
-    if not all(d.strip() for d in docs):
+    if not all(_NOT_BLANK.match(d) for d in docs):
         return None
-    data = b"\n".join(docs) + b"\n"
+    data = pa.py_buffer(b"\n".join(docs) + b"\n" if joined is None else joined)
     try:
-        table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
+        table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
                              parse_options=pj.ParseOptions(newlines_in_values=True))
         table.validate(full=True)  # a null inside a list of objects comes back as an invalid array (pyarrow 26)
     except (pa.ArrowException, ValueError, TypeError, OverflowError):  # UnicodeDecodeError is a ValueError
@@ -107,15 +148,14 @@ def fast_images(table: pa.Table, docs: list[bytes], stems: list[str], jpeg_sizes
     keep = ok[doc_of]
     if verify_area and keep.any():
         at = np.flatnonzero(keep)
-        counts = columns["counts"].take(pa.array(at)).to_pylist()
-        hw = np.stack([heights[doc_of[at]], widths[doc_of[at]]], axis=1).tolist()
-        rles = [{"size": s, "counts": c} for s, c in zip(hw, counts)]
-        covered = coco_rle.areas(rles)
+        sizes = [[h, w] for h, w in zip(heights.tolist(), widths.tolist())]  # one list per image, shared by its masks
+        counts = _taken(columns["counts"], at).cast(pa.binary()).to_pylist()  # the UTF-8 bytes pycocotools encodes a str to
+        covered = coco_rle.areas([{"size": sizes[d], "counts": c} for d, c in zip(doc_of[at].tolist(), counts)])
         wrong = np.zeros(len(doc_of), dtype=bool)
         wrong[at] = covered != columns["area"][at]
         ok &= np.bincount(doc_of, weights=wrong, minlength=n_docs) == 0
         keep = ok[doc_of]
-    regions = _region_arrays(columns, ids[doc_of], heights[doc_of], widths[doc_of], keep)
+    regions = _region_arrays(columns, ids, doc_of, heights[doc_of], widths[doc_of], keep)
     first = np.concatenate([[0], np.cumsum(lengths * ok)])
     return [FastImage(int(ids[i]), int(widths[i]), int(heights[i]), regions, int(first[i]), int(first[i + 1]), docs[i])
             if ok[i] else None for i in range(n_docs)]
@@ -163,7 +203,7 @@ def _fixed(lists: pa.ListArray, width: int, good: np.ndarray) -> np.ndarray:
     out = np.full((len(lists), width), np.nan)
     rows = np.flatnonzero(lengths == width)
     if len(rows):
-        values = pc.list_flatten(lists.take(pa.array(rows)))
+        values = pc.list_flatten(_taken(lists, rows))
         good[rows] &= np.asarray(pc.fill_null(pc.is_valid(values), False)).reshape(-1, width).all(axis=1)
         out[rows] = np.asarray(values.cast(pa.float64()).fill_null(np.nan), dtype=np.float64).reshape(-1, width)
     return out
@@ -186,23 +226,31 @@ def _finite_values(lists: pa.ListArray, n: int) -> np.ndarray:
     return ok & (np.bincount(parent, weights=bad, minlength=n) == 0)
 
 
-def _region_arrays(columns: dict, image_ids: np.ndarray, heights: np.ndarray, widths: np.ndarray,
-                   keep: np.ndarray) -> dict[str, pa.Array]:
-    """The region columns of the kept annotations (REGIONS types; ``extra`` as its two field arrays)."""
-    at = pa.array(np.flatnonzero(keep))
+def _region_arrays(columns: dict, image_ids: np.ndarray, doc_of: np.ndarray, heights: np.ndarray,
+                   widths: np.ndarray, keep: np.ndarray) -> dict[str, pa.Array]:
+    """The region columns of the kept annotations (REGIONS types; ``extra`` as its two field arrays);
+    ``image_ids`` per image, ``doc_of`` the image of each annotation."""
+    at = np.flatnonzero(keep)
     ids = pa.array(columns["ids"][keep])
-    prefix = pa.array([f"sa1b:{i}" for i in image_ids[keep].tolist()], type=pa.string())
+    prefix = _taken(pa.array([f"sa1b:{i}" for i in image_ids.tolist()], type=pa.string()), doc_of[keep], all_rows=False)
     boxes = columns["boxes"][keep]
     return {
         "region_id": pc.binary_join_element_wise(prefix, pc.cast(ids, pa.string()), "/g"),
         "image_id": prefix,
         "x": pa.array(boxes[:, 0]), "y": pa.array(boxes[:, 1]), "w": pa.array(boxes[:, 2]), "h": pa.array(boxes[:, 3]),
         "heights": pa.array(heights[keep].astype(np.int32)), "widths": pa.array(widths[keep].astype(np.int32)),
-        "counts": columns["counts"].take(at), "area": pa.array(columns["area"][keep]),
+        "counts": _taken(columns["counts"], at), "area": pa.array(columns["area"][keep]),
         "predicted_iou": pa.array(_finite(columns["predicted_iou"][keep]), type=pa.float32(), from_pandas=True),
         "stability_score": pa.array(_finite(columns["stability_score"][keep]), type=pa.float32(), from_pandas=True),
-        "crop_box": columns["crop_box"].take(at), "point_coords": columns["point_coords"].take(at),
+        "crop_box": _taken(columns["crop_box"], at), "point_coords": _taken(columns["point_coords"], at),
     }
+
+
+def _taken(array: pa.Array, rows: np.ndarray, all_rows: bool = True) -> pa.Array:
+    """``array.take(rows)``; ``array`` itself when ``rows`` is every row in order (``all_rows``: no copy)."""
+    if all_rows and len(rows) == len(array):
+        return array
+    return array.take(pa.array(rows))
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
@@ -238,9 +286,9 @@ def regions_table(parts: list[tuple[dict[str, pa.Array], int, int, bytes]], orig
     columns = {name: cat(name) for name in ("region_id", "image_id", "x", "y", "w", "h", "area",
                                             "predicted_iou", "stability_score")}
     columns["mask"] = mask_column(cat("heights"), cat("widths"), cat("counts"))
-    columns["origin"] = pa.array([origin] * n, type=pa.string())
+    columns["origin"] = pa.repeat(pa.scalar(origin, pa.string()), n)
     columns["extra"] = extra
-    arrays = [columns[f.name] if f.name in columns else pa.array([None] * n, type=f.type) for f in schemas.REGIONS]
+    arrays = [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in schemas.REGIONS]
     return pa.Table.from_arrays(arrays, schema=schemas.REGIONS)
 
 
@@ -277,6 +325,7 @@ def _value_text(doc: bytes, key: str, index: int, count: int) -> bytes | None:
     """The JSON text of key ``key``'s value in the ``index``-th of the ``count`` annotations, or None when the
     key is not written ``count`` times as is (e.g. with escapes). Keys appear only as keys here: the layout
     is the released one, and a quote inside a string value is escaped."""
+    doc = bytes(doc)
     found = [m.end() for m in re.finditer(rb'"' + key.encode() + rb'"\s*:', doc)]
     if len(found) != count:
         return None

@@ -1,5 +1,6 @@
 import copy
 import hashlib
+import io
 import json
 import math
 
@@ -25,10 +26,13 @@ def _outputs(stage) -> dict[str, str]:
 
 
 def _both_paths(tmp_path, monkeypatch, docs: list[dict], shard_size: int = 1000, batch: int = 128,
-                **options) -> tuple[dict, dict[str, int]]:
-    """Ingest the images batch-read and one by one; assert equal Parquet bytes; return the files and path counts."""
+                order=None, **options) -> tuple[dict, dict[str, int]]:
+    """Ingest the images batch-read and one by one; assert equal Parquet bytes; return the files and path counts.
+
+    ``order``: a function that reorders the tar's members (jpg, json of each image in turn)."""
     folder = tmp_path / "in"
-    write_tar(folder / "sa_000001.tar", [m for i, d in enumerate(docs) for m in image_pair(100 + i, d)])
+    members = [m for i, d in enumerate(docs) for m in image_pair(100 + i, d)]
+    write_tar(folder / "sa_000001.tar", order(members) if order else members)
     monkeypatch.setattr(sa1b, "BATCH_IMAGES", batch)
     taken = {"fast": 0, "one_by_one": 0}
     fast_image, image = sa1b._TarReader._fast_image, sa1b._TarReader._image
@@ -44,7 +48,7 @@ def _both_paths(tmp_path, monkeypatch, docs: list[dict], shard_size: int = 1000,
     run_source(Sa1bSource(), Sa1bConfig(kind="sa1b", path=folder, **options), tmp_path / "batch", shard_size)
     batch_taken = dict(taken)
     parse = sa1b_batch.parse
-    monkeypatch.setattr(sa1b_batch, "parse", lambda docs: None)
+    monkeypatch.setattr(sa1b_batch, "parse", lambda docs, joined=None: None)
     run_source(Sa1bSource(), Sa1bConfig(kind="sa1b", path=folder, **options), tmp_path / "one", shard_size)
     monkeypatch.setattr(sa1b_batch, "parse", parse)
     batch_files, one_files = _outputs(tmp_path / "batch"), _outputs(tmp_path / "one")
@@ -118,3 +122,48 @@ def test_parse_refuses_blank_files_and_other_layouts():
     assert sa1b_batch.parse([doc, doc + doc]) is None  # two objects in one file
     assert sa1b_batch.parse([doc.replace(b'"width"', b'"wide"')]) is None
     assert sa1b_batch.parse([b'{"image": 1}']) is None
+
+
+def test_json_block_holds_the_files_as_parse_would_join_them(monkeypatch):
+    monkeypatch.setattr(sa1b_batch, "BLOCK_BYTES", 12)
+    block = sa1b_batch.JsonBlock()
+    docs, starts = [], []
+    for data in (b"{}", b'{"a":1}', b"[1, 2]"):
+        doc, start = block.read(io.BytesIO(data), len(data))
+        docs.append(doc)
+        starts.append(None if start is None else (block, start))
+    assert [bytes(d) for d in docs] == [b"{}", b'{"a":1}', b"[1, 2]"]
+    assert starts[2] is None  # past the block's room: read as bytes
+    assert bytes(block.joined(docs[:2], starts[:2])) == b'{}\n{"a":1}\n'
+    assert block.joined(docs[1:2], starts[1:2]) is not None
+    assert block.joined(docs, starts) is None
+    assert block.joined(docs[::-1][1:], starts[::-1][1:]) is None  # not in the order they lie
+    assert sa1b_batch.JsonBlock().joined(docs[:1], starts[:1]) is None  # another block's
+    assert sa1b_batch.JsonBlock().read(io.BytesIO(b"{}"), 5) == (b"{}", None)  # a stream shorter than its size
+
+
+def test_json_before_its_jpeg_and_a_full_block_give_the_one_by_one_bytes(tmp_path, monkeypatch):
+    docs = [_doc() for _ in range(7)]
+
+    def json_early(members):  # image 3's JSON before image 2's JPEG: it lies in the block of the batch before
+        members = list(members)
+        members.insert(4, members.pop(7))
+        return members
+
+    _, taken = _both_paths(tmp_path, monkeypatch, docs, batch=3, order=json_early)
+    assert taken == {"fast": 7, "one_by_one": 0}
+    size = len(json.dumps(docs[0]))
+    monkeypatch.setattr(sa1b_batch, "BLOCK_BYTES", 2 * size + 2)  # two files per block: the third is joined
+    _, taken = _both_paths(tmp_path / "full", monkeypatch, docs, batch=3)
+    assert taken == {"fast": 7, "one_by_one": 0}
+
+
+def test_json_waiting_for_its_jpeg_is_copied_out_of_the_block(tmp_path):
+    reader = sa1b._TarReader(tmp_path / "sa_000001.tar", Sa1bConfig(kind="sa1b", path=tmp_path), {}, None, 1000)
+    view, start = reader.block.read(io.BytesIO(b"{}"), 2)
+    reader.pending["7"] = sa1b._Pending(json_bytes=view, json_offset=0, json_at=(reader.block, start))
+    old = reader.block
+    reader._next_block()
+    half = reader.pending["7"]
+    assert reader.block is not old and type(half.json_bytes) is bytes and half.json_bytes == b"{}"
+    assert half.json_at is None
