@@ -209,6 +209,11 @@ class SpilledRows:
                     yield (piece.select(columns), piece[IMAGE].to_numpy(), np.flatnonzero(dest == TRAIN),
                            np.flatnonzero(dest == TEST))
 
+    def slices(self, columns: list[str], size: int) -> Iterator[pa.Table]:
+        """``columns`` of these rows in question_id order, at most ``size`` rows at a time (one spill part read at a time)."""
+        for piece in self._pieces(columns):
+            yield from (piece.slice(start, size) for start in range(0, piece.num_rows, size))
+
     def chunks(self, size: int) -> Iterator[pa.Table]:
         pending: list[pa.Table] = []
         held = 0
