@@ -32,7 +32,7 @@ class KindSelection(BaseModel):
 def _column(pool: pa.Table, name: str, default) -> pa.ChunkedArray | pa.Array:
     if name in pool.column_names:
         return pc.fill_null(pool[name], default)
-    return pa.array([default] * pool.num_rows)
+    return pa.array([default] * pool.num_rows, pa.scalar(default).type)  # typed also when empty (a shard of none)
 
 
 def select_kinds(pool: pa.Table, selection: KindSelection) -> tuple[pa.Table, dict]:
@@ -49,7 +49,7 @@ def select_kinds(pool: pa.Table, selection: KindSelection) -> tuple[pa.Table, di
 def select_kinds_part(pool: pa.Table, selection: KindSelection) -> tuple[pa.Table, dict]:
     """``select_kinds`` of one part of a pool, without the empty check (the parts' reports add up
     with ``add_select_reports``)."""
-    keep = pa.array([True] * pool.num_rows)
+    keep = pa.array([True] * pool.num_rows, pa.bool_())
     dropped: dict[str, int] = {}
     checks = []
     if selection.kinds is not None:

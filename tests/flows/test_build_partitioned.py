@@ -99,14 +99,16 @@ OLD_SHARD_DROPS = ["kind", "generator_model", "program", "program_output", "simi
 
 
 def write_shards(pool: pa.Table, question_dir: Path, files: int = 4) -> list[Path]:
-    """``pool``'s rows shuffled into question shard files, the last one without the optional columns
-    (a shard of an older generator: it has to be conformed on its way to the pool)."""
+    """An empty shard file (a shard of images without questions), then ``pool``'s rows shuffled into
+    ``files`` question shard files, the last one without the optional columns (a shard of an older
+    generator: it has to be conformed on its way to the pool)."""
     shuffled = pool.take(np.random.default_rng(1).permutation(pool.num_rows))
     folder = question_dir / "questions"
     folder.mkdir(parents=True)
     size = -(-pool.num_rows // files)
-    paths = [folder / f"part-{k:05d}.parquet" for k in range(files)]
-    for k, path in enumerate(paths):
+    paths = [folder / f"part-{k:05d}.parquet" for k in range(files + 1)]
+    pq.write_table(pool.slice(0, 0), paths[0])
+    for k, path in enumerate(paths[1:]):
         part = shuffled.slice(k * size, size)
         pq.write_table(part.drop_columns(OLD_SHARD_DROPS) if k == files - 1 else part, path)
     return paths
@@ -139,8 +141,8 @@ def test_question_shards_go_to_the_partitioned_path_as_files_and_give_the_in_mem
     on_disk, kind, shards, report = build_from_shards("on", select, tmp_path / "on")
     assert kind is PoolFiles and report == in_memory_report
     (paths, _), = small_parts
-    assert paths[:3] == shards[:3]  # shard files in the pool's schema, every row kept: handed over, not copied
-    assert [p.parent.name for p in paths[3:]] == ["input"] * (len(paths) - 3)  # conformed or filtered copies
+    assert paths[:4] == shards[:4]  # shard files in the pool's schema, every row kept: handed over, not copied
+    assert [p.parent.name for p in paths[4:]] == ["input"] * (len(paths) - 4)  # conformed or filtered copies
     assert report["questions_in"] == 3_200 and report["questions_out"] == on_disk_rows
     assert contents(on_disk) == contents(in_memory)
 
@@ -157,6 +159,6 @@ def test_merged_pool_files_refuse_a_question_id_twice(tmp_path):
     config = sample_config()
     config.partitioned = PartitionConfig(mode="on")
     write_shards(synthetic_pool(300, 45, 4, seed=4), tmp_path / "questions", files=2)
-    twice = pq.read_table(tmp_path / "questions" / "questions" / "part-00000.parquet").slice(0, 1)
+    twice = pq.read_table(tmp_path / "questions" / "questions" / "part-00001.parquet").slice(0, 1)
     with pytest.raises(ValueError, match="repeats a question_id"):
         merged_pool(tmp_path / "questions", [schemas.conform(twice, schemas.QUESTIONS)], config, tmp_path, {})
