@@ -40,13 +40,14 @@ print(json.dumps({"fetched": report.fetched, "failed": len(report.failed), "peak
 """
 
 
-def noise_jpeg(kb: int) -> tuple[bytes, int, int]:
-    """A JPEG of random pixels of about ``kb`` KB (noise does not compress), with its width and height."""
+def noise_jpeg(kb: int, seed: int) -> tuple[bytes, int, int]:
+    """A JPEG of random pixels of about ``kb`` KB (noise does not compress), with its width and height;
+    each seed its own bytes, so the fetched table cannot share them (Parquet dictionary pages)."""
     import numpy as np
     from PIL import Image
 
     side = max(16, int((kb * 1024 / 1.2) ** 0.5))
-    pixels = np.random.default_rng(0).integers(0, 256, (side, side, 3), dtype=np.uint8)
+    pixels = np.random.default_rng(seed).integers(0, 256, (side, side, 3), dtype=np.uint8)
     buffer = io.BytesIO()
     Image.fromarray(pixels).save(buffer, format="JPEG", quality=90)
     return buffer.getvalue(), side, side
@@ -80,13 +81,15 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[50, 500])
     parser.add_argument("--old", default="", help="an earlier images.py to run as the baseline")
     args = parser.parse_args()
-    body, width, height = noise_jpeg(args.image_kb)
     with tempfile.TemporaryDirectory(prefix="bench-fetch-memory-") as tmp:
         root = Path(tmp)
         served = root / "served"
         served.mkdir()
+        total = 0
         for i in range(args.images):
+            body, width, height = noise_jpeg(args.image_kb, i)
             (served / f"{i}.jpg").write_bytes(body)
+            total += len(body)
         port = free_port()
         server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
                                    "--directory", str(served)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -95,7 +98,7 @@ def main() -> None:
             release = write_bench_release(root, args.images, f"http://127.0.0.1:{port}", width, height)
             runs = [("d25f308 (old)", 0, args.old)] if args.old else []
             runs += [(f"batch {b}", b, "") for b in args.batches]
-            print(f"{args.images} images of {len(body) / 1e3:.0f} KB ({args.images * len(body) / 1e6:.0f} MB), 8 workers")
+            print(f"{args.images} distinct images, {total / 1e6:.0f} MB in all, 8 workers")
             for k, (label, batch, old) in enumerate(runs):
                 out = subprocess.run([sys.executable, "-c", CHILD, str(release), str(root / f"dest-{k}"), str(batch), old],
                                      capture_output=True, text=True, check=True)

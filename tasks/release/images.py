@@ -304,23 +304,38 @@ class _FetchedWriter:
         return self
 
     def write(self, rows: list[dict], ledger: _Ledger, dest: Path, failed: dict[str, str], held: Held) -> None:
-        """Append the batch's fetched images (rows in release order), their bytes read back from ``dest``."""
-        out = []
+        """Append the batch's fetched images (rows in release order), their bytes read back from ``dest``
+        into one Arrow buffer (no Python copy of each image beside it)."""
+        kept = [(row, ledger.entries[row["image_id"]]) for row in rows
+                if row["image_id"] in ledger.entries and row["image_id"] not in failed]
+        if not kept:
+            return
+        offsets = [0]
+        for _, entry in kept:
+            offsets.append(offsets[-1] + entry["bytes"])
+        held.take(len(kept))
         try:
-            for row in rows:
-                entry = ledger.entries.get(row["image_id"])
-                if entry is None or row["image_id"] in failed:
-                    continue
-                held.take()
-                out.append({"image_id": row["image_id"], "url": row["url"], "license": row["license"],
-                            "sha256": entry["sha256"],
-                            "image": {"bytes": (dest / entry["file"]).read_bytes(), "path": Path(entry["file"]).name}})
-            if out:
-                self.writer.write_table(pa.Table.from_pylist(out, schema=self.schema))
-                self.rows += len(out)
+            data = bytearray(offsets[-1])  # each file read straight into its place: one copy of the batch
+            view = memoryview(data)
+            for (_, entry), start, end in zip(kept, offsets, offsets[1:]):
+                with (dest / entry["file"]).open("rb") as handle:
+                    if handle.readinto(view[start:end]) != end - start or handle.read(1):
+                        raise RuntimeError(f"{dest / entry['file']}: not the {end - start} bytes its ledger entry says")
+            del view
+            images = pa.Array.from_buffers(pa.binary(), len(kept), [None, pa.array(offsets, pa.int32()).buffers()[1],
+                                                                     pa.py_buffer(data)])
+            paths = pa.array([Path(entry["file"]).name for _, entry in kept], pa.string())
+            columns = {"image_id": [r["image_id"] for r, _ in kept], "url": [r["url"] for r, _ in kept],
+                       "license": [r["license"] for r, _ in kept], "sha256": [e["sha256"] for _, e in kept]}
+            table = pa.Table.from_arrays(
+                [*(pa.array(v, pa.string()) for v in columns.values()),
+                 pa.StructArray.from_arrays([images, paths], fields=list(self.schema.field("image").type))],
+                schema=self.schema)
+            del images, data
+            self.writer.write_table(table)
+            self.rows += len(kept)
         finally:
-            held.drop(len(out))
-            out.clear()
+            held.drop(len(kept))
 
     def __exit__(self, kind, error, trace) -> None:
         if error is None and self.rows == 0:  # an empty table, as pq.write_table writes one
