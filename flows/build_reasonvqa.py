@@ -39,7 +39,8 @@ from reasonvqa.tasks.release.paths import release_dir
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig
 from reasonvqa.snapshot import code_fingerprint
-from reasonvqa.stage import read_table, run_shard, stage_stats, summarize, write_json
+from reasonvqa.stage import read_table, run_shard, shard_paths, stage_stats, summarize, write_json
+from reasonvqa.tasks.balance.pool_files import PoolFiles
 from reasonvqa.tasks.questions.config import QuestionConfig
 from reasonvqa.tasks.sources.ingest import (
     SourceShard, ingest_unit, list_shards, source_stage_dir, source_stats, unit_dir, unit_dirs, write_shard_manifest,
@@ -293,10 +294,12 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     # 4. questions: one task per source shard of images, joined to its links by shard number
     question_dir = work_dir / "questions"
     report["questions"] = run_questions(shards, link_dir, question_dir, facts_path, config.questions, config.seed, snapshot)
-    pool = merge_kinds(read_table(question_dir, "questions", schemas.QUESTIONS), extra_pools, config, report)
+    pool = merged_pool(question_dir, extra_pools, config, work_dir, report)
+    used = pool.image_ids() if isinstance(pool, PoolFiles) else pool  # what the images and regions keep
     if "regions" in extra_tables:  # the pixel evidence of the images that have questions
-        extra_tables["regions"] = regions_of_pool(extra_tables["regions"], pool)
-    images = release_images([shard.table("images") for shard in shards], pool)
+        extra_tables["regions"] = regions_of_pool(extra_tables["regions"], used)
+    images = release_images([shard.table("images") for shard in shards], used)
+    del used
     # bytes are read when the release is written (a file's rows at a time), where the license allows
     extra_tables["images"] = EmbeddedImages(images, PixelReader(config.sources), config.release.embed_images)
 
@@ -307,6 +310,23 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     release = finish_release(handed.pop(), config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
     logger.info("release written to %s", release)
     return str(release)
+
+
+def merged_pool(question_dir: Path, others: list[pa.Table], config: BuildConfig, work_dir: Path,
+                report: dict) -> pa.Table | PoolFiles:
+    """The pool of every question kind: files (``PoolFiles``) when it will be balanced on disk, so it is
+    never one table in memory; else the merged table. A build with annotation decisions merges in
+    memory (``apply_store`` edits a table)."""
+    from reasonvqa.tasks.balance.pool_files import merge_pool_files, pool_rows
+
+    templated = shard_paths(question_dir, "questions")
+    if config.annotations is None and config.partitioned.on_disk(pool_rows(templated, others, config.verified_questions)):
+        files, report["select"] = merge_pool_files(templated, others, config.verified_questions, config.select,
+                                                   work_dir / PARTITIONED / "input")
+        if config.partitioned.on_disk(files.num_rows):
+            return files
+        return files.read()  # the kind selection took it under min_rows: the in-memory path, as without files
+    return merge_kinds(read_table(question_dir, "questions", schemas.QUESTIONS), others, config, report)
 
 
 def merge_kinds(templated: pa.Table, others: list[pa.Table], config: BuildConfig, report: dict) -> pa.Table:
@@ -326,9 +346,12 @@ def regions_of_pool(regions: pa.Table, pool: pa.Table) -> pa.Table:
     return regions.filter(pc.is_in(regions["image_id"], pc.unique(pool["image_id"])))
 
 
-def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str],
-                   report: dict[str, dict], overwrite: bool, tables: dict[str, pa.Table] | None = None) -> Path:
-    """Balance the pool, split it, write stats and the release folder (with ``tables``, e.g. regions)."""
+def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Path, work_dir: Path,
+                   inputs: dict[str, str], report: dict[str, dict], overwrite: bool,
+                   tables: dict[str, pa.Table] | None = None) -> Path:
+    """Balance the pool, split it, write stats and the release folder (with ``tables``, e.g. regions).
+
+    A ``PoolFiles`` pool (``merged_pool``) goes to the partitioned path as its files."""
     from reasonvqa.tasks.balance.partitioned import in_process, plan_partitioned, write_pool_files
     from reasonvqa.tasks.balance.pipeline import plan_release
     from reasonvqa.tasks.balance.stats import write_stats
@@ -336,10 +359,16 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
     from reasonvqa.tasks.release.writer import require_nonempty_splits, write_release
     from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, write_decisions_file
 
-    pool, tables, applied = apply_store(config.annotations, pool, tables)  # human decisions, when configured
-    partition_dir = work_dir / "partitioned"
-    if config.partitioned.on_disk(pool.num_rows):  # the pool leaves memory; a few of its columns come back
-        paths = write_pool_files(pool, partition_dir / "input")
+    partition_dir = work_dir / PARTITIONED
+    if isinstance(pool, PoolFiles):  # never in memory: its files go to the partitioned path as they are
+        if config.annotations is not None:
+            raise ValueError("annotation decisions are applied to a pool in memory, not to PoolFiles")
+        paths, tables, applied = pool.paths, dict(tables or {}), None
+    else:
+        pool, tables, applied = apply_store(config.annotations, pool, tables)  # human decisions, when configured
+        on_disk = config.partitioned.on_disk(pool.num_rows)  # the pool leaves memory; a few of its columns come back
+        paths = write_pool_files(pool, partition_dir / "input") if on_disk else None
+    if paths is not None:
         del pool
         done = plan_partitioned(paths, config.balance, config.split, config.seed, partition_dir / "work",
                                 run=run_partition_steps if FlowRunContext.get() else in_process)
@@ -377,6 +406,7 @@ def finish_release(pool: pa.Table, config: BuildConfig, out_dir: Path, work_dir:
 
 
 RUN_REPORT = "run_report.json"
+PARTITIONED = "partitioned"  # the work folder's on-disk balance + split: input pool files and the spill
 RUN_DEPENDENT = ("requests", "cache_hits", "retries", "seconds")  # vary with cache state and machine
 
 

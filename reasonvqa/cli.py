@@ -450,11 +450,12 @@ def images_fetch(
     dest: Annotated[Path, typer.Option(help="Folder for the files, the ledger and images/part-00000.parquet.")],
     workers: Annotated[int, typer.Option(min=1, max=64, help="Downloads at once.")] = 8,
     timeout: Annotated[float, typer.Option(min=1, help="Seconds per download.")] = 30.0,
+    batch: Annotated[int, typer.Option(min=1, help="Images held in memory at once (one row group of the table).")] = 500,
 ) -> None:
     """Download a release's images by URL (resuming, checked), embedded in a `datasets` Image table."""
     from reasonvqa.progress import fetch_with_progress
 
-    report = fetch_with_progress(release, dest, workers=workers, timeout_s=timeout)
+    report = fetch_with_progress(release, dest, workers=workers, timeout_s=timeout, batch=batch)
     for image_id, reason in sorted(report.failed.items()):
         typer.echo(f"FAIL {image_id}: {reason}", err=True)
     typer.echo(f"{report.table}: {report.fetched} fetched, {report.embedded} from the release, {report.reused} reused, "

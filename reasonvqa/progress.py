@@ -73,10 +73,10 @@ def build_summary(release: Path, report_file: Path | None) -> Table:
     return table
 
 
-def fetch_with_progress(release: Path, dest: Path, *, workers: int, timeout_s: float):
+def fetch_with_progress(release: Path, dest: Path, *, workers: int, timeout_s: float, batch: int):
     """``fetch_images`` with a bar over the release's images."""
-    from reasonvqa.tasks.release.images import fetch_images, read_release_images
+    from reasonvqa.tasks.release.images import count_release_images, fetch_images
 
-    total = read_release_images(Path(release)).num_rows
+    total = count_release_images(Path(release))
     with bars(), stage("images", total) as advance:
-        return fetch_images(release, dest, workers=workers, timeout_s=timeout_s, on_progress=advance)
+        return fetch_images(release, dest, workers=workers, timeout_s=timeout_s, batch=batch, on_progress=advance)

@@ -32,7 +32,7 @@ class KindSelection(BaseModel):
 def _column(pool: pa.Table, name: str, default) -> pa.ChunkedArray | pa.Array:
     if name in pool.column_names:
         return pc.fill_null(pool[name], default)
-    return pa.array([default] * pool.num_rows)
+    return pa.array([default] * pool.num_rows, pa.scalar(default).type)  # typed also when empty (a shard of none)
 
 
 def select_kinds(pool: pa.Table, selection: KindSelection) -> tuple[pa.Table, dict]:
@@ -41,7 +41,15 @@ def select_kinds(pool: pa.Table, selection: KindSelection) -> tuple[pa.Table, di
     A row without ``kind`` (a 1.x templated row) counts as ``template``; without ``is_hallucination``
     as not a hallucination. Raises EmptySelectionError when nothing is left.
     """
-    keep = pa.array([True] * pool.num_rows)
+    table, report = select_kinds_part(pool, selection)
+    require_selected(report)
+    return table, report
+
+
+def select_kinds_part(pool: pa.Table, selection: KindSelection) -> tuple[pa.Table, dict]:
+    """``select_kinds`` of one part of a pool, without the empty check (the parts' reports add up
+    with ``add_select_reports``)."""
+    keep = pa.array([True] * pool.num_rows, pa.bool_())
     dropped: dict[str, int] = {}
     checks = []
     if selection.kinds is not None:
@@ -60,7 +68,22 @@ def select_kinds(pool: pa.Table, selection: KindSelection) -> tuple[pa.Table, di
                  "task_types": sorted({t for t in _column(pool, "task_type", "").to_pylist() if t})}
     report = {"filters": selection.active(), "questions_in": pool.num_rows, "questions_out": table.num_rows,
               "dropped_by": dropped, "available": available}
-    if checks and table.num_rows == 0:
-        raise EmptySelectionError(f"the filters {selection.active()} match none of the {pool.num_rows} questions "
-                                  f"(dropped by filter: {dropped}; available: {available})", report)
     return table, report
+
+
+def add_select_reports(reports: list[dict]) -> dict:
+    """The report of a whole pool from its parts' ``select_kinds_part`` reports (at least one)."""
+    total = {"filters": reports[0]["filters"], "questions_in": sum(r["questions_in"] for r in reports),
+             "questions_out": sum(r["questions_out"] for r in reports),
+             "dropped_by": {name: sum(r["dropped_by"][name] for r in reports) for name in reports[0]["dropped_by"]},
+             "available": {name: sorted(set().union(*(r["available"][name] for r in reports)))
+                           for name in reports[0]["available"]}}
+    return total
+
+
+def require_selected(report: dict) -> None:
+    """Raise EmptySelectionError when filters are set and no question is left."""
+    if report["filters"] and report["questions_out"] == 0:
+        raise EmptySelectionError(f"the filters {report['filters']} match none of the {report['questions_in']} "
+                                  f"questions (dropped by filter: {report['dropped_by']}; available: "
+                                  f"{report['available']})", report)

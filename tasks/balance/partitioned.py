@@ -203,11 +203,18 @@ class SpilledRows:
                 if table is None:
                     continue
                 for start in range(0, table.num_rows, STATS_ROWS):
-                    rows = np.arange(start, min(start + STATS_ROWS, table.num_rows))
-                    piece = take_rows(table, rows).combine_chunks()  # copied out of the maps
+                    # copied out of the maps; taken from the slice, so a part of many chunks (one per
+                    # shard file) is not concatenated whole for each slice
+                    part_slice = table.slice(start, STATS_ROWS)
+                    piece = take_rows(part_slice, np.arange(part_slice.num_rows)).combine_chunks()
                     dest = piece[DEST].to_numpy()
                     yield (piece.select(columns), piece[IMAGE].to_numpy(), np.flatnonzero(dest == TRAIN),
                            np.flatnonzero(dest == TEST))
+
+    def slices(self, columns: list[str], size: int) -> Iterator[pa.Table]:
+        """``columns`` of these rows in question_id order, at most ``size`` rows at a time (one spill part read at a time)."""
+        for piece in self._pieces(columns):
+            yield from (piece.slice(start, size) for start in range(0, piece.num_rows, size))
 
     def chunks(self, size: int) -> Iterator[pa.Table]:
         pending: list[pa.Table] = []

@@ -5,6 +5,9 @@
 released questions (train + test): per task type, per visual domain (hallucination or not), per
 kind, per evidence multiplicity (number of evidence regions; 0 = hallucination), and per
 hallucination form (the ``hallucination:<form>`` entry of a hallucination row's ``template_ids``).
+``released_questions`` reads the splits' few breakdown columns ``SLICE_ROWS`` rows at a time, and
+the counts and the examples' candidates are added up slice by slice, so memory does not grow with
+the release (the same ``breakdown.json`` and pictures as from one table: tested).
 
 Pictures are drawn on the photo when its bytes can be had and its source's license allows
 redistribution (a picture on a photo is a derivative of it; a ``pixels`` lookup: read through the
@@ -19,7 +22,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -45,32 +48,54 @@ def _bin(n: int) -> str:
     return str(n) if n < 5 else "5-9" if n < 10 else "10+"
 
 
-def breakdown(questions: pa.Table, domains: dict[str, str]) -> dict:
+def breakdown(questions: "pa.Table | ReleasedQuestions", domains: dict[str, str]) -> dict:
     """Counts per task type, visual domain (by hallucination flag), kind and evidence multiplicity."""
-    def column(name: str, default):
-        if name not in questions.column_names:
-            return [default] * questions.num_rows
-        return [default if v is None else v for v in questions[name].to_pylist()]
+    counts = _Counts(domains)
+    for part in _slices(questions):
+        counts.add(part)
+    return counts.report()
 
-    kinds = column("kind", "template")
-    tasks = column("task_type", "none")
-    halluc = column("is_hallucination", False)
-    sources = column("image_source", "unknown")
-    evidence = column("evidence_region_ids", None)
-    templates = column("template_ids", None)
-    by_domain: dict[str, Counter] = {}
-    for source, h in zip(sources, halluc):
-        by_domain.setdefault(domains.get(source, "unknown"), Counter())["hallucination" if h else "other"] += 1
-    multiplicity = Counter(_bin(len(e)) for e in evidence if e is not None)  # questions without evidence ids: not counted
-    return {
-        "questions": questions.num_rows,
-        "task_type": dict(sorted(Counter(tasks).items())),
-        "kind": dict(sorted(Counter(kinds).items())),
-        "domain": {d: dict(sorted(c.items())) for d, c in sorted(by_domain.items())},
-        "evidence_multiplicity": {b: multiplicity.get(b, 0) for b in MULTIPLICITY_BINS},
-        "hallucination": sum(bool(h) for h in halluc),
-        "hallucination_form": dict(sorted(Counter(hallucination_form(t) for t, h in zip(templates, halluc) if h).items())),
-    }
+
+class _Counts:
+    """``breakdown``'s counters, added up one slice of questions at a time."""
+
+    def __init__(self, domains: dict[str, str]) -> None:
+        self.domains = domains
+        self.questions = 0
+        self.tasks: Counter = Counter()
+        self.kinds: Counter = Counter()
+        self.by_domain: dict[str, Counter] = {}
+        self.multiplicity: Counter = Counter()
+        self.hallucination = 0
+        self.forms: Counter = Counter()
+
+    def add(self, questions: pa.Table) -> None:
+        def column(name: str, default):
+            if name not in questions.column_names:
+                return [default] * questions.num_rows
+            return [default if v is None else v for v in questions[name].to_pylist()]
+
+        halluc = column("is_hallucination", False)
+        self.questions += questions.num_rows
+        self.kinds.update(column("kind", "template"))
+        self.tasks.update(column("task_type", "none"))
+        for source, h in zip(column("image_source", "unknown"), halluc):
+            self.by_domain.setdefault(self.domains.get(source, "unknown"), Counter())["hallucination" if h else "other"] += 1
+        # questions without evidence ids: not counted
+        self.multiplicity.update(_bin(len(e)) for e in column("evidence_region_ids", None) if e is not None)
+        self.hallucination += sum(bool(h) for h in halluc)
+        self.forms.update(hallucination_form(t) for t, h in zip(column("template_ids", None), halluc) if h)
+
+    def report(self) -> dict:
+        return {
+            "questions": self.questions,
+            "task_type": dict(sorted(self.tasks.items())),
+            "kind": dict(sorted(self.kinds.items())),
+            "domain": {d: dict(sorted(c.items())) for d, c in sorted(self.by_domain.items())},
+            "evidence_multiplicity": {b: self.multiplicity.get(b, 0) for b in MULTIPLICITY_BINS},
+            "hallucination": self.hallucination,
+            "hallucination_form": dict(sorted(self.forms.items())),
+        }
 
 
 def hallucination_form(template_ids: list[str] | None) -> str:
@@ -82,15 +107,31 @@ def hallucination_form(template_ids: list[str] | None) -> str:
     return "unspecified"
 
 
-def pick_examples(questions: pa.Table, per_task: int = EXAMPLES_PER_TASK) -> list[dict]:
+def pick_examples(questions: "pa.Table | ReleasedQuestions", per_task: int = EXAMPLES_PER_TASK) -> list[dict]:
     """The first ``per_task`` questions (by question_id) of each task type that have evidence regions."""
+    return _first_per_task([row for part in _slices(questions) for row in _examples_of_slice(part, per_task)], per_task)
+
+
+def _examples_of_slice(questions: pa.Table, per_task: int) -> list[dict]:
+    """``pick_examples`` of one slice: among them are the whole's picks that lie in this slice."""
     if "evidence_region_ids" not in questions.column_names or questions.num_rows == 0:
         return []
     has = pc.fill_null(pc.greater(pc.list_value_length(questions["evidence_region_ids"]), 0), False)
     rows = questions.filter(has).select(["question_id", "image_id", "task_type", "question", "answer",
-                                         "evidence_region_ids"]).sort_by("question_id").to_pylist()
+                                         "evidence_region_ids"]).sort_by("question_id")
+    taken: Counter = Counter()
+    picked = []
+    for n, task in enumerate(rows["task_type"].to_pylist()):
+        if taken[task] < per_task:
+            taken[task] += 1
+            picked.append(n)
+    return rows.take(pa.array(picked, pa.int64())).to_pylist()
+
+
+def _first_per_task(rows: list[dict], per_task: int) -> list[dict]:
+    """The ``per_task`` rows of smallest question_id per task type, by (task type, question_id)."""
     out, taken = [], Counter()
-    for row in rows:
+    for row in sorted(rows, key=lambda r: (r["question_id"] is None, r["question_id"] or "")):  # Arrow's order
         if taken[row["task_type"]] < per_task:
             taken[row["task_type"]] += 1
             out.append(row)
@@ -139,22 +180,52 @@ BREAKDOWN_COLUMNS = ["question_id", "image_id", "image_source", "question", "ans
                      "is_hallucination", "evidence_region_ids", "template_ids"]  # what the breakdown and the examples read
 
 
-def released_questions(*splits) -> pa.Table:
-    """The BREAKDOWN_COLUMNS of the released splits (tables or the writer's row views), concatenated."""
-    return pa.concat_tables([split.select(BREAKDOWN_COLUMNS) for split in splits])
+SLICE_ROWS = 262_144  # released questions counted at a time (their Python lists are a few times this)
 
 
-def write_breakdown(questions: pa.Table, regions: pa.Table | None, stats_dir: Path,
+class ReleasedQuestions:
+    """The BREAKDOWN_COLUMNS of the released splits (tables, the writer's ``TableRows`` or the
+    partitioned path's ``SpilledRows``), read ``rows`` at a time: never all of them at once."""
+
+    def __init__(self, splits: tuple, rows: int = SLICE_ROWS) -> None:
+        self.splits, self.rows = splits, rows
+        self.num_rows = sum(split.num_rows for split in splits)
+
+    def slices(self) -> Iterator[pa.Table]:
+        for split in self.splits:
+            if isinstance(split, pa.Table):
+                table = split.select(BREAKDOWN_COLUMNS)
+                yield from (table.slice(start, self.rows) for start in range(0, table.num_rows, self.rows))
+            else:
+                yield from split.slices(BREAKDOWN_COLUMNS, self.rows)
+
+
+def released_questions(*splits) -> ReleasedQuestions:
+    """The BREAKDOWN_COLUMNS of the released splits, in order, for ``write_breakdown`` (streamed)."""
+    return ReleasedQuestions(splits)
+
+
+def _slices(questions: "pa.Table | ReleasedQuestions") -> Iterator[pa.Table]:
+    return questions.slices() if isinstance(questions, ReleasedQuestions) else iter([questions])
+
+
+def write_breakdown(questions: "pa.Table | ReleasedQuestions", regions: pa.Table | None, stats_dir: Path,
                     pixels: Callable[[str], Pixels] | None = None) -> dict[str, Path]:
     """Write ``breakdown.json`` and the example pictures under ``stats_dir``; return {name: path}.
 
     ``pixels`` (image id -> Pixels) gives the photos the pictures are drawn on; without it, or for an
     image it has no bytes of, a picture is drawn on a blank canvas (``background`` says why)."""
     stats_dir = Path(stats_dir)
-    report = breakdown(questions, visual_domains())
+    with_examples = regions is not None and regions.num_rows > 0
+    counts, found = _Counts(visual_domains()), []
+    for part in _slices(questions):  # one pass over the released questions, a slice at a time
+        counts.add(part)
+        if with_examples:
+            found += _examples_of_slice(part, EXAMPLES_PER_TASK)
+    report = counts.report()
     examples = []
-    if regions is not None and regions.num_rows:
-        wanted = pick_examples(questions)
+    if with_examples:
+        wanted = _first_per_task(found, EXAMPLES_PER_TASK)
         ids = sorted({rid for q in wanted for rid in q["evidence_region_ids"]})
         found = {r["region_id"]: r for r in regions.filter(pc.is_in(regions["region_id"], pa.array(ids, pa.string())))
                  .select(["region_id", "x", "y", "w", "h", "mask"]).to_pylist()}

@@ -2,11 +2,13 @@
 
 A release embeds the bytes of an image only where its source's license allows it
 (``tasks/release/embed.py``); the ``images`` table names every image's URL, size and license.
-``fetch_images`` takes the embedded ones from the release and downloads the others with bounded concurrency, checks each against the table (the Content-Length, a
+``fetch_images`` takes the embedded ones from the release and downloads the others with bounded
+concurrency, checks each against the table (the Content-Length, a
 decodable image of the listed width and height) and records each file's sha256 in a ledger, so a
-rerun resumes: files whose recorded hash still matches are kept, the rest are fetched again. It then
+rerun resumes: files whose recorded hash still matches are kept, the rest are fetched again. It
 writes the images as Parquet in the `datasets` Image feature layout (``{bytes, path}``), loadable
-with ``datasets.load_dataset("parquet", ...)`` beside the release's questions.
+with ``datasets.load_dataset("parquet", ...)`` beside the release's questions. It streams a batch of
+rows at a time (one row group each), so memory holds at most a batch of images (``Held`` counts them).
 """
 
 from __future__ import annotations
@@ -23,18 +25,22 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
+from reasonvqa.tasks.release.embed import ROWS_PER_FILE
 from reasonvqa.tasks.release.pixels import check_image
 
 IMAGES_TABLE = "images"
 LEDGER = "fetched.jsonl"
 FILES = "files"
+# Images held in memory at once by ``fetch_images``: one release file's rows (embed.ROWS_PER_FILE), so
+# a batch never spans two files and each release file becomes one row group of the fetched table.
+BATCH = ROWS_PER_FILE
 USER_AGENT = "reasonvqa-pipeline images fetch (https://github.com/reasonvqa/reasonvqa-pipeline)"
 # The `datasets` features of the fetched table: `image` decodes to a PIL image.
 FETCHED_FEATURES = {
@@ -71,6 +77,7 @@ class FetchReport:
     seconds: float = 0.0
     failed: dict[str, str] = field(default_factory=dict)
     table: Path | None = None
+    peak_held: int = 0  # the most images whose bytes were in memory at once (at most the batch)
 
 
 class _Ledger:
@@ -102,36 +109,67 @@ def read_release_images(release: Path) -> pa.Table:
     return read_split(release, IMAGES_TABLE, schemas.IMAGES)
 
 
-def fetch_images(release: Path, dest: Path, *, workers: int = 8, timeout_s: float = 30.0,
-                 on_progress: Callable[[int], None] | None = None) -> FetchReport:
-    """Download the release's images into ``dest`` (resuming), then write ``dest/images/part-00000.parquet``.
+def count_release_images(release: Path) -> int:
+    """How many rows the release's ``images`` table has, from the Parquet footers (no bytes read)."""
+    return sum(pq.ParquetFile(part).metadata.num_rows for part in _release_image_parts(Path(release)))
 
-    At most ``workers`` downloads run at once. Every image is accounted for: fetched, reused from a
-    previous run (its file's sha256 still matches the ledger) or listed in ``failed`` with a reason.
+
+class Held:
+    """How many images' bytes ``fetch_images`` holds in memory now, and the most it held at once.
+
+    Every body taken in (an embedded image read from the release, a download, a file read back for
+    the table) is counted until it is let go, so ``peak`` is the bound the batch promises, measured.
+    """
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def take(self, count: int = 1) -> None:
+        with self._lock:
+            self.now += count
+            self.peak = max(self.peak, self.now)
+
+    def drop(self, count: int = 1) -> None:
+        with self._lock:
+            self.now -= count
+
+
+def fetch_images(release: Path, dest: Path, *, workers: int = 8, timeout_s: float = 30.0, batch: int = BATCH,
+                 on_progress: Callable[[int], None] | None = None) -> FetchReport:
+    """Download the release's images into ``dest`` (resuming), writing ``dest/images/part-00000.parquet``.
+
+    The release's rows are taken ``batch`` at a time (never across two of its files): the batch's
+    embedded images are saved, the others downloaded (at most ``workers`` at once), then the batch is
+    appended to the table as one row group, so at most ``batch`` images are held in memory at once
+    (``FetchReport.peak_held``). Every image is accounted for: fetched, taken from the release,
+    reused from a previous run (its file's sha256 still matches the ledger) or listed in ``failed``.
     """
     started = time.perf_counter()
-    rows = read_release_images(Path(release)).to_pylist()
-    embedded = _embedded_bytes(Path(release))
+    parts = _release_image_parts(Path(release))
     dest = Path(dest)
     (dest / FILES).mkdir(parents=True, exist_ok=True)
     ledger = _Ledger(dest / LEDGER)
     report = FetchReport()
+    held = Held()
     count_lock = threading.Lock()
 
-    def one(row: dict) -> None:
+    def one(row: dict, embedded: dict[str, bytes]) -> None:
         image_id = row["image_id"]
+        body = embedded.pop(image_id, None)
         try:
             entry = ledger.entries.get(image_id)
             if entry and _file_matches(dest / entry["file"], entry["sha256"]):
                 with count_lock:
                     report.reused += 1
-            elif image_id in embedded:
-                _check_image(embedded[image_id], row, f"the release's embedded {image_id}")
-                ledger.add(_save(row, embedded[image_id], dest, row["url"] or row["file_path"] or image_id))
+            elif body is not None:
+                _check_image(body, row, f"the release's embedded {image_id}")
+                ledger.add(_save(row, body, dest, row["url"] or row["file_path"] or image_id))
                 with count_lock:
                     report.embedded += 1
             else:
-                entry = _download(row, dest, timeout_s)
+                entry = _download(row, dest, timeout_s, held)
                 ledger.add(entry)
                 with count_lock:
                     report.fetched += 1
@@ -139,14 +177,48 @@ def fetch_images(release: Path, dest: Path, *, workers: int = 8, timeout_s: floa
         except FetchError as error:
             with count_lock:
                 report.failed[image_id] = str(error)
+        finally:
+            if body is not None:
+                del body
+                held.drop()
         if on_progress is not None:
             on_progress(1)
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        list(pool.map(one, rows))
-    report.table = _write_fetched_table(rows, ledger, dest, report.failed)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool, _FetchedWriter(dest) as writer:
+        for rows, embedded in _release_batches(parts, max(1, batch), held):
+            list(pool.map(lambda row: one(row, embedded), rows))
+            writer.write(rows, ledger, dest, report.failed, held)
+    report.table = writer.path
+    report.peak_held = held.peak
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _release_image_parts(release: Path) -> list[Path]:
+    parts = sorted((release / IMAGES_TABLE).glob("*.parquet"))
+    if not parts:
+        raise FileNotFoundError(f"{release / IMAGES_TABLE}: no Parquet files")
+    return parts
+
+
+def _release_batches(parts: list[Path], batch: int, held: Held) -> Iterator[tuple[list[dict], dict[str, bytes]]]:
+    """The release's images rows ``batch`` at a time, each with the bytes the release embeds for them."""
+    for part in parts:
+        handle = pq.ParquetFile(part)
+        with_bytes = "image" in handle.schema_arrow.names
+        columns = [*schemas.IMAGES.names, "image"] if with_bytes else None
+        for record in handle.iter_batches(batch_size=batch, columns=columns):
+            embedded: dict[str, bytes] = {}
+            if with_bytes:
+                for image_id, image in zip(record.column("image_id").to_pylist(), record.column("image").to_pylist()):
+                    if image is not None and image["bytes"] is not None:
+                        embedded[image_id] = image["bytes"]
+                held.take(len(embedded))
+            rows = schemas.conform(pa.Table.from_batches([record]), schemas.IMAGES).to_pylist()
+            del record
+            yield rows, embedded
+            held.drop(len(embedded))  # embedded rows the fetch did not use (a reused file, a failure)
+            embedded.clear()
 
 
 class FetchError(RuntimeError):
@@ -160,7 +232,7 @@ def _file_matches(path: Path, sha256: str) -> bool:
         return hashlib.file_digest(handle, "sha256").hexdigest() == sha256
 
 
-def _download(row: dict, dest: Path, timeout_s: float) -> dict:
+def _download(row: dict, dest: Path, timeout_s: float, held: Held) -> dict:
     url = row["url"]
     if not url:
         raise FetchError("no_url: the source gives no URL for this image")
@@ -177,10 +249,15 @@ def _download(row: dict, dest: Path, timeout_s: float) -> dict:
         raise FetchError(f"bad_response: {url}: {type(error).__name__}") from None
     except (urllib.error.URLError, OSError) as error:
         raise FetchError(f"unreachable: {url}: {getattr(error, 'reason', error)}") from None
-    if declared is not None and declared.isdigit() and int(declared) != len(body):
-        raise FetchError(f"truncated: {url}: {len(body)} of {declared} bytes")
-    _check_image(body, row, url)
-    return _save(row, body, dest, url)
+    held.take()
+    try:
+        if declared is not None and declared.isdigit() and int(declared) != len(body):
+            raise FetchError(f"truncated: {url}: {len(body)} of {declared} bytes")
+        _check_image(body, row, url)
+        return _save(row, body, dest, url)
+    finally:
+        del body
+        held.drop()
 
 
 def _save(row: dict, body: bytes, dest: Path, url: str) -> dict:
@@ -191,19 +268,6 @@ def _save(row: dict, body: bytes, dest: Path, url: str) -> dict:
     part.write_bytes(body)
     os.replace(part, dest / name)
     return {"image_id": row["image_id"], "file": name, "sha256": digest, "bytes": len(body), "url": url}
-
-
-def _embedded_bytes(release: Path) -> dict[str, bytes]:
-    """image id -> bytes of the images the release embeds (none for a release written before embedding)."""
-    found = {}
-    for part in sorted((release / IMAGES_TABLE).glob("*.parquet")):
-        if "image" not in pq.read_schema(part).names:
-            continue
-        for batch in pq.ParquetFile(part).iter_batches(batch_size=256, columns=["image_id", "image"]):
-            for row in batch.to_pylist():
-                if row["image"] is not None and row["image"]["bytes"] is not None:
-                    found[row["image_id"]] = row["image"]["bytes"]
-    return found
 
 
 def _check_image(body: bytes, row: dict, url: str) -> None:
@@ -219,19 +283,63 @@ def _suffix(url: str) -> str:
     return suffix if suffix in {".jpg", ".jpeg", ".png", ".webp", ".gif"} else ".jpg"
 
 
-def _write_fetched_table(rows: list[dict], ledger: _Ledger, dest: Path, failed: dict[str, str]) -> Path:
-    """The fetched images, embedded, in the `datasets` Image layout (rows by image id)."""
-    out = []
-    for row in rows:
-        entry = ledger.entries.get(row["image_id"])
-        if entry is None or row["image_id"] in failed:
-            continue
-        out.append({"image_id": row["image_id"], "url": row["url"], "license": row["license"], "sha256": entry["sha256"],
-                    "image": {"bytes": (dest / entry["file"]).read_bytes(), "path": Path(entry["file"]).name}})
-    table = pa.Table.from_pylist(out, schema=FETCHED).replace_schema_metadata(
-        {"huggingface": json.dumps({"info": {"features": FETCHED_FEATURES}})})
-    folder = dest / IMAGES_TABLE
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "part-00000.parquet"
-    pq.write_table(table, path, compression="zstd")
-    return path
+class _FetchedWriter:
+    """``dest/images/part-00000.parquet`` in the `datasets` Image layout, one row group per batch.
+
+    Written to a ``.part`` file and moved into place when complete; a release whose images fit in
+    one batch gets the same bytes as a single ``pq.write_table`` of all its rows.
+    """
+
+    def __init__(self, dest: Path) -> None:
+        folder = dest / IMAGES_TABLE
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "part-00000.parquet"
+        self.part = folder / "part-00000.parquet.part"
+        self.schema = FETCHED.with_metadata({"huggingface": json.dumps({"info": {"features": FETCHED_FEATURES}})})
+        self.writer: pq.ParquetWriter | None = None
+        self.rows = 0
+
+    def __enter__(self) -> "_FetchedWriter":
+        self.writer = pq.ParquetWriter(self.part, self.schema, compression="zstd")
+        return self
+
+    def write(self, rows: list[dict], ledger: _Ledger, dest: Path, failed: dict[str, str], held: Held) -> None:
+        """Append the batch's fetched images (rows in release order), their bytes read back from ``dest``
+        into one Arrow buffer (no Python copy of each image beside it)."""
+        kept = [(row, ledger.entries[row["image_id"]]) for row in rows
+                if row["image_id"] in ledger.entries and row["image_id"] not in failed]
+        if not kept:
+            return
+        offsets = [0]
+        for _, entry in kept:
+            offsets.append(offsets[-1] + entry["bytes"])
+        held.take(len(kept))
+        try:
+            data = bytearray(offsets[-1])  # each file read straight into its place: one copy of the batch
+            view = memoryview(data)
+            for (_, entry), start, end in zip(kept, offsets, offsets[1:]):
+                with (dest / entry["file"]).open("rb") as handle:
+                    if handle.readinto(view[start:end]) != end - start or handle.read(1):
+                        raise RuntimeError(f"{dest / entry['file']}: not the {end - start} bytes its ledger entry says")
+            del view
+            images = pa.Array.from_buffers(pa.binary(), len(kept), [None, pa.array(offsets, pa.int32()).buffers()[1],
+                                                                     pa.py_buffer(data)])
+            paths = pa.array([Path(entry["file"]).name for _, entry in kept], pa.string())
+            columns = {"image_id": [r["image_id"] for r, _ in kept], "url": [r["url"] for r, _ in kept],
+                       "license": [r["license"] for r, _ in kept], "sha256": [e["sha256"] for _, e in kept]}
+            table = pa.Table.from_arrays(
+                [*(pa.array(v, pa.string()) for v in columns.values()),
+                 pa.StructArray.from_arrays([images, paths], fields=list(self.schema.field("image").type))],
+                schema=self.schema)
+            del images, data
+            self.writer.write_table(table)
+            self.rows += len(kept)
+        finally:
+            held.drop(len(kept))
+
+    def __exit__(self, kind, error, trace) -> None:
+        if error is None and self.rows == 0:  # an empty table, as pq.write_table writes one
+            self.writer.write_table(self.schema.empty_table())
+        self.writer.close()
+        if error is None:
+            os.replace(self.part, self.path)

@@ -107,6 +107,12 @@ class TableRows:
         for start in range(0, max(self.num_rows, 1), size):
             yield take_rows(table, self.rows[start:start + size])
 
+    def slices(self, columns: list[str], size: int) -> Iterator[pa.Table]:
+        """``columns`` of these rows, ``size`` rows at a time (each slice materialized alone)."""
+        table = self.table.select(columns)
+        for start in range(0, self.num_rows, size):
+            yield take_rows(table, self.rows[start:start + size])
+
 
 class ReleaseExistsError(FileExistsError):
     """The target version exists with different content and overwriting was not asked for."""

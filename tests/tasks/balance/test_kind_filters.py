@@ -4,7 +4,7 @@ import pytest
 from reasonvqa import schemas
 from reasonvqa.tasks.balance.filters import EmptySelectionError
 from reasonvqa.tasks.balance.groups import group_key, with_group_keys
-from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds
+from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds, select_kinds_part
 
 POOL = schemas.from_rows([
     dict(question_id="t1", image_id="vg:1", answer="France", property_id="P17", kind="template", task_type="knowledge"),
@@ -61,3 +61,10 @@ def test_balancing_keeps_the_configured_hallucination_share():
     assert done.balance.report["removed_by_reason"]["hallucination_share"] == 29
     again = balance_and_split(pool, BalanceConfig(hop_shares=None), SplitConfig(drop_test_pairs_seen_in_train=False), 0)
     assert again.pool.equals(done.pool)
+
+
+def test_an_empty_part_passes_every_filter_with_an_empty_report():
+    empty = POOL.slice(0, 0).drop_columns(["kind", "is_hallucination"])
+    table, report = select_kinds_part(empty, KindSelection(kinds=["template"], hallucination="exclude"))
+    assert table.num_rows == 0
+    assert report["dropped_by"] == {"kinds": 0, "hallucination": 0} and report["available"] == {"kinds": [], "task_types": []}

@@ -107,3 +107,42 @@ def test_write_breakdown_draws_on_the_photo_it_is_given_and_says_so(tmp_path):
     assert [(e["image_id"], e["background"]) for e in report["examples"]] == [("sa1b:1", "photo")]
     assert tuple(np.asarray(Image.open(tmp_path / "examples" / "comparison-a.png"))[25, 5]) == (10, 90, 200)
     assert "(2 region(s); on photo)" in "\n".join(breakdown_section(report))
+
+
+def many_questions() -> "pa.Table":
+    """40 questions of three task types (ids out of order), some without evidence ids or task type."""
+    rows = []
+    for i in range(40):
+        task = ("comparison", "counting", "attribute", None)[i % 4]
+        evidence = ["sa1b:1/g1", "sa1b:1/g2"][: i % 3] if task and i % 5 else None
+        rows.append(dict(question_id=f"q{i * 7 % 40:02d}", image_id="sa1b:1", image_source=("sa1b", "vg")[i % 2],
+                         question=f"Q{i}?", answer="x", kind="grounded" if task else None, task_type=task,
+                         evidence_region_ids=evidence, is_hallucination=True if i % 6 == 0 else None,
+                         template_ids=["hallucination:absent_object"] if i % 12 == 0 else None))
+    return schemas.from_rows(rows, schemas.QUESTIONS)
+
+
+def test_the_breakdown_counted_slice_by_slice_is_the_whole_tables(tmp_path):
+    import pyarrow as pa
+
+    from reasonvqa.tasks.release.breakdown import BREAKDOWN_COLUMNS, ReleasedQuestions
+    from reasonvqa.tasks.release.writer import TableRows
+
+    table = many_questions()
+    train, test = TableRows(table, list(range(39, 9, -1))), TableRows(table, list(range(10)))
+    whole = pa.concat_tables([train.select(BREAKDOWN_COLUMNS), test.select(BREAKDOWN_COLUMNS)])
+    write_breakdown(whole, REGIONS, tmp_path / "whole")
+    sliced = ReleasedQuestions((train, test), rows=3)
+    assert [part.num_rows for part in sliced.slices()] == [3] * 10 + [3, 3, 3, 1]
+    write_breakdown(sliced, REGIONS, tmp_path / "sliced")
+    report = json.loads((tmp_path / "sliced" / "breakdown.json").read_text())
+    assert (tmp_path / "sliced" / "breakdown.json").read_bytes() == (tmp_path / "whole" / "breakdown.json").read_bytes()
+    assert report["questions"] == 40 and report["task_type"] == {"attribute": 10, "comparison": 10, "counting": 10, "none": 10}
+    assert report["hallucination"] == 7 and report["hallucination_form"] == {"absent_object": 4, "unspecified": 3}
+    # the two smallest ids with evidence per task type, though the slices hold them out of order
+    assert [e["file"] for e in report["examples"]] == ["examples/attribute-q14.png", "examples/attribute-q18.png",
+                                                       "examples/comparison-q16.png", "examples/comparison-q24.png",
+                                                       "examples/counting-q03.png", "examples/counting-q07.png"]
+    pictures = sorted(p.name for p in (tmp_path / "sliced" / "examples").iterdir())
+    assert [(tmp_path / "sliced" / "examples" / n).read_bytes() for n in pictures] == \
+        [(tmp_path / "whole" / "examples" / n).read_bytes() for n in pictures]

@@ -141,3 +141,49 @@ def test_every_bad_image_is_reported_with_a_reason(tmp_path, splits, server):
     reasons = {image: reason.split(":")[0] for image, reason in report.failed.items()}
     assert reasons == {"vg:1": "truncated", "vg:2": "not_an_image", "gldv2:7e4627eb6f721857": "wrong_size"}
     assert report.fetched == 0 and pq.read_table(report.table).num_rows == 0
+
+
+def mixed_release(tmp_path, splits, server, count: int):
+    """A release of ``count`` vg images: the even ones embedded from local files, the odd ones only by URL."""
+    from reasonvqa.paths import SAMPLE_DIR
+    from reasonvqa.sources import parse_config
+    from reasonvqa.tasks.release.embed import EmbeddedImages
+    from reasonvqa.tasks.release.pixels import PixelReader
+
+    folder = tmp_path / "vg_images" / "VG_100K"
+    folder.mkdir(parents=True)
+    rows = []
+    for i in range(count):
+        body = jpeg(20 + i, 16, colour=(i * 5 % 256, 90, 10))
+        if i % 2 == 0:
+            (folder / f"{i}.jpg").write_bytes(body)
+            rows.append({**image_row(f"vg:{i}", None, 20 + i, 16), "file_path": f"VG_100K/{i}.jpg"})
+        else:
+            server.files[f"/many/{i}.jpg"] = body
+            rows.append(image_row(f"vg:{i}", f"{server.url}/many/{i}.jpg", 20 + i, 16))
+    reader = PixelReader([parse_config({"kind": "vg", "path": SAMPLE_DIR / "vg", "image_dir": folder.parent})])
+    pool = pa.concat_tables(list(splits.values()))
+    return write_release(tmp_path / "out", "demo", "1.0.0", splits, pool=pool, stats_dir=None, config={"seed": 0},
+                         inputs={"vg": "s1"},
+                         tables={"images": EmbeddedImages(schemas.from_rows(rows, schemas.IMAGES), reader, "auto")})
+
+
+def test_fetch_holds_at_most_one_batch_of_images_and_writes_the_same_rows(tmp_path, splits, server):
+    release = mixed_release(tmp_path, splits, server, 40)
+    small = fetch_images(release, tmp_path / "small", workers=3, batch=4)
+    assert (small.embedded, small.fetched, small.failed) == (20, 20, {})
+    assert small.peak_held == 4  # a whole batch read back for its row group, never more
+    whole = fetch_images(release, tmp_path / "whole", workers=3, batch=1000)
+    assert whole.peak_held == 40  # the counter sees every image when the batch is the release
+    in_groups, at_once = pq.ParquetFile(small.table), pq.ParquetFile(whole.table)
+    assert (in_groups.metadata.num_row_groups, at_once.metadata.num_row_groups) == (10, 1)
+    assert in_groups.read().equals(at_once.read())
+    assert in_groups.read()["image_id"].to_pylist() == pq.read_table(release / "images")["image_id"].to_pylist()
+    # one batch: the same bytes as one pq.write_table of all the rows (the table before streaming)
+    reference = tmp_path / "reference.parquet"
+    pq.write_table(at_once.read(), reference, compression="zstd")
+    assert whole.table.read_bytes() == reference.read_bytes()
+    hits = server.hits
+    again = fetch_images(release, tmp_path / "small", workers=3, batch=7)  # resumes with another batch
+    assert (again.reused, again.fetched, again.embedded, server.hits) == (40, 0, 0, hits)
+    assert again.peak_held == 7 and pq.read_table(again.table).equals(at_once.read())
