@@ -68,10 +68,13 @@ class KnowledgeIndex:
 
     def routes_for(self, qids: list[str]) -> pl.DataFrame:
         """The route rows of the given start items (an unknown item has none)."""
-        idx = [np.arange(a, b) for a, b in (self._route_spans.get(q, (0, 0)) for q in qids)]
-        if not idx:
+        spans = np.array([self._route_spans.get(q, (0, 0)) for q in qids], dtype=np.int64).reshape(-1, 2)
+        lengths = spans[:, 1] - spans[:, 0]
+        if not lengths.sum():
             return self.routes.clear()
-        return self.routes[np.concatenate(idx)]
+        # the rows a..b of each item in turn: one arange, shifted per item by its start
+        shift = np.repeat(spans[:, 0] - (np.cumsum(lengths) - lengths), lengths)
+        return self.routes[np.arange(lengths.sum()) + shift]
 
 
 def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: QuestionConfig) -> KnowledgeIndex:
