@@ -17,7 +17,6 @@ an answer that cannot be rendered); few (fewer than three distinct distractors);
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import polars as pl
@@ -98,12 +97,12 @@ def with_choices(
         "fixed": lambda df, s: pool_choices(df, s, index, config.distractors),
     }
     category = rows["category"].to_numpy()
-    wheres = [(make, where) for make, where in ((m, np.flatnonzero(category == n)) for n, m in makers.items()) if len(where)]
-    # the categories are independent and mostly numpy/polars work that releases the GIL: while the
-    # index is built every other shard waits for it, so two threads shorten that wait
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        parts = list(pool.map(lambda job: job[0](rows[job[1]], seeds[job[1]]), wheres))
-    where_rows = [where for _, where in wheres]
+    parts, where_rows = [], []
+    for name, make in makers.items():
+        where = np.flatnonzero(category == name)
+        if len(where):
+            parts.append(make(rows[where], seeds[where]))
+            where_rows.append(where)
     if not parts:
         return pl.DataFrame({c: pl.Series(c, [], dtype=pl.String) for c in ("answer", "reason", "d1", "d2", "d3")})
     order = np.argsort(np.concatenate(where_rows), kind="stable")
