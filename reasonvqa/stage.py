@@ -35,26 +35,56 @@ class AccountingError(RuntimeError):
 
 @dataclass
 class Rejects:
-    """Collects rejected records of one shard with reason and source location."""
+    """Collects rejected records of one shard with reason and source location.
+
+    Rows come one at a time (``add``) or as whole tables of the REJECTS schema (``add_table``: a
+    vectorized stage's rejects never become Python dicts); ``table()`` keeps the order they came in.
+    """
 
     stage: str
     shard: int = 0
-    rows: list[dict] = field(default_factory=list)
+    _parts: list[list[dict] | pa.Table] = field(default_factory=list, repr=False)
 
     def add(self, reason: str, source: str, record: Any) -> None:
         """Record one dropped row. ``record`` is kept as JSON (or raw text)."""
         if isinstance(record, (bytes, bytearray)):
             record = record.decode("utf-8", "replace")
         text = record if isinstance(record, str) else json.dumps(record, default=str, sort_keys=True)
-        self.rows.append(
+        if not self._parts or not isinstance(self._parts[-1], list):
+            self._parts.append([])
+        self._parts[-1].append(
             {"stage": self.stage, "shard": self.shard, "reason": reason, "source": source, "record": text}
         )
 
+    def add_table(self, table: pa.Table) -> None:
+        """Record every row of ``table`` (the REJECTS columns, stage and shard included) as dropped."""
+        if table.num_rows:
+            self._parts.append(schemas.conform(table, schemas.REJECTS))
+
+    @property
+    def rows(self) -> list[dict]:
+        """Every reject as a dict, in the order recorded (a copy: add rows with ``add``)."""
+        return [row for part in self._parts for row in (part if isinstance(part, list) else part.to_pylist())]
+
+    def reason_counts(self) -> Counter:
+        """Rejects per reason."""
+        counts: Counter = Counter()
+        for part in self._parts:
+            if isinstance(part, list):
+                counts.update(r["reason"] for r in part)
+            else:
+                reasons = part["reason"].value_counts()
+                counts.update({v["values"]: v["counts"] for v in reasons.to_pylist()})
+        return counts
+
     def __len__(self) -> int:
-        return len(self.rows)
+        return sum(len(part) if isinstance(part, list) else part.num_rows for part in self._parts)
 
     def table(self) -> pa.Table:
-        return schemas.from_rows(self.rows, schemas.REJECTS)
+        tables = [schemas.from_rows(p, schemas.REJECTS) if isinstance(p, list) else p for p in self._parts]
+        if len(tables) == 1:
+            return tables[0].combine_chunks()
+        return pa.concat_tables(tables or [schemas.from_rows([], schemas.REJECTS)]).combine_chunks()
 
 
 @dataclass
@@ -113,7 +143,7 @@ def write_shard(stage_dir: Path, shard: int, result: StageResult, seconds: float
     (``SchemaMismatch`` naming stage, shard, table and column); they are written in schema order.
     """
     rows_out = result.counted_out()
-    rejected = Counter(r["reason"] for r in result.rejects.rows)
+    rejected = result.rejects.reason_counts()
     if result.rows_in != rows_out + len(result.rejects):
         raise AccountingError(
             f"{stage_dir.name} shard {shard}: rows_in={result.rows_in} != "

@@ -47,6 +47,19 @@ def fact_choices(index, seed: int, bank: TemplateBank, config: QuestionConfig) -
         return index.choice_cache[key]
 
 
+def prefetch(index, seed: int, bank: TemplateBank, config: QuestionConfig) -> None:
+    """Start computing ``fact_choices`` on a thread of its own unless it was started or done: the
+    shards that start with the index then do their references and ids meanwhile instead of waiting
+    (the choices are asked for last). Computed once either way: ``fact_choices`` holds the lock."""
+    key = (seed, config.model_dump_json())
+    with _LOCK:
+        if key in index.choice_cache or key in index.choice_started:
+            return
+        index.choice_started.add(key)
+    threading.Thread(target=fact_choices, args=(index, seed, bank, config), daemon=True,
+                     name="fact-choices").start()
+
+
 def _compute(index, seed: int, bank: TemplateBank, config: QuestionConfig) -> pl.DataFrame:
     facts = index.facts
     seeds = mix_seed(facts["choice_key"].to_numpy(), seed)

@@ -21,6 +21,7 @@ holds, so sharding cannot change a question.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,51 +64,71 @@ class KnowledgeIndex:
     date_pool: pl.DataFrame | None = None  # property_id, time, precision
     _route_spans: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
     choice_cache: dict = field(default_factory=dict, repr=False, compare=False)  # fact_choices.py, per seed and config
+    choice_started: set = field(default_factory=set, repr=False, compare=False)  # keys fact_choices.prefetch started
 
     def routes_for(self, qids: list[str]) -> pl.DataFrame:
         """The route rows of the given start items (an unknown item has none)."""
-        idx = [np.arange(a, b) for a, b in (self._route_spans.get(q, (0, 0)) for q in qids)]
-        if not idx:
+        spans = np.array([self._route_spans.get(q, (0, 0)) for q in qids], dtype=np.int64).reshape(-1, 2)
+        lengths = spans[:, 1] - spans[:, 0]
+        if not lengths.sum():
             return self.routes.clear()
-        return self.routes[np.concatenate(idx)]
+        # the rows a..b of each item in turn: one arange, shifted per item by its start
+        shift = np.repeat(spans[:, 0] - (np.cumsum(lengths) - lengths), lengths)
+        return self.routes[np.arange(lengths.sum()) + shift]
 
 
 def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: QuestionConfig) -> KnowledgeIndex:
     """Prepare the fact table for question generation (see the module docstring)."""
     templates = bank.select(config.domains)
     clean = truthy_facts(facts, set(templates) | set(NAMING_PROPERTIES))
-    clean = clean.with_columns(n_values=pl.col("value_key").n_unique().over("subject_qid", "property_id"))
-    question_facts = clean.filter(pl.col("property_id").is_in(list(templates)))
-    # a fact whose subject is not of its property's subject types is neither asked nor passed through
-    memberships = class_memberships(clean, constraint_classes(templates))
-    fitting = typed_facts(question_facts, templates, memberships)
-    type_stats = {"facts_subject_type_mismatch": question_facts.height - fitting.height}
-    question_facts = fitting
-    routes, route_stats = _routes(question_facts, templates, config.max_hops)
-    route_texts = _route_texts(routes["route_key"].unique().sort().to_list(), templates, bank.domains)
-    text_idx = route_texts.select("route_key", text_idx=pl.int_range(pl.len(), dtype=pl.UInt32))
-    routes = routes.join(text_idx, on="route_key").sort("start_qid", "route_key")
-    routes = routes.with_columns(fact_idx=(pl.col("fact_key").rank("dense") - 1).cast(pl.UInt32))
-    asked = _asked_facts(routes, templates)
-    routes = routes.select("start_qid", "route_key", "n_hop", "text_idx", "fact_idx")
-    spans = _spans(routes["start_qid"])
-    pool, lookup, pool_spans = _pools(question_facts, templates)
+    # every shard waits for the index: the parts off the routes' path (class names, pools) are built
+    # on a second thread meanwhile (polars releases the GIL while it computes)
+    with ThreadPoolExecutor(max_workers=1) as side:
+        class_names = side.submit(_class_names, clean, bank.naming_avoid)
+        clean = clean.with_columns(n_values=pl.col("value_key").n_unique().over("subject_qid", "property_id"))
+        question_facts = clean.filter(pl.col("property_id").is_in(list(templates)))
+        # a fact whose subject is not of its property's subject types is neither asked nor passed through
+        memberships = class_memberships(clean, constraint_classes(templates))
+        fitting = typed_facts(question_facts, templates, memberships)
+        type_stats = {"facts_subject_type_mismatch": question_facts.height - fitting.height}
+        question_facts = fitting
+        pools = side.submit(_pools, question_facts, templates)
+        numbers = side.submit(number_pool, question_facts, [p for p, t in templates.items() if t.category == "number"])
+        dates = side.submit(date_pool, question_facts, [p for p, t in templates.items() if t.category == "date"])
+        routes, route_stats = _routes(question_facts, templates, config.max_hops)
+        route_texts = _route_texts(routes["route_key"].unique().sort().to_list(), templates, bank.domains)
+        text_idx = route_texts.select("route_key", text_idx=pl.int_range(pl.len(), dtype=pl.UInt32))
+        # text_idx follows route_key order, and a start item has one route per route_key, so this is the
+        # (start_qid, route_key) order without comparing route strings
+        routes = routes.join(text_idx, on="route_key").sort("start_qid", "text_idx")
+        routes = routes.join(_dense_ranks(routes["fact_key"], "fact_idx"), on="fact_key", how="left", maintain_order="left")
+        asked = _asked_facts(routes, templates)
+        routes = routes.select("start_qid", "route_key", "n_hop", "text_idx", "fact_idx")
+        spans = _spans(routes["start_qid"])
+        pool, lookup, pool_spans = pools.result()
     return KnowledgeIndex(
         bank_version=bank.version,
         domains=config.domains,
         max_hops=config.max_hops,
         routes=routes,
         facts=asked,
-        class_names=_class_names(clean, bank.naming_avoid),
+        class_names=class_names.result(),
         route_texts=route_texts,
         pool=pool,
         pool_lookup=lookup,
         pool_spans=pool_spans,
         stats={"facts_in": len(facts), "truthy_facts": clean.height, **type_stats, **route_stats},
-        number_pool=number_pool(question_facts, [p for p, t in templates.items() if t.category == "number"]),
-        date_pool=date_pool(question_facts, [p for p, t in templates.items() if t.category == "date"]),
+        number_pool=numbers.result(),
+        date_pool=dates.result(),
         _route_spans=spans,
     )
+
+
+def _dense_ranks(keys: pl.Series, name: str) -> pl.DataFrame:
+    """Each distinct key with its 0-based dense rank (``rank("dense") - 1``) as UInt32 ``name``: the
+    distinct keys are sorted instead of every row."""
+    distinct = keys.unique().sort()
+    return pl.DataFrame({keys.name: distinct, name: pl.int_range(len(distinct), dtype=pl.UInt32, eager=True)})
 
 
 def _asked_facts(routes: pl.DataFrame, templates: dict) -> pl.DataFrame:

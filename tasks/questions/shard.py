@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from reasonvqa.stage import StageResult, part_name
 from reasonvqa.tasks.questions.bank import TEMPLATES_DIR, TemplateBank, load_bank
 from reasonvqa.tasks.questions.config import QuestionConfig
+from reasonvqa.tasks.questions.fact_choices import prefetch
 from reasonvqa.tasks.questions.index import KnowledgeIndex, build_index
 from reasonvqa.tasks.questions.templated import generate_questions
 from reasonvqa.tasks.sources.ingest import SourceShard
@@ -68,8 +69,8 @@ def shard_links(link_dir: Path, shard: SourceShard) -> pa.Table:
 def questions_for_shard(shard: SourceShard, link_dir: Path, facts_path: Path, config: QuestionConfig,
                         seed: int, knowledge_snapshot: str) -> StageResult:
     """Templated questions for the images of one source shard (written as questions shard ``shard.number``)."""
-    return generate_questions(
-        shard.table("images"), shard.table("objects"), shard.table("relations"), shard_links(link_dir, shard),
-        None, shared_bank(), config, seed=seed, shard=shard.number,
-        knowledge_snapshot=knowledge_snapshot, index=shared_index(facts_path, config),
-    )
+    tables = [shard.table("images"), shard.table("objects"), shard.table("relations"), shard_links(link_dir, shard)]
+    bank, index = shared_bank(), shared_index(facts_path, config)
+    prefetch(index, seed, bank, config)
+    return generate_questions(*tables, None, bank, config, seed=seed, shard=shard.number,
+                              knowledge_snapshot=knowledge_snapshot, index=index)

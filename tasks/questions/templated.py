@@ -223,4 +223,4 @@ def _add_rejects(rejects: Rejects, bad: pl.DataFrame, index: KnowledgeIndex) -> 
     rows = bad.select(
         stage=pl.lit(rejects.stage), shard=pl.lit(rejects.shard, dtype=pl.Int32), reason="reason", source=source, record=record
     )
-    rejects.rows.extend(rows.to_dicts())
+    rejects.add_table(rows.to_arrow())

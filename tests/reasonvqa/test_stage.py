@@ -85,3 +85,25 @@ def test_conform_fills_only_the_optional_question_columns():
 
     with pytest.raises(ValueError, match="answer"):
         schemas.conform(pa.table(columns), schemas.QUESTIONS)
+
+
+def test_rejects_added_as_rows_and_tables_keep_their_order(tmp_path):
+    rejects = Rejects("demo", 2)
+    rejects.add("bad_value", "in.json#[0]", "x")
+    rejects.add_table(pa.table({"stage": ["demo", "demo"], "shard": pa.array([2, 2], pa.int32()),
+                                "reason": ["too_long", "bad_value"], "source": ["a", "b"], "record": ["{}", "{}"]}))
+    rejects.add_table(schemas.from_rows([], schemas.REJECTS))  # an empty table adds nothing
+    rejects.add("too_long", "in.json#[3]", {"n": 3})
+    assert len(rejects) == 4
+    assert rejects.reason_counts() == {"bad_value": 2, "too_long": 2}
+    assert [r["source"] for r in rejects.rows] == ["in.json#[0]", "a", "b", "in.json#[3]"]
+    table = rejects.table()
+    assert table.schema == schemas.REJECTS and table["source"].num_chunks == 1
+    assert table.to_pylist() == rejects.rows
+    stats = run_shard(tmp_path / "demo", 2, lambda: StageResult({}, rejects, rows_in=4))
+    assert stats["rejected"] == {"bad_value": 2, "too_long": 2}
+    assert read_table(tmp_path / "demo", "_rejects")["reason"].to_pylist() == ["bad_value", "too_long", "bad_value", "too_long"]
+
+
+def test_no_rejects_give_an_empty_table():
+    assert Rejects("demo").table().num_rows == 0 and Rejects("demo").table().schema == schemas.REJECTS
