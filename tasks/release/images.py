@@ -283,6 +283,23 @@ def _suffix(url: str) -> str:
     return suffix if suffix in {".jpg", ".jpeg", ".png", ".webp", ".gif"} else ".jpg"
 
 
+MAX_ROW_GROUP_BYTES = 1 << 30  # a binary column's int32 offsets end at 2 GiB; a batch of big images is split
+
+
+def _byte_chunks(kept: list[tuple[dict, dict]], limit: int) -> Iterator[list[tuple[dict, dict]]]:
+    """``kept`` (row, ledger entry) in order, cut where the images' bytes would pass ``limit``."""
+    chunk: list[tuple[dict, dict]] = []
+    size = 0
+    for item in kept:
+        if chunk and size + item[1]["bytes"] > limit:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += item[1]["bytes"]
+    if chunk:
+        yield chunk
+
+
 class _FetchedWriter:
     """``dest/images/part-00000.parquet`` in the `datasets` Image layout, one row group per batch.
 
@@ -308,8 +325,11 @@ class _FetchedWriter:
         into one Arrow buffer (no Python copy of each image beside it)."""
         kept = [(row, ledger.entries[row["image_id"]]) for row in rows
                 if row["image_id"] in ledger.entries and row["image_id"] not in failed]
-        if not kept:
-            return
+        for chunk in _byte_chunks(kept, MAX_ROW_GROUP_BYTES):
+            self._write_chunk(chunk, dest, held)
+
+    def _write_chunk(self, kept: list[tuple[dict, dict]], dest: Path, held: Held) -> None:
+        """One row group of images whose bytes add up to less than Arrow's 2 GiB binary offsets."""
         offsets = [0]
         for _, entry in kept:
             offsets.append(offsets[-1] + entry["bytes"])

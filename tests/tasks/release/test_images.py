@@ -187,3 +187,19 @@ def test_fetch_holds_at_most_one_batch_of_images_and_writes_the_same_rows(tmp_pa
     again = fetch_images(release, tmp_path / "small", workers=3, batch=7)  # resumes with another batch
     assert (again.reused, again.fetched, again.embedded, server.hits) == (40, 0, 0, hits)
     assert again.peak_held == 7 and pq.read_table(again.table).equals(at_once.read())
+
+
+def test_a_batch_past_the_row_group_byte_limit_is_split_into_row_groups(tmp_path, splits, server, monkeypatch):
+    import reasonvqa.tasks.release.images as images
+
+    release = mixed_release(tmp_path, splits, server, 12)
+    whole = fetch_images(release, tmp_path / "whole", workers=3, batch=1000)
+    largest = max(len(b) for b in pq.read_table(whole.table)["image"].combine_chunks().field("bytes").to_pylist())
+    # Arrow's binary offsets end at 2 GiB: a batch whose images pass the limit goes out in several row groups
+    monkeypatch.setattr(images, "MAX_ROW_GROUP_BYTES", 3 * largest)
+    split = fetch_images(release, tmp_path / "split", workers=3, batch=1000)
+    parquet = pq.ParquetFile(split.table)
+    group_bytes = [sum(len(b) for b in parquet.read_row_group(i)["image"].combine_chunks().field("bytes").to_pylist())
+                   for i in range(parquet.metadata.num_row_groups)]
+    assert len(group_bytes) >= 4 and max(group_bytes) <= 3 * largest and parquet.metadata.num_rows == 12
+    assert pq.read_table(split.table).equals(pq.read_table(whole.table))
