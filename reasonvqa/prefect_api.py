@@ -49,12 +49,26 @@ def local_prefect_api(timeout_s: float = 180.0) -> Iterator[str | None]:
         with temporary_settings(updates={PREFECT_API_URL: url}):
             yield url
     finally:
+        drain_clients()
         if before is None:
             os.environ.pop("PREFECT_API_URL", None)
         else:
             os.environ["PREFECT_API_URL"] = before
         stop(process, grace_s=15)
         log_file.unlink(missing_ok=True)
+
+
+def drain_clients(timeout_s: float = 60.0) -> None:
+    """Send the task-run events and log lines this process still queues, while the server answers.
+
+    Prefect sends them from background services; left queued when the server stops, each one is
+    retried for seconds at interpreter exit (a build of hundreds of tasks then hangs for minutes).
+    """
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for service in (APILogWorker, EventsWorker):
+        service.drain_all(timeout=timeout_s, at_exit=False)
 
 
 def wait_healthy(url: str, process: subprocess.Popen, log_file: Path, timeout_s: float) -> None:

@@ -1,0 +1,45 @@
+"""The Prefect API the CLI starts for a build (reasonvqa/prefect_api.py), run for real on 127.0.0.1."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import time
+    import httpx
+    from prefect import flow, task
+    from prefect.settings import PREFECT_API_URL
+    from reasonvqa.prefect_api import local_prefect_api
+
+    @task
+    def one(i: int) -> int:
+        return i
+
+    @flow
+    def many(n: int) -> int:
+        return sum(f.result() for f in [one.submit(i) for i in range(n)])
+
+    for server in range(2):  # two builds in one process, each with an API of its own (same database)
+        with local_prefect_api():
+            many(10)
+            deadline = time.monotonic() + 30
+            while (got := httpx.post(PREFECT_API_URL.value() + "/task_runs/count", json={}).json()) < 10 * (server + 1):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            print("recorded", server, got, flush=True)
+""")
+
+
+def test_a_second_api_in_one_process_records_its_task_runs_and_the_process_exits(tmp_path):
+    # Prefect's events worker is a per-process service bound to the API it first reached; unless it is
+    # drained before that server stops, the next flow's task-run events go to the stopped server (lost,
+    # and retried for minutes at exit)
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "home"), "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line.split() for line in done.stdout.splitlines() if line.startswith("recorded")]
+    assert lines == [["recorded", "0", "10"], ["recorded", "1", "20"]], done.stdout + done.stderr[-3000:]
