@@ -88,7 +88,7 @@ def tuple_graph_shards(path: Path, shard_size: int, max_images: int | None) -> l
                          "graph": graph.dumps()})
             if len(rows) >= shard_size:
                 flush()
-    if rows or rejects.rows or not results:
+    if rows or len(rejects) or not results:
         flush()
     return results
 

@@ -49,12 +49,14 @@ def local_prefect_api(timeout_s: float = 180.0) -> Iterator[str | None]:
         with temporary_settings(updates={PREFECT_API_URL: url}):
             yield url
     finally:
-        drain_clients()
-        if before is None:
-            os.environ.pop("PREFECT_API_URL", None)
-        else:
-            os.environ["PREFECT_API_URL"] = before
-        stop(process, grace_s=15)
+        try:
+            drain_clients()
+        finally:
+            if before is None:
+                os.environ.pop("PREFECT_API_URL", None)
+            else:
+                os.environ["PREFECT_API_URL"] = before
+            stop(process, grace_s=15)
         log_file.unlink(missing_ok=True)
 
 

@@ -82,8 +82,6 @@ class Rejects:
 
     def table(self) -> pa.Table:
         tables = [schemas.from_rows(p, schemas.REJECTS) if isinstance(p, list) else p for p in self._parts]
-        if len(tables) == 1:
-            return tables[0].combine_chunks()
         return pa.concat_tables(tables or [schemas.from_rows([], schemas.REJECTS)]).combine_chunks()
 
 

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from reasonvqa import schemas
 from reasonvqa.tasks.balance.kind_filters import KindSelection, add_select_reports, require_selected, select_kinds_part
+from reasonvqa.tasks.questions.merge import require_distinct_ids
 
 
 @dataclass
@@ -30,11 +31,11 @@ class PoolFiles:
 
     paths: list[Path]
     num_rows: int
+    image_id_table: pa.Table  # the pool's distinct image ids, one column (found while the files were merged)
 
     def image_ids(self) -> pa.Table:
-        """The pool's distinct image ids as a one-column table (read a file at a time)."""
-        ids = [pc.unique(pq.read_table(p, columns=["image_id"])["image_id"]) for p in self.paths]
-        return pa.table({"image_id": pc.unique(pa.chunked_array(ids, pa.string()))})
+        """The pool's distinct image ids as a one-column table."""
+        return self.image_id_table
 
     def read(self) -> pa.Table:
         """The pool in memory, sorted by question_id: the table ``merge_kinds`` gives for the same inputs."""
@@ -60,10 +61,12 @@ def merge_pool_files(templated: list[Path], others: list[pa.Table], verified_que
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    paths, reports, rows = [], [], 0
+    paths, reports, rows, question_ids, image_ids = [], [], 0, [], []
     for k, (path, table) in enumerate(_inputs(templated, others, verified_questions)):
         conformed = schemas.conform(table, schemas.QUESTIONS)
+        question_ids.append(conformed["question_id"])
         selected, report = select_kinds_part(conformed, selection)
+        image_ids.append(pc.unique(selected["image_id"].combine_chunks()))
         reports.append(report)
         rows += selected.num_rows
         if path is not None and selected.num_rows == table.num_rows and table.schema.equals(schemas.QUESTIONS):
@@ -76,12 +79,11 @@ def merge_pool_files(templated: list[Path], others: list[pa.Table], verified_que
         paths.append(folder / "pool-00000.parquet")
         pq.write_table(schemas.QUESTIONS.empty_table(), paths[-1])
         reports.append(select_kinds_part(schemas.QUESTIONS.empty_table(), selection)[1])
+    require_distinct_ids(pa.chunked_array([c for ids in question_ids for c in ids.chunks], pa.string()))
     report = add_select_reports(reports)
     require_selected(report)
-    ids = pa.chunked_array([pq.read_table(p, columns=["question_id"])["question_id"] for p in paths], pa.string())
-    if pc.count_distinct(ids).as_py() != rows:
-        raise ValueError("the merged question pool repeats a question_id (the same questions merged twice?)")
-    return PoolFiles(paths, rows), report
+    images = pc.unique(pa.chunked_array(image_ids, pa.string()))
+    return PoolFiles(paths, rows, pa.table({"image_id": images})), report
 
 
 def _inputs(templated: list[Path], others: list[pa.Table],

@@ -17,6 +17,7 @@ an answer that cannot be rendered); few (fewer than three distinct distractors);
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 
 import numpy as np
 import polars as pl
@@ -37,27 +38,44 @@ CHOICE_NEEDS = [
 
 
 def fact_choices(index, seed: int, bank: TemplateBank, config: QuestionConfig) -> pl.DataFrame:
-    """The choice columns of every asked fact of ``index`` (row i = fact_idx i), cached per seed and config."""
-    key = (seed, config.model_dump_json())
-    # held while computing: shards that start together (one thread each) wait for the first one
-    # instead of each computing the same table (30 concurrent shards cost 20 CPU s that way)
-    with _LOCK:
-        if key not in index.choice_cache:
-            index.choice_cache[key] = _compute(index, seed, bank, config)
-        return index.choice_cache[key]
+    """The choice columns of every asked fact of ``index`` (row i = fact_idx i), cached per seed and config.
+
+    Computed once per key: shards that start together (one thread each) wait for the first one's
+    result instead of each computing the same table (30 concurrent shards cost 20 CPU s that way).
+    """
+    future, mine = _claim(index, seed, config)
+    if mine:
+        _fill(future, index, seed, bank, config)
+    return future.result()
 
 
 def prefetch(index, seed: int, bank: TemplateBank, config: QuestionConfig) -> None:
-    """Start computing ``fact_choices`` on a thread of its own unless it was started or done: the
-    shards that start with the index then do their references and ids meanwhile instead of waiting
-    (the choices are asked for last). Computed once either way: ``fact_choices`` holds the lock."""
+    """Start computing ``fact_choices`` on a thread of its own unless it was started: the shards that
+    start with the index then do their references and ids meanwhile instead of waiting (the choices
+    are asked for last). Never blocks on the computation."""
+    future, mine = _claim(index, seed, config)
+    if mine:
+        threading.Thread(target=_fill, args=(future, index, seed, bank, config), daemon=True,
+                         name="fact-choices").start()
+
+
+def _claim(index, seed: int, config: QuestionConfig) -> tuple[Future, bool]:
+    """The cache's future for this key, and whether the caller created it (and so must fill it)."""
     key = (seed, config.model_dump_json())
     with _LOCK:
-        if key in index.choice_cache or key in index.choice_started:
-            return
-        index.choice_started.add(key)
-    threading.Thread(target=fact_choices, args=(index, seed, bank, config), daemon=True,
-                     name="fact-choices").start()
+        if key in index.choice_cache:
+            return index.choice_cache[key], False
+        future = index.choice_cache[key] = Future()
+        return future, True
+
+
+def _fill(future: Future, index, seed: int, bank: TemplateBank, config: QuestionConfig) -> None:
+    try:
+        future.set_result(_compute(index, seed, bank, config))
+    except BaseException as error:
+        with _LOCK:  # a failed computation is not cached: the next caller tries again
+            index.choice_cache.pop((seed, config.model_dump_json()), None)
+        future.set_exception(error)
 
 
 def _compute(index, seed: int, bank: TemplateBank, config: QuestionConfig) -> pl.DataFrame:

@@ -27,7 +27,6 @@ import base64
 import hashlib
 import io
 import re
-from collections import Counter
 from pathlib import Path
 from string import Template
 
@@ -214,7 +213,7 @@ class GroundedVLMStage(ModelStage):
         kept = self._deduplicate(kept, rejects)
         questions = to_rows(kept, {i: r["source"] for i, r in image_rows.items()}, {}, kind=KIND,
                             generator_model=self.llm_config.model)
-        rejected = Counter(r["reason"] for r in rejects.rows)
+        rejected = rejects.reason_counts()
         return StageResult(outputs={"questions": questions}, rejects=rejects, rows_in=rows_in,
                            requests=len(conversations), extra={"rejected_by_reason": dict(sorted(rejected.items())),
                                                                 "prompt_versions": prompt_versions()})

@@ -63,8 +63,7 @@ class KnowledgeIndex:
     number_pool: pl.DataFrame | None = None  # property_id, unit_key, amount
     date_pool: pl.DataFrame | None = None  # property_id, time, precision
     _route_spans: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
-    choice_cache: dict = field(default_factory=dict, repr=False, compare=False)  # fact_choices.py, per seed and config
-    choice_started: set = field(default_factory=set, repr=False, compare=False)  # keys fact_choices.prefetch started
+    choice_cache: dict = field(default_factory=dict, repr=False, compare=False)  # fact_choices.py: a Future per seed and config
 
     def routes_for(self, qids: list[str]) -> pl.DataFrame:
         """The route rows of the given start items (an unknown item has none)."""

@@ -22,7 +22,11 @@ def merge_pools(templated: pa.Table, others: list[pa.Table], verified_questions:
         verified = pq.read_table(verified_questions)
         tables.append(schemas.conform(verified, schemas.QUESTIONS))
     pool = pa.concat_tables(tables)
-    ids = pool["question_id"]
-    if pc.count_distinct(ids).as_py() != pool.num_rows:
-        raise ValueError("the merged question pool repeats a question_id (the same questions merged twice?)")
+    require_distinct_ids(pool["question_id"])
     return pool.sort_by([("question_id", "ascending")])
+
+
+def require_distinct_ids(ids: pa.ChunkedArray) -> None:
+    """ValueError when a question id occurs twice among the merged inputs (before any kind selection)."""
+    if pc.count_distinct(ids).as_py() != len(ids):
+        raise ValueError("the merged question pool repeats a question_id (the same questions merged twice?)")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections import Counter
 from typing import Any
 
 import pyarrow as pa
@@ -239,7 +238,7 @@ class VerifiedQAStage(ModelStage):
 
         rows = [self._row(c, graphs[c["image_id"]], sources[c["image_id"]]) for c in final]
         rows.sort(key=lambda r: r["question_id"])
-        rejected = Counter(r["reason"] for r in rejects.rows)
+        rejected = rejects.reason_counts()
         return StageResult(
             outputs={"questions": schemas.from_rows(rows, schemas.QUESTIONS)}, rejects=rejects, rows_in=rows_in,
             requests=len(prompts) * (1 + fc.text_judge + fc.entailment),

@@ -295,11 +295,12 @@ def regions_table(parts: list[tuple[dict[str, pa.Array], int, int, bytes]], orig
 def _same_extra_type(parts: list[tuple[dict[str, pa.Array], int, int, bytes]], name: str) -> bool:
     """True when ``name``'s values get the Arrow type here that the per-image path's encoder gives them.
 
-    That path types a shard's values by a sample (every ``n // 64``-th row, see region_columns._to_arrow)
-    and converts all to it: integers if the sampled rows hold only integers, floats if one is a float.
-    Arrow typed each batch by all of its rows: integer batches are integers in the JSON text, but in a
-    float batch a row may have been written as integers. So: all integer batches, or a sampled row whose
-    JSON text has a float (checked in the text itself).
+    That path (region_columns._to_arrow) takes floats when a sampled row (every ``n // 64``-th) holds a
+    float, else infers over every row. Arrow typed each batch by all of its rows. This check accepts
+    the two cases that are provably the same: all integer batches, or a sampled row whose JSON text has
+    a float (checked in the text itself). It was written when the per-image path typed by the sample
+    alone; since that path infers over every row otherwise, a False here is conservative (the shard is
+    rebuilt through the per-image path, with the same bytes), not a difference.
     """
     if all(pa.types.is_integer(_leaf_type(regions[name].type)) for regions, *_ in parts):
         return True
