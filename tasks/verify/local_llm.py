@@ -82,7 +82,7 @@ class LlamaServer:
                            exited=lambda code: RuntimeError(f"llama_cpp.server exited with {code} (log: {self.log})"),
                            late=lambda: TimeoutError(f"llama_cpp.server not ready on port {self.port} "
                                                      f"after {self.startup_seconds} s"))
-        except TimeoutError:
+        except BaseException:  # not ready, exited, or interrupted: never leave the server running
             self.close()
             raise
 
