@@ -57,8 +57,13 @@ class Rejects:
         )
 
     def add_table(self, table: pa.Table) -> None:
-        """Record every row of ``table`` (the REJECTS columns, stage and shard included) as dropped."""
+        """Record every row of ``table`` (columns reason, source, record) as dropped by this stage and shard."""
+        if {"stage", "shard"} & set(table.column_names):
+            raise ValueError("add_table: stage and shard come from the Rejects, not from the table")
         if table.num_rows:
+            n = table.num_rows
+            table = table.add_column(0, "shard", pa.repeat(pa.scalar(self.shard, pa.int32()), n))
+            table = table.add_column(0, "stage", pa.repeat(pa.scalar(self.stage, pa.string()), n))
             self._parts.append(schemas.conform(table, schemas.REJECTS))
 
     @property

@@ -220,7 +220,4 @@ def _add_rejects(rejects: Rejects, bad: pl.DataFrame, index: KnowledgeIndex) -> 
         "question_id", "image_id", "object_ids", "route_key", "question", "answer", "value_qid", "value_label", "n_values",
         "point_in_time",
     ).struct.json_encode()
-    rows = bad.select(
-        stage=pl.lit(rejects.stage), shard=pl.lit(rejects.shard, dtype=pl.Int32), reason="reason", source=source, record=record
-    )
-    rejects.add_table(rows.to_arrow())
+    rejects.add_table(bad.select(reason="reason", source=source, record=record).to_arrow())

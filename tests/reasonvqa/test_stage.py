@@ -90,9 +90,12 @@ def test_conform_fills_only_the_optional_question_columns():
 def test_rejects_added_as_rows_and_tables_keep_their_order(tmp_path):
     rejects = Rejects("demo", 2)
     rejects.add("bad_value", "in.json#[0]", "x")
-    rejects.add_table(pa.table({"stage": ["demo", "demo"], "shard": pa.array([2, 2], pa.int32()),
-                                "reason": ["too_long", "bad_value"], "source": ["a", "b"], "record": ["{}", "{}"]}))
-    rejects.add_table(schemas.from_rows([], schemas.REJECTS))  # an empty table adds nothing
+    rejects.add_table(pa.table({"reason": ["too_long", "bad_value"], "source": ["a", "b"], "record": ["{}", "{}"]}))
+    rejects.add_table(pa.table({"reason": pa.array([], pa.string()), "source": pa.array([], pa.string()),
+                                "record": pa.array([], pa.string())}))  # an empty table adds nothing
+    with pytest.raises(ValueError, match="stage and shard"):  # the recorder names them, never the caller
+        rejects.add_table(pa.table({"stage": ["other"], "shard": pa.array([9], pa.int32()), "reason": ["x"],
+                                    "source": ["c"], "record": ["{}"]}))
     rejects.add("too_long", "in.json#[3]", {"n": 3})
     assert len(rejects) == 4
     assert rejects.reason_counts() == {"bad_value": 2, "too_long": 2}
