@@ -33,6 +33,7 @@ from typing import Callable, Iterator
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 CHOICE_ONLY_MARGIN = 0.10
 QUESTION_PRIOR_MAX = 0.50
@@ -82,30 +83,26 @@ def _ties(scores: pl.Expr, best: str) -> pl.Expr:
 def bias_report(train: pa.Table, test: pa.Table) -> dict:
     """Accuracy of the choice-only baselines (train and test) and of the question-only prior (test),
     chance, the number of questions each is measured on with a 95 % interval, and the targets."""
-    return bias_report_parts(lambda: iter([(train, test)]), reuse=True)
+    return bias_report_parts(lambda: iter([(train, test)]))
 
 
-Parts = Callable[[], Iterator[tuple[pa.Table, pa.Table]]]  # -> (train rows, test rows) per part, restartable;
+Parts = Callable[[], Iterator[tuple[pa.Table, pa.Table]]]  # -> (train rows, test rows) per part;
 # a part may also be a row view with ``select(columns) -> pa.Table`` (the writer's ``TableRows``)
 
 
-def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int = QUESTION_BUCKETS,
-                      reuse: bool = False) -> dict:
-    """``bias_report`` over train and test given in parts (each with at least the BIAS_COLUMNS), two passes.
+def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int = QUESTION_BUCKETS) -> dict:
+    """``bias_report`` over train and test given in parts (each with at least the BIAS_COLUMNS), read once.
 
     Every baseline is a count of credits per credit value, so parts and their order do not change the
     report. The question prior groups train answers by question text: with ``spill_dir`` the parts'
     questions go into ``buckets`` hash partitions on disk (equal texts share one), else they are kept here.
-    With ``reuse`` the second pass reuses the first's frames (held meanwhile) instead of reading the parts again.
+    The most-frequent-choice baseline keeps integer codes of each part's choices until every part is counted.
     """
     tally = _Tally()
-    choice_counts = None
+    choices = _ChoiceCodes()
     prior = _QuestionBuckets(spill_dir, buckets)
-    kept: list[pl.DataFrame] = []
     for train, test in parts():
         tr, te, released = _multiple_choice(train, test)
-        if reuse:
-            kept.append(released)
         tally.add("chance", released.select(1.0 / pl.col("choices").list.len()))
         tally.test_questions += te.height
         values = _numeric_values(released)
@@ -113,14 +110,11 @@ def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int 
             tally.add("closest_to_mean", values.select(_expected_hit(_ties(_gap("mean"), "min"), pl.col("answer_index"))))
             tally.add("median", values.select(_expected_hit(_ties(_gap("median"), "min"), pl.col("answer_index"))))
             tally.add("numeric_chance", values.select(1.0 / pl.col("choices").list.len()))
-        counts = released.select(pl.col("choices").explode()).group_by("choices").len("n")
-        choice_counts = counts if choice_counts is None else pl.concat([choice_counts, counts]).group_by("choices").agg(
-            pl.col("n").sum())
+        choices.add(released)
         tally.words(released.select(_words(pl.col("question")))["w"])
         prior.add(tr.select("question", "answer"), te.select("question", "answer", nc=pl.col("choices").list.len()))
-    second = kept if reuse else (_multiple_choice(train, test)[2] for train, test in parts())
-    for released in second if tally.n("chance") else ():
-        tally.add("most_frequent_choice", _most_frequent_choice(released, choice_counts))
+    for credit in choices.most_frequent_choice() if tally.n("chance") else ():
+        tally.add("most_frequent_choice", credit)
     for tr, te in prior.buckets():
         _question_prior(tr, te, tally)
     return tally.report()
@@ -140,16 +134,51 @@ def _flat_rows(choices: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return np.cumsum(lengths) - lengths, lengths
 
 
-def _most_frequent_choice(released: pl.DataFrame, choice_counts: pl.DataFrame) -> pl.DataFrame:
-    """Credit per question of picking the choice(s) that occur most often in the release (``choice_counts``)."""
-    n = released.select(pl.col("choices").explode()).join(choice_counts, on="choices", how="left", maintain_order="left")
-    n = n["n"].fill_null(-1).to_numpy().astype(np.int64)  # a null choice is never picked
-    starts, lengths = _flat_rows(released["choices"])
-    if not len(starts):
+class _ChoiceCodes:
+    """The choices of every part as integer codes (Arrow dictionary encoding per part, dictionaries unified at
+    the end), so the release-wide count of each choice needs no second read of the parts: per part the flat
+    choice codes (null: a null choice, never picked), the number of choices per question and the answer index.
+    A question needs at least one choice (chance is 1 / choices)."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[pa.DictionaryArray, np.ndarray, np.ndarray]] = []
+
+    def add(self, released: pl.DataFrame) -> None:
+        choices = released["choices"].to_arrow()
+        lengths = pc.fill_null(pc.list_value_length(choices), 0).to_numpy().astype(np.int32)
+        answer = released["answer_index"].to_numpy().astype(np.int32)
+        self.parts.append((pc.dictionary_encode(pc.list_flatten(choices)), lengths, answer))
+
+    def most_frequent_choice(self) -> Iterator[pl.DataFrame]:
+        """Per part, the credit per question of picking the choice(s) that occur most often in all parts."""
+        if not self.parts:
+            return
+        unified = pa.chunked_array([codes for codes, _, _ in self.parts]).unify_dictionaries()
+        parts, self.parts = self.parts, []
+        counts = np.zeros(len(unified.chunk(0).dictionary), np.int64)
+        for chunk in unified.chunks:
+            codes = _indices(chunk)
+            counts += np.bincount(codes[codes >= 0], minlength=len(counts))
+        for chunk, (_, lengths, answer) in zip(unified.chunks, parts):
+            codes = _indices(chunk)
+            yield _most_frequent_choice(np.where(codes >= 0, counts[np.maximum(codes, 0)], -1), lengths, answer)
+
+
+def _indices(codes: pa.DictionaryArray) -> np.ndarray:
+    """The dictionary codes as numpy, -1 for null."""
+    return pc.fill_null(codes.indices, -1).to_numpy()
+
+
+def _most_frequent_choice(n: np.ndarray, lengths: np.ndarray, answer: np.ndarray) -> pl.DataFrame:
+    """Credit per question of picking its choice(s) with the largest release-wide count ``n`` (per flat choice
+    position, -1 never picked; ``lengths`` positions per question) when ``answer`` is its answer's index."""
+    if not len(lengths):
         return pl.DataFrame({"credit": []}, schema={"credit": pl.Float64})
+    lengths = lengths.astype(np.int64)
+    starts = np.cumsum(lengths) - lengths
     top = (n == np.repeat(np.maximum.reduceat(n, starts), lengths)) & (n >= 0)
     ties = np.add.reduceat(top, starts)
-    answer = released["answer_index"].to_numpy()
+    answer = answer.astype(np.int64)
     hit = (answer >= 0) & top[starts + np.maximum(answer, 0)]
     return pl.DataFrame({"credit": np.where(hit, 1.0 / np.maximum(ties, 1), 0.0)})
 
