@@ -216,20 +216,40 @@ def _gap(centre: str) -> pl.Expr:
 
 
 def _question_prior(tr: pl.DataFrame, te: pl.DataFrame, tally: "_Tally") -> None:
-    """Credits of the test questions of one bucket: the most common train answer of the same text."""
+    """Credits of the test questions of one bucket: the most common train answer(s) of the same text (1/k when
+    the answer is one of k tied ones; a text not in train, or a null one, is answered at chance).
+
+    On integer codes (question and answer texts dictionary-encoded together for train and test; a null answer
+    is a value of its own): (question, answer) pairs counted by a sort, looked up by binary search."""
     if not te.height:
         return
-    prior = tr.group_by("question", "answer").len("n")
-    top = prior.filter(pl.col("n") == pl.col("n").max().over("question")).group_by("question").agg(
-        top=pl.col("answer"), k=pl.len()
-    )
-    scored = te.join(top, on="question", how="left")
-    tally.add("question_prior", scored.select(
-        pl.when(pl.col("top").is_null()).then(1.0 / pl.col("nc"))
-        .when(pl.col("top").list.contains(pl.col("answer"))).then(1.0 / pl.col("k"))
-        .otherwise(0.0)
-    ))
-    tally.add("question_prior_coverage", scored.select(pl.col("top").is_not_null().cast(pl.Float64)))
+    question = _codes(tr["question"], te["question"])
+    answer = _codes(tr["answer"], te["answer"]) + 1  # a null answer (-1) is code 0
+    answers = int(answer.max(initial=0)) + 1
+    n = tr.height
+    train = question[:n] >= 0
+    pairs, count = np.unique(question[:n][train] * answers + answer[:n][train], return_counts=True)
+    group = pairs // answers
+    starts = np.flatnonzero(np.diff(group, prepend=-1))  # pairs sorted: one run per question
+    top = count == np.repeat(np.maximum.reduceat(count, starts), np.diff(starts, append=len(count))) if len(count) else count > 0
+    k = np.zeros(max(int(question.max(initial=-1)) + 1, 1), dtype=np.int64)
+    if len(count):
+        k[group[starts]] = np.add.reduceat(top, starts)
+    test_question, test_pair = question[n:], question[n:] * answers + answer[n:]
+    k_test = np.where(test_question >= 0, k[np.maximum(test_question, 0)], 0)
+    at = np.minimum(np.searchsorted(pairs, test_pair), max(len(pairs) - 1, 0))
+    hit = (pairs[at] == test_pair) & top[at] if len(pairs) else np.zeros(len(test_pair), dtype=bool)
+    nc = te["nc"].to_numpy()
+    credit = np.where(k_test == 0, 1.0 / nc, np.where(hit, 1.0 / np.maximum(k_test, 1), 0.0))
+    tally.add("question_prior", pl.DataFrame({"credit": credit}))
+    tally.add("question_prior_coverage", pl.DataFrame({"covered": (k_test > 0).astype(np.float64)}))
+
+
+def _codes(train: pl.Series, test: pl.Series) -> np.ndarray:
+    """Codes of the texts of ``train`` then ``test`` in one dictionary (equal texts, equal codes; -1: null)."""
+    texts = pa.chunked_array([s.to_arrow().cast(pa.large_string()) for s in (train, test)], pa.large_string())
+    encoded = pc.dictionary_encode(texts)
+    return np.concatenate([pc.fill_null(c.indices, -1).to_numpy().astype(np.int64) for c in encoded.chunks])
 
 
 class _QuestionBuckets:
