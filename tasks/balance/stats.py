@@ -70,9 +70,21 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
 
 
 def _bias(train: Rows, test: Rows) -> dict:
-    """``bias_report`` over slices of BIAS_ROWS rows of train, then of test: the gathered columns and
-    polars frames of one slice at a time instead of whole train and test (same report). Each slice is
-    gathered on a thread while the report works on the one before (Arrow's take releases the GIL)."""
+    """``bias_report`` over parts of about BIAS_ROWS rows: the gathered columns and polars frames of one part at
+    a time instead of whole train and test (same report: it does not depend on parts or row order). Each part
+    is gathered on a thread while the report works on the one before (Arrow releases the GIL)."""
+    if isinstance(train, TableRows) and isinstance(test, TableRows) and train.table is test.table:
+        # views of one table: its rows in table order, BIAS_ROWS at a time, filtered into train and test
+        # (sequential reads; Arrow's take on a many-chunk table costs about the whole column per call)
+        table = train.table.select(BIAS_COLUMNS)
+        label = _labels(table.num_rows, train.rows, test.rows)
+
+        def gather(start: int) -> tuple[pa.Table, pa.Table]:
+            part, mark = table.slice(start, BIAS_ROWS), label[start:start + BIAS_ROWS]
+            return part.filter(pa.array(mark == 1)), part.filter(pa.array(mark == 2))
+
+        return bias_report_parts(lambda: _one_ahead(gather, list(range(0, table.num_rows, BIAS_ROWS)) or [0]))
+
     def parts():
         empty = [_slices(t, 0)[0].select(BIAS_COLUMNS) for t in (train, test)]
         slices = [(part, None) for part in _slices(train, BIAS_ROWS)] + [(None, part) for part in _slices(test, BIAS_ROWS)]
@@ -102,17 +114,7 @@ def _slices(table: Rows, size: int) -> list[Rows]:
     starts = range(0, table.num_rows, size) if size else []
     if isinstance(table, pa.Table):
         return [table.slice(s, size) for s in starts] or [table.slice(0, 0)]
-    rows = _ascending(table.rows, table.table.num_rows)
-    return [table.with_rows(rows[s:s + size]) for s in starts] or [table.with_rows(rows[:0])]
-
-
-def _ascending(rows: np.ndarray, n: int) -> np.ndarray:
-    """``rows`` (row numbers below ``n``) in ascending order. The bias report does not depend on the order
-    of its rows, and a gather in table order reads memory sequentially: 2-3x faster than in view order."""
-    mark = np.zeros(n, dtype=bool)
-    mark[rows] = True
-    ascending = np.flatnonzero(mark)
-    return ascending if len(ascending) == len(rows) else np.sort(rows)  # a repeated row: sort
+    return [table.with_rows(table.rows[s:s + size]) for s in starts] or [table.with_rows(table.rows[:0])]
 
 
 def _bias_partwise(pool) -> dict:
