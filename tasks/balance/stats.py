@@ -39,8 +39,8 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
     """Write stats JSON, reports, removals and plots into ``out_dir``; return {relative name: path}.
 
     ``pool``, ``split.train`` and ``split.test`` are tables or ``TableRows`` views (from
-    ``pipeline.plan_release``); counts come from integer codes of each column, computed once per
-    underlying table. From ``partitioned.plan_partitioned`` they are ``SpilledRows``: counts and the
+    ``pipeline.plan_release``); counts come from integer codes of each column of the underlying table,
+    counted once for pool, balanced, train and test (rows labelled removed / train / test). From ``partitioned.plan_partitioned`` they are ``SpilledRows``: counts and the
     bias report add up over slices of the spill parts (same bytes, memory independent of the pool).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -71,11 +71,13 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
 
 def _bias(train: Rows, test: Rows) -> dict:
     """``bias_report`` over parts of about BIAS_ROWS rows: the gathered columns and polars frames of one part at
-    a time instead of whole train and test (same report: it does not depend on parts or row order). Each part
-    is gathered on a thread while the report works on the one before (Arrow releases the GIL)."""
+    a time instead of whole train and test (same report: it does not depend on parts or row order).
+
+    Views of one table (``plan_release``): the table's rows in table order, BIAS_ROWS at a time, filtered into
+    train and test (sequential reads; Arrow's take on a many-chunk table costs about the whole column per
+    call), each part gathered on a thread while the report works on the one before (Arrow releases the GIL).
+    Other tables: slices of train, then of test."""
     if isinstance(train, TableRows) and isinstance(test, TableRows) and train.table is test.table:
-        # views of one table: its rows in table order, BIAS_ROWS at a time, filtered into train and test
-        # (sequential reads; Arrow's take on a many-chunk table costs about the whole column per call)
         table = train.table.select(BIAS_COLUMNS)
         label = _labels(table.num_rows, train.rows, test.rows)
 
@@ -86,10 +88,10 @@ def _bias(train: Rows, test: Rows) -> dict:
         return bias_report_parts(lambda: _one_ahead(gather, list(range(0, table.num_rows, BIAS_ROWS)) or [0]))
 
     def parts():
-        empty = [_slices(t, 0)[0].select(BIAS_COLUMNS) for t in (train, test)]
-        slices = [(part, None) for part in _slices(train, BIAS_ROWS)] + [(None, part) for part in _slices(test, BIAS_ROWS)]
-        gather = lambda pair: tuple(e if part is None else part.select(BIAS_COLUMNS) for e, part in zip(empty, pair))  # noqa: E731
-        return _one_ahead(gather, slices)
+        empty = _slices(train, 0)[0]
+        yield from ((part, empty) for part in _slices(train, BIAS_ROWS))
+        empty = _slices(test, 0)[0]
+        yield from ((empty, part) for part in _slices(test, BIAS_ROWS))
 
     return bias_report_parts(parts)
 
@@ -194,6 +196,7 @@ def _stats_of(answers: dict, counts: dict, balance: BalanceResult, split: SplitR
 COUNT_COLUMNS = ["image_id", "property_id", "answer", *BREAKDOWNS.values()]  # what the counts read
 LABELS = 3  # a row of the counted table is labelled 0 (removed), 1 (train) or 2 (test)
 SUBSETS = {"pool": (0, 1, 2), "balanced": (1, 2), "train": (1,), "test": (2,)}  # name -> its labels
+CONCATENATED = {"pool": (0,), "balanced": (1, 2), "train": (1,), "test": (2,)}  # labels of pool + train + test rows
 
 
 def _labels(n: int, train_rows: np.ndarray, test_rows: np.ndarray) -> np.ndarray:
@@ -218,19 +221,14 @@ def _labelled(pool: Rows, train: Rows, test: Rows) -> tuple[pa.Table, np.ndarray
             return pool.table.select(_present(pool.table)), _labels(n, train.rows, test.rows), SUBSETS
     columns = [c for c in COUNT_COLUMNS if all(c in (t.table if isinstance(t, TableRows) else t).column_names
                                                for t in (pool, train, test))]
-    tables = [_columns(t, columns) for t in (pool, train, test)]
+    tables = [t.select(columns) for t in (pool, train, test)]  # a view gathers its rows
     label = np.repeat(np.arange(LABELS, dtype=np.int8), [t.num_rows for t in tables])
-    return pa.concat_tables(tables), label, {"pool": (0,), "balanced": (1, 2), "train": (1,), "test": (2,)}
+    return pa.concat_tables(tables), label, CONCATENATED
 
 
 def _present(table: pa.Table) -> list[str]:
     """The COUNT_COLUMNS ``table`` has (a column it lacks is not counted)."""
     return [c for c in COUNT_COLUMNS if c in table.column_names]
-
-
-def _columns(table: Rows, columns: list[str]) -> pa.Table:
-    """``columns`` of ``table`` as a materialized table; a view (``TableRows``) gathers them."""
-    return table.select(columns)
 
 
 def labelled_counts(table: pa.Table, label: np.ndarray, subsets: dict[str, tuple[int, ...]],
