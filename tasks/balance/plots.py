@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 RC = {
     "font.family": "DejaVu Sans",
@@ -52,19 +52,8 @@ def write_plots(stats: dict, largest_groups: list[str], out_dir: Path) -> dict[s
     return out
 
 
-def load() -> None:
-    """Import matplotlib (about 0.3 s): done on first use, so importing this module is cheap and
-    ``stats.write_stats`` can start it on a thread while the counts run."""
-    import matplotlib.backends.backend_agg  # noqa: F401
-    import matplotlib.figure  # noqa: F401
-
-
 def render(draw, size: tuple[float, float], path: Path) -> None:
     """Draw on a fresh figure under the fixed rc settings and save deterministic PNG bytes."""
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     with matplotlib.rc_context():
         matplotlib.rcdefaults()
         matplotlib.rcParams.update(RC)

@@ -45,10 +45,9 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     partwise = hasattr(pool, "part_views")  # a partitioned.SpilledRows: counted one spill part at a time
-    with ThreadPoolExecutor(max_workers=3) as threads:
+    with ThreadPoolExecutor(max_workers=2) as threads:
         # the bias report (Arrow gathers, polars) releases the GIL: it runs beside the counts and the
-        # plots (numpy, then matplotlib in Python), so both cores work; matplotlib is imported beside the counts
-        threads.submit(plots.load)
+        # plots (numpy, then matplotlib in Python), so both cores work
         bias = threads.submit(_bias_partwise, pool) if partwise else threads.submit(_bias, split.train, split.test)
         removed = threads.submit(write_parquet, balance.removed, out_dir / "balance_removed.parquet")
         stats, largest = _stats_partwise(pool, balance, split) if partwise else _stats(pool, balance, split)
