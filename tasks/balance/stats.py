@@ -70,22 +70,24 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
 
 
 def _bias(train: Rows, test: Rows) -> dict:
-    """``bias_report`` over parts of about BIAS_ROWS rows: the gathered columns and polars frames of one part at
+    """``bias_report`` over parts of at most BIAS_ROWS rows: the gathered columns and polars frames of one part at
     a time instead of whole train and test (same report: it does not depend on parts or row order).
 
-    Views of one table (``plan_release``): the table's rows in table order, BIAS_ROWS at a time, filtered into
-    train and test (sequential reads; Arrow's take on a many-chunk table costs about the whole column per
-    call), each part gathered on a thread while the report works on the one before (Arrow releases the GIL).
+    Views of one table (``plan_release``): the table's rows in table order, BIAS_ROWS / 2 at a time (two parts
+    are held at once), filtered into train and test (sequential reads; Arrow's take on a many-chunk table
+    costs about the whole column per call), each part gathered on a thread while the report works on the one
+    before (Arrow releases the GIL).
     Other tables: slices of train, then of test."""
     if isinstance(train, TableRows) and isinstance(test, TableRows) and train.table is test.table:
         table = train.table.select(BIAS_COLUMNS)
         label = _labels(table.num_rows, train.rows, test.rows)
 
         def gather(start: int) -> tuple[pa.Table, pa.Table]:
-            part, mark = table.slice(start, BIAS_ROWS), label[start:start + BIAS_ROWS]
+            part, mark = table.slice(start, step), label[start:start + step]
             return part.filter(pa.array(mark == 1)), part.filter(pa.array(mark == 2))
 
-        return bias_report_parts(lambda: _one_ahead(gather, list(range(0, table.num_rows, BIAS_ROWS)) or [0]))
+        step = max(BIAS_ROWS // 2, 1)
+        return bias_report_parts(lambda: _one_ahead(gather, list(range(0, table.num_rows, step)) or [0]))
 
     def parts():
         empty = _slices(train, 0)[0]
