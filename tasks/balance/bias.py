@@ -33,6 +33,7 @@ from typing import Callable, Iterator
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 CHOICE_ONLY_MARGIN = 0.10
 QUESTION_PRIOR_MAX = 0.50
@@ -82,30 +83,26 @@ def _ties(scores: pl.Expr, best: str) -> pl.Expr:
 def bias_report(train: pa.Table, test: pa.Table) -> dict:
     """Accuracy of the choice-only baselines (train and test) and of the question-only prior (test),
     chance, the number of questions each is measured on with a 95 % interval, and the targets."""
-    return bias_report_parts(lambda: iter([(train, test)]), reuse=True)
+    return bias_report_parts(lambda: iter([(train, test)]))
 
 
-Parts = Callable[[], Iterator[tuple[pa.Table, pa.Table]]]  # -> (train rows, test rows) per part, restartable;
+Parts = Callable[[], Iterator[tuple[pa.Table, pa.Table]]]  # -> (train rows, test rows) per part;
 # a part may also be a row view with ``select(columns) -> pa.Table`` (the writer's ``TableRows``)
 
 
-def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int = QUESTION_BUCKETS,
-                      reuse: bool = False) -> dict:
-    """``bias_report`` over train and test given in parts (each with at least the BIAS_COLUMNS), two passes.
+def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int = QUESTION_BUCKETS) -> dict:
+    """``bias_report`` over train and test given in parts (each with at least the BIAS_COLUMNS), read once.
 
     Every baseline is a count of credits per credit value, so parts and their order do not change the
     report. The question prior groups train answers by question text: with ``spill_dir`` the parts'
     questions go into ``buckets`` hash partitions on disk (equal texts share one), else they are kept here.
-    With ``reuse`` the second pass reuses the first's frames (held meanwhile) instead of reading the parts again.
+    The most-frequent-choice baseline keeps integer codes of each part's choices until every part is counted.
     """
     tally = _Tally()
-    choice_counts = None
+    choices = _ChoiceCodes()
     prior = _QuestionBuckets(spill_dir, buckets)
-    kept: list[pl.DataFrame] = []
     for train, test in parts():
         tr, te, released = _multiple_choice(train, test)
-        if reuse:
-            kept.append(released)
         tally.add("chance", released.select(1.0 / pl.col("choices").list.len()))
         tally.test_questions += te.height
         values = _numeric_values(released)
@@ -113,14 +110,11 @@ def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int 
             tally.add("closest_to_mean", values.select(_expected_hit(_ties(_gap("mean"), "min"), pl.col("answer_index"))))
             tally.add("median", values.select(_expected_hit(_ties(_gap("median"), "min"), pl.col("answer_index"))))
             tally.add("numeric_chance", values.select(1.0 / pl.col("choices").list.len()))
-        counts = released.select(pl.col("choices").explode()).group_by("choices").len("n")
-        choice_counts = counts if choice_counts is None else pl.concat([choice_counts, counts]).group_by("choices").agg(
-            pl.col("n").sum())
+        choices.add(released)
         tally.words(released.select(_words(pl.col("question")))["w"])
         prior.add(tr.select("question", "answer"), te.select("question", "answer", nc=pl.col("choices").list.len()))
-    second = kept if reuse else (_multiple_choice(train, test)[2] for train, test in parts())
-    for released in second if tally.n("chance") else ():
-        tally.add("most_frequent_choice", _most_frequent_choice(released, choice_counts))
+    for credit in choices.most_frequent_choice() if tally.n("chance") else ():
+        tally.add("most_frequent_choice", credit)
     for tr, te in prior.buckets():
         _question_prior(tr, te, tally)
     return tally.report()
@@ -140,16 +134,51 @@ def _flat_rows(choices: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return np.cumsum(lengths) - lengths, lengths
 
 
-def _most_frequent_choice(released: pl.DataFrame, choice_counts: pl.DataFrame) -> pl.DataFrame:
-    """Credit per question of picking the choice(s) that occur most often in the release (``choice_counts``)."""
-    n = released.select(pl.col("choices").explode()).join(choice_counts, on="choices", how="left", maintain_order="left")
-    n = n["n"].fill_null(-1).to_numpy().astype(np.int64)  # a null choice is never picked
-    starts, lengths = _flat_rows(released["choices"])
-    if not len(starts):
+class _ChoiceCodes:
+    """The choices of every part as integer codes (Arrow dictionary encoding per part, dictionaries unified at
+    the end), so the release-wide count of each choice needs no second read of the parts: per part the flat
+    choice codes (null: a null choice, never picked), the number of choices per question and the answer index.
+    A question needs at least one choice (chance is 1 / choices)."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[pa.DictionaryArray, np.ndarray, np.ndarray]] = []
+
+    def add(self, released: pl.DataFrame) -> None:
+        choices = released["choices"].to_arrow()
+        lengths = pc.fill_null(pc.list_value_length(choices), 0).to_numpy().astype(np.int32)
+        answer = released["answer_index"].to_numpy().astype(np.int32)
+        self.parts.append((pc.dictionary_encode(pc.list_flatten(choices)), lengths, answer))
+
+    def most_frequent_choice(self) -> Iterator[pl.DataFrame]:
+        """Per part, the credit per question of picking the choice(s) that occur most often in all parts."""
+        if not self.parts:
+            return
+        unified = pa.chunked_array([codes for codes, _, _ in self.parts]).unify_dictionaries()
+        parts, self.parts = self.parts, []
+        counts = np.zeros(len(unified.chunk(0).dictionary), np.int64)
+        for chunk in unified.chunks:
+            codes = _indices(chunk)
+            counts += np.bincount(codes[codes >= 0], minlength=len(counts))
+        for chunk, (_, lengths, answer) in zip(unified.chunks, parts):
+            codes = _indices(chunk)
+            yield _most_frequent_choice(np.where(codes >= 0, counts[np.maximum(codes, 0)], -1), lengths, answer)
+
+
+def _indices(codes: pa.DictionaryArray) -> np.ndarray:
+    """The dictionary codes as numpy, -1 for null."""
+    return pc.fill_null(codes.indices, -1).to_numpy()
+
+
+def _most_frequent_choice(n: np.ndarray, lengths: np.ndarray, answer: np.ndarray) -> pl.DataFrame:
+    """Credit per question of picking its choice(s) with the largest release-wide count ``n`` (per flat choice
+    position, -1 never picked; ``lengths`` positions per question) when ``answer`` is its answer's index."""
+    if not len(lengths):
         return pl.DataFrame({"credit": []}, schema={"credit": pl.Float64})
+    lengths = lengths.astype(np.int64)
+    starts = np.cumsum(lengths) - lengths
     top = (n == np.repeat(np.maximum.reduceat(n, starts), lengths)) & (n >= 0)
     ties = np.add.reduceat(top, starts)
-    answer = released["answer_index"].to_numpy()
+    answer = answer.astype(np.int64)
     hit = (answer >= 0) & top[starts + np.maximum(answer, 0)]
     return pl.DataFrame({"credit": np.where(hit, 1.0 / np.maximum(ties, 1), 0.0)})
 
@@ -187,20 +216,40 @@ def _gap(centre: str) -> pl.Expr:
 
 
 def _question_prior(tr: pl.DataFrame, te: pl.DataFrame, tally: "_Tally") -> None:
-    """Credits of the test questions of one bucket: the most common train answer of the same text."""
+    """Credits of the test questions of one bucket: the most common train answer(s) of the same text (1/k when
+    the answer is one of k tied ones; a text not in train, or a null one, is answered at chance).
+
+    On integer codes (question and answer texts dictionary-encoded together for train and test; a null answer
+    is a value of its own): (question, answer) pairs counted by a sort, looked up by binary search."""
     if not te.height:
         return
-    prior = tr.group_by("question", "answer").len("n")
-    top = prior.filter(pl.col("n") == pl.col("n").max().over("question")).group_by("question").agg(
-        top=pl.col("answer"), k=pl.len()
-    )
-    scored = te.join(top, on="question", how="left")
-    tally.add("question_prior", scored.select(
-        pl.when(pl.col("top").is_null()).then(1.0 / pl.col("nc"))
-        .when(pl.col("top").list.contains(pl.col("answer"))).then(1.0 / pl.col("k"))
-        .otherwise(0.0)
-    ))
-    tally.add("question_prior_coverage", scored.select(pl.col("top").is_not_null().cast(pl.Float64)))
+    question = _codes(tr["question"], te["question"])
+    answer = _codes(tr["answer"], te["answer"]) + 1  # a null answer (-1) is code 0
+    answers = int(answer.max(initial=0)) + 1
+    n = tr.height
+    train = question[:n] >= 0
+    pairs, count = np.unique(question[:n][train] * answers + answer[:n][train], return_counts=True)
+    group = pairs // answers
+    starts = np.flatnonzero(np.diff(group, prepend=-1))  # pairs sorted: one run per question
+    top = count == np.repeat(np.maximum.reduceat(count, starts), np.diff(starts, append=len(count))) if len(count) else count > 0
+    k = np.zeros(max(int(question.max(initial=-1)) + 1, 1), dtype=np.int64)
+    if len(count):
+        k[group[starts]] = np.add.reduceat(top, starts)
+    test_question, test_pair = question[n:], question[n:] * answers + answer[n:]
+    k_test = np.where(test_question >= 0, k[np.maximum(test_question, 0)], 0)
+    at = np.minimum(np.searchsorted(pairs, test_pair), max(len(pairs) - 1, 0))
+    hit = (pairs[at] == test_pair) & top[at] if len(pairs) else np.zeros(len(test_pair), dtype=bool)
+    nc = te["nc"].to_numpy()
+    credit = np.where(k_test == 0, 1.0 / nc, np.where(hit, 1.0 / np.maximum(k_test, 1), 0.0))
+    tally.add("question_prior", pl.DataFrame({"credit": credit}))
+    tally.add("question_prior_coverage", pl.DataFrame({"covered": (k_test > 0).astype(np.float64)}))
+
+
+def _codes(train: pl.Series, test: pl.Series) -> np.ndarray:
+    """Codes of the texts of ``train`` then ``test`` in one dictionary (equal texts, equal codes; -1: null)."""
+    texts = pa.chunked_array([s.to_arrow().cast(pa.large_string()) for s in (train, test)], pa.large_string())
+    encoded = pc.dictionary_encode(texts)
+    return np.concatenate([pc.fill_null(c.indices, -1).to_numpy().astype(np.int64) for c in encoded.chunks])
 
 
 class _QuestionBuckets:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -38,8 +39,8 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
     """Write stats JSON, reports, removals and plots into ``out_dir``; return {relative name: path}.
 
     ``pool``, ``split.train`` and ``split.test`` are tables or ``TableRows`` views (from
-    ``pipeline.plan_release``); counts come from integer codes of each column, computed once per
-    underlying table. From ``partitioned.plan_partitioned`` they are ``SpilledRows``: counts and the
+    ``pipeline.plan_release``); counts come from integer codes of each column of the underlying table,
+    counted once for pool, balanced, train and test (rows labelled removed / train / test). From ``partitioned.plan_partitioned`` they are ``SpilledRows``: counts and the
     bias report add up over slices of the spill parts (same bytes, memory independent of the pool).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -69,8 +70,25 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
 
 
 def _bias(train: Rows, test: Rows) -> dict:
-    """``bias_report`` over slices of BIAS_ROWS rows of train, then of test: the gathered columns and
-    polars frames of one slice at a time instead of whole train and test (same report)."""
+    """``bias_report`` over parts of at most BIAS_ROWS rows: the gathered columns and polars frames of one part at
+    a time instead of whole train and test (same report: it does not depend on parts or row order).
+
+    Views of one table (``plan_release``): the table's rows in table order, BIAS_ROWS / 2 at a time (two parts
+    are held at once), filtered into train and test (sequential reads; Arrow's take on a many-chunk table
+    costs about the whole column per call), each part gathered on a thread while the report works on the one
+    before (Arrow releases the GIL).
+    Other tables: slices of train, then of test."""
+    if isinstance(train, TableRows) and isinstance(test, TableRows) and train.table is test.table:
+        table = train.table.select(BIAS_COLUMNS)
+        label = _labels(table.num_rows, train.rows, test.rows)
+
+        def gather(start: int) -> tuple[pa.Table, pa.Table]:
+            part, mark = table.slice(start, step), label[start:start + step]
+            return part.filter(pa.array(mark == 1)), part.filter(pa.array(mark == 2))
+
+        step = max(BIAS_ROWS // 2, 1)
+        return bias_report_parts(lambda: _one_ahead(gather, list(range(0, table.num_rows, step)) or [0]))
+
     def parts():
         empty = _slices(train, 0)[0]
         yield from ((part, empty) for part in _slices(train, BIAS_ROWS))
@@ -78,6 +96,17 @@ def _bias(train: Rows, test: Rows) -> dict:
         yield from ((empty, part) for part in _slices(test, BIAS_ROWS))
 
     return bias_report_parts(parts)
+
+
+def _one_ahead(work, items: list) -> Iterator:
+    """``work(item)`` of each item in order, the next one computed on a thread while the caller uses this one."""
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        pending = thread.submit(work, items[0]) if items else None
+        for item in items[1:]:
+            done, pending = pending.result(), thread.submit(work, item)
+            yield done
+        if pending is not None:
+            yield pending.result()
 
 
 BIAS_ROWS = 524_288
@@ -103,30 +132,26 @@ def _bias_partwise(pool) -> dict:
 
 def _stats(pool: Rows, balance: BalanceResult, split: SplitResult) -> tuple[dict, list[str]]:
     """The stats.json content and the property groups by pool size (largest first)."""
-    tables = {"pool": pool, "balanced": _balanced(split), "train": split.train, "test": split.test}
-    coded = ColumnCodes()
-    answers = {name: answer_counts(t, coded) for name, t in tables.items()}
-    counts = {name: table_counts(t, coded) for name, t in tables.items()}
-    del coded
+    table, label, subsets = _labelled(pool, split.train, split.test)
+    answers, counts = labelled_counts(table, label, subsets)
+    del table, label
     return _stats_of(answers, counts, balance, split)
 
 
 def _stats_partwise(pool, balance: BalanceResult, split: SplitResult) -> tuple[dict, list[str]]:
     """``_stats`` of a partitioned pool: counts added up part by part, images counted on their integer codes."""
-    names = ("pool", "balanced", "train", "test")
-    answers: dict[str, dict] = {name: {} for name in names}
-    counts: dict[str, dict] = {name: {} for name in names}
-    seen = {name: np.zeros(pool.images, dtype=bool) for name in names}
+    answers: dict[str, dict] = {name: {} for name in SUBSETS}
+    counts: dict[str, dict] = {name: {} for name in SUBSETS}
+    seen = {name: np.zeros(pool.images, dtype=bool) for name in SUBSETS}
     for table, image, train_rows, test_rows in pool.part_views(COUNT_COLUMNS):
-        coded = ColumnCodes()
-        views = {"pool": np.arange(table.num_rows), "balanced": np.sort(np.concatenate([train_rows, test_rows])),
-                 "train": train_rows, "test": test_rows}
-        for name, rows in views.items():
-            _add(answers[name], answer_counts(TableRows(table, rows), coded))
-            _add(counts[name], table_counts(TableRows(table, rows), coded, images=False))
-            picked = image[rows]
+        label = _labels(table.num_rows, train_rows, test_rows)
+        part_answers, part_counts = labelled_counts(table, label, SUBSETS, images=False)
+        for name, labels in SUBSETS.items():
+            _add(answers[name], part_answers[name])
+            _add(counts[name], part_counts[name])
+            picked = image[np.isin(label, labels)]
             seen[name][picked[picked >= 0]] = True
-    for name in names:
+    for name in SUBSETS:
         counts[name]["images"] = int(np.count_nonzero(seen[name]))
         counts[name] = _sorted(counts[name])
     return _stats_of({name: _sorted(a) for name, a in answers.items()}, counts, balance, split)
@@ -171,90 +196,113 @@ def _stats_of(answers: dict, counts: dict, balance: BalanceResult, split: SplitR
 
 
 COUNT_COLUMNS = ["image_id", "property_id", "answer", *BREAKDOWNS.values()]  # what the counts read
+LABELS = 3  # a row of the counted table is labelled 0 (removed), 1 (train) or 2 (test)
+SUBSETS = {"pool": (0, 1, 2), "balanced": (1, 2), "train": (1,), "test": (2,)}  # name -> its labels
+CONCATENATED = {"pool": (0,), "balanced": (1, 2), "train": (1,), "test": (2,)}  # labels of pool + train + test rows
 
 
-def _balanced(split: SplitResult) -> Rows:
-    """The balanced questions: exactly train + test (zero-copy; views of one table stay a view)."""
-    train, test = split.train, split.test
-    if isinstance(train, TableRows) and isinstance(test, TableRows) and train.table is test.table:
-        return train.with_rows(np.concatenate([train.rows, test.rows]))
-    if not isinstance(train, pa.Table) and not isinstance(test, pa.Table) and train.table is test.table:
-        return TableRows(train.table, np.concatenate([train.rows, test.rows]))
-    return pa.concat_tables([_columns(train, None), _columns(test, None)])
+def _labels(n: int, train_rows: np.ndarray, test_rows: np.ndarray) -> np.ndarray:
+    """Per row of a table of ``n`` rows: 1 for ``train_rows``, 2 for ``test_rows``, 0 for the others."""
+    label = np.zeros(n, dtype=np.int8)
+    label[train_rows] = 1
+    label[test_rows] = 2
+    if np.count_nonzero(label) != len(train_rows) + len(test_rows):
+        raise AssertionError("train and test rows overlap")  # each subset's counts would be wrong
+    return label
 
 
-def _columns(table: Rows, columns: list[str] | None) -> pa.Table:
-    """``table`` (or only ``columns`` of it) as a materialized table; a view (``TableRows``,
-    ``partitioned.SpilledRows``) gathers them."""
-    if not isinstance(table, pa.Table):
-        return table.select(columns or table.table.column_names)
-    return table if columns is None else table.select(columns)
+def _labelled(pool: Rows, train: Rows, test: Rows) -> tuple[pa.Table, np.ndarray, dict]:
+    """(table, label per row, subsets) to count pool, balanced, train and test in one pass per column.
+
+    Views of one table whose pool view holds every row once (``plan_release``) are counted on that table,
+    labelled removed / train / test; other inputs are concatenated (pool, then train, then test) and each
+    part labelled as its own table."""
+    if all(isinstance(t, TableRows) for t in (pool, train, test)) and pool.table is train.table is test.table:
+        n = pool.table.num_rows
+        if len(pool.rows) == n and np.count_nonzero(np.bincount(pool.rows, minlength=n)) == n:
+            return pool.table.select(_present(pool.table)), _labels(n, train.rows, test.rows), SUBSETS
+    columns = [c for c in COUNT_COLUMNS if all(c in (t.table if isinstance(t, TableRows) else t).column_names
+                                               for t in (pool, train, test))]
+    tables = [t.select(columns) for t in (pool, train, test)]  # a view gathers its rows
+    label = np.repeat(np.arange(LABELS, dtype=np.int8), [t.num_rows for t in tables])
+    return pa.concat_tables(tables), label, CONCATENATED
 
 
-def _base(table: Rows) -> tuple[pa.Table, np.ndarray]:
-    """(underlying table, its row numbers) of a table or a view (``.table``, ``.rows``)."""
-    if not isinstance(table, pa.Table):
-        return table.table, table.rows
-    return table, np.arange(table.num_rows)
+def _present(table: pa.Table) -> list[str]:
+    """The COUNT_COLUMNS ``table`` has (a column it lacks is not counted)."""
+    return [c for c in COUNT_COLUMNS if c in table.column_names]
 
 
-class ColumnCodes:
-    """Dense codes of the columns of the tables behind views, computed once per table and column."""
+def labelled_counts(table: pa.Table, label: np.ndarray, subsets: dict[str, tuple[int, ...]],
+                    images: bool = True) -> tuple[dict, dict]:
+    """({subset: answer counts}, {subset: table counts}) of the rows of ``table`` whose label is among the subset's.
 
-    def __init__(self) -> None:
-        self._cache: dict[tuple[int, str], tuple] = {}
-        self._keep: list[pa.Table] = []  # holds the tables so their ids stay unique
-
-    def of(self, table: pa.Table, column: str) -> tuple[np.ndarray, list]:
-        """(code per row, -1 for null; the distinct values in sorted order as Python objects)."""
-        key = (id(table), column)
-        if key not in self._cache:
-            self._keep.append(table)
-            values, distinct = codes.dense_codes(table[column])
-            self._cache[key] = (values.astype(np.int32), distinct.to_pylist())
-        return self._cache[key]
-
-    def distinct_count(self, table: pa.Table, column: str, rows: np.ndarray) -> int:
-        """Distinct non-null values of ``column`` among ``rows`` (hash codes: no sort, no Python values)."""
-        key = (id(table), column + "#")
-        if key not in self._cache:
-            self._keep.append(table)
-            encoded = pc.dictionary_encode(codes.combined(table[column]))
-            self._cache[key] = pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int32)
-        picked = self._cache[key][rows]
-        return int(np.count_nonzero(np.bincount(picked[picked >= 0])))
-
-    def of_list(self, table: pa.Table, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
-        """For a list column: (per row start and length in the flat values, flat value codes, distinct values)."""
-        key = (id(table), column + "[]")
-        if key not in self._cache:
-            self._keep.append(table)
+    Each column is dictionary-encoded once (hash codes; the outputs are sorted by value afterwards) and
+    counted per label with one ``bincount``: no gather of rows and no second pass per subset.
+    Answer counts: {property_id: {answer: count}} over rows that have both. Table counts: questions, images
+    (unless not ``images``) and per-column breakdowns (columns the table lacks are skipped); a list column
+    (domains) counts each value of each row, a row with no value counts as "<none>".
+    """
+    per_label = np.bincount(label, minlength=LABELS)
+    counts: dict[str, dict] = {name: {"questions": int(per_label[list(labels)].sum())} for name, labels in subsets.items()}
+    if images and "image_id" in table.column_names:
+        image, distinct = _hash_codes(table["image_id"])
+        present = _by_label(image, label, len(distinct))[1:] > 0
+        for name, labels in subsets.items():
+            counts[name]["images"] = int(np.count_nonzero(present[:, list(labels)].any(axis=1)))
+    for key, column in BREAKDOWNS.items():
+        if column not in table.column_names:
+            continue
+        if pa.types.is_list(table.schema.field(column).type):
             array = codes.combined(table[column])
-            values, distinct = codes.dense_codes(array.values)
-            offsets = array.offsets.to_numpy().astype(np.int64)
-            if array.null_count:  # a null list holds no values, whatever its offsets say
-                null = array.is_null().to_numpy(zero_copy_only=False)
-                lengths = np.where(null, 0, np.diff(offsets))
-                starts = offsets[:-1]
-                self._cache[key] = (starts, lengths, values, distinct.to_pylist())
-            else:
-                self._cache[key] = (offsets[:-1], np.diff(offsets), values, distinct.to_pylist())
-        return self._cache[key]
+            lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
+            values, distinct = _hash_codes(pc.list_flatten(array))
+            found = _by_label(values, np.repeat(label, lengths), len(distinct))
+            found[0] += np.bincount(label[lengths == 0], minlength=LABELS)  # no value: "<none>", as a null value
+        else:
+            values, distinct = _hash_codes(table[column])
+            found = _by_label(values, label, len(distinct))
+        for name, labels in subsets.items():
+            counts[name][key] = _named(found[:, list(labels)].sum(axis=1), [str(v) for v in distinct])
+    return _answer_counts(table, label, subsets), counts
 
-    def pairs(self, table: pa.Table) -> tuple[np.ndarray, list[str], list[str]]:
-        """(dense (property_id, answer) code per row, -1 if either is null; property and answer per code)."""
-        key = (id(table), "(property_id, answer)")
-        if key not in self._cache:
-            prop, props = self.of(table, "property_id")
-            answer, answers = self.of(table, "answer")
-            valid = (prop >= 0) & (answer >= 0)
-            combined = prop.astype(np.int64) * (len(answers) + 1) + answer
-            unique, inverse = np.unique(combined[valid], return_inverse=True)  # sort-based (returns the inverse)
-            pair = np.full(len(prop), -1, dtype=np.int64)
-            pair[valid] = inverse
-            groups, answer_of = np.divmod(unique, len(answers) + 1)
-            self._cache[key] = (pair, [props[g] for g in groups.tolist()], [answers[a] for a in answer_of.tolist()])
-        return self._cache[key]
+
+def _answer_counts(table: pa.Table, label: np.ndarray, subsets: dict[str, tuple[int, ...]]) -> dict:
+    """{subset: {property_id: {answer: count}}} over rows that have both."""
+    prop, props = _hash_codes(table["property_id"])
+    answer, answers = _hash_codes(table["answer"])
+    valid = (prop >= 0) & (answer >= 0)
+    encoded = pc.dictionary_encode(pa.array(prop * len(answers) + answer, mask=~valid))
+    del prop, answer, valid
+    group, answer_of = (a.tolist() for a in np.divmod(encoded.dictionary.to_numpy(), max(len(answers), 1)))
+    pair = _by_label(pc.fill_null(encoded.indices, -1).to_numpy(), label, len(encoded.dictionary))[1:]
+    out = {}
+    for name, labels in subsets.items():
+        found = pair[:, list(labels)].sum(axis=1)
+        nested: dict[str, dict[str, int]] = {}
+        for code in np.flatnonzero(found).tolist():
+            nested.setdefault(props[group[code]], {})[answers[answer_of[code]]] = int(found[code])
+        out[name] = {g: dict(sorted(c.items())) for g, c in sorted(nested.items())}
+    return out
+
+
+def _hash_codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list]:
+    """(code per row, -1 for null; the distinct values as Python objects, in order of first occurrence)."""
+    encoded = pc.dictionary_encode(codes.combined(column))
+    return pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int64), encoded.dictionary.to_pylist()
+
+
+def _by_label(values: np.ndarray, label: np.ndarray, distinct: int) -> np.ndarray:
+    """Rows per (code + 1, label): row 0 counts the nulls (code -1), row c + 1 the code c."""
+    return np.bincount((values + 1) * LABELS + label, minlength=(distinct + 1) * LABELS).reshape(-1, LABELS)
+
+
+def _named(found: np.ndarray, names: list[str]) -> dict[str, int]:
+    """{name: count} of the codes counted in ``found`` (row 0: nulls, as "<none>"), sorted by name."""
+    counts = {names[c - 1]: int(found[c]) for c in np.flatnonzero(found[1:]) + 1}
+    if found[0]:
+        counts["<none>"] = counts.get("<none>", 0) + int(found[0])
+    return dict(sorted(counts.items()))
 
 
 def hop_mix(report: dict | None, train_counts: dict, test_counts: dict) -> dict:
@@ -269,48 +317,6 @@ def hop_mix(report: dict | None, train_counts: dict, test_counts: dict) -> dict:
         "achieved": {h: round(n / total, 4) for h, n in sorted(released.items())} if total else {},
         "questions": dict(sorted(released.items())),
     }
-
-
-def answer_counts(table: Rows, coded: ColumnCodes | None = None) -> dict[str, dict[str, int]]:
-    """{property_id: {answer: count}} over rows that have both."""
-    base, rows = _base(table)
-    pair, props, answers = (coded or ColumnCodes()).pairs(base)
-    picked = pair[rows]
-    counts = np.bincount(picked[picked >= 0], minlength=len(props))
-    out: dict[str, dict[str, int]] = {}
-    for code in np.flatnonzero(counts).tolist():
-        out.setdefault(props[code], {})[answers[code]] = int(counts[code])
-    return {g: dict(sorted(c.items())) for g, c in sorted(out.items())}
-
-
-def table_counts(table: Rows, coded: ColumnCodes | None = None, images: bool = True) -> dict:
-    """Questions, images (unless not ``images``) and per-column breakdowns of one table (columns it lacks are skipped).
-
-    A list column (domains) counts each value of each row; a row with no value counts as "<none>".
-    """
-    coded = coded or ColumnCodes()
-    base, rows = _base(table)
-    out: dict = {"questions": len(rows)}
-    if images and "image_id" in base.column_names:
-        out["images"] = coded.distinct_count(base, "image_id", rows)
-    for key, column in BREAKDOWNS.items():
-        if column not in base.column_names:
-            continue
-        if pa.types.is_list(base.schema.field(column).type):
-            starts, lengths, flat, distinct = coded.of_list(base, column)
-            starts, lengths = starts[rows], lengths[rows]
-            values = flat[codes.flat_positions(starts, lengths)]
-            empty = int(np.count_nonzero(lengths == 0))  # a null list has no values either
-        else:
-            values, distinct = coded.of(base, column)
-            values, empty = values[rows], 0
-        found = np.bincount(values[values >= 0], minlength=len(distinct))
-        counts = {str(distinct[c]): int(found[c]) for c in np.flatnonzero(found).tolist()}
-        empty += int(np.count_nonzero(values < 0))
-        if empty:
-            counts["<none>"] = counts.get("<none>", 0) + empty
-        out[key] = dict(sorted(counts.items()))
-    return out
 
 
 def top_answers(answers: dict[str, dict[str, dict[str, int]]], groups: list[str]) -> dict:

@@ -129,3 +129,18 @@ def test_report_over_parts_with_bucketed_questions_is_the_whole_report(tmp_path)
     whole = bias_report(train, test)
     assert bias_report_parts(lambda: iter(parts), spill_dir=tmp_path / "buckets", buckets=5) == whole
     assert whole["baselines"]["question_prior_coverage"] == 0.5 and whole["intervals"]["question_prior"]["n"] == 1_000
+
+
+def test_question_prior_ties_unseen_and_null_texts():
+    import polars as pl
+
+    from reasonvqa.tasks.balance.bias import _question_prior, _Tally
+
+    train = pl.DataFrame({"question": ["q", "q", "q", "q", "r", None, "n", "n"], "answer": ["a", "b", "a", "b", "b", "x", None, None]})
+    test = pl.DataFrame({"question": ["q", "q", "r", "s", None, "n", "r"], "answer": ["a", "c", "b", "b", "x", None, None],
+                         "nc": pl.Series([4, 4, 5, 2, 5, 4, 4], dtype=pl.UInt32)})
+    tally = _Tally()
+    _question_prior(train, test, tally)
+    # q: a and b tie (1/2 each, c none); r: b; s and a null text: unseen, chance; n: the null answer is its top answer
+    assert tally.credits["question_prior"] == {0.5: 2, 0.0: 2, 1.0: 2, 0.2: 1}
+    assert tally.credits["question_prior_coverage"] == {1.0: 5, 0.0: 2}

@@ -96,3 +96,26 @@ def test_bias_report_in_slices_is_the_whole_report(tmp_path, monkeypatch):
     monkeypatch.setattr(stats, "BIAS_ROWS", 250)  # several slices of train and of test
     sliced = write_stats(done.pool, done.balance, done.split, tmp_path / "sliced")["bias.json"].read_bytes()
     assert sliced == whole and json.loads(whole)["questions"] > 1_000
+
+
+def test_counts_of_row_views_equal_counts_of_tables(release_parts):
+    """Views of one table (as plan_release gives them, counted by label) and separate tables (concatenated)
+    give the same counts, nulls and rows without a domain included."""
+    import dataclasses
+
+    import numpy as np
+
+    from reasonvqa.tasks.balance import stats
+    from reasonvqa.tasks.release.writer import TableRows
+
+    pool, balanced, split = release_parts
+    ids = {q: i for i, q in enumerate(pool["question_id"].to_pylist())}
+    rows = {name: np.array([ids[q] for q in t["question_id"].to_pylist()]) for name, t in (("train", split.train), ("test", split.test))}
+    view = TableRows(pool, np.arange(pool.num_rows)[::-1])  # every row once, in another order
+    views = dataclasses.replace(split, train=view.with_rows(rows["train"]), test=view.with_rows(rows["test"]))
+    assert stats._stats(view, balanced, views) == stats._stats(pool, balanced, split)
+    answers, counts = stats.labelled_counts(pool.select(stats.COUNT_COLUMNS), stats._labels(pool.num_rows, rows["train"], rows["test"]),
+                                            stats.SUBSETS)
+    assert counts["pool"]["by_domain"] == {"<none>": 4, "History & Events": 20, "Places & Locations": 40}
+    assert answers["pool"]["P36"] == {"Paris": 30, "Rome": 10}
+    assert counts["balanced"]["questions"] == counts["train"]["questions"] + counts["test"]["questions"] == 29
