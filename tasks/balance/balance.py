@@ -79,16 +79,19 @@ def check_columns(pool: pa.Table) -> None:
     codes.require_columns(pool, REQUIRED_COLUMNS)
 
 
-def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, materialize: bool = True) -> BalanceResult:
+def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, materialize: bool = True,
+                      coded: codes.ColumnCodes | None = None) -> BalanceResult:
     """Downsample over-frequent answers per property group; deterministic for ``seed``.
 
     ``materialize=False`` leaves ``kept`` as None (``kept_rows`` says which pool rows
     survive), for callers that split straight from the pool to save one copy of it.
+    ``coded``: the codes of ``pool``'s columns, when the caller shares them with later steps.
     """
     check_columns(pool)
-    qid_order = codes.sort_order(pool["question_id"])
-    invalid = _invalid_codes(pool, qid_order)
-    enc = _encode(pool, qid_order[invalid[qid_order] == 0], seed)
+    coded = coded or codes.ColumnCodes(pool)
+    qid_order = coded.sorted("question_id")[0]
+    invalid = _invalid_codes(pool, coded)
+    enc = _encode(coded, qid_order[invalid[qid_order] == 0], seed)
     state = _run_rounds(enc, config)
 
     kept_rows = enc.rows[state.alive]
@@ -130,15 +133,14 @@ class _Encoded:
     answers_sorted: pa.Array  # answer code -> text
 
 
-def _encode(pool: pa.Table, rows: np.ndarray, seed: int) -> _Encoded:
-    group_all, props_sorted = codes.dense_codes(pool["property_id"])
-    answer_all, answers_sorted = codes.dense_codes(pool["answer"])
+def _encode(coded: codes.ColumnCodes, rows: np.ndarray, seed: int) -> _Encoded:
+    group_all, props_sorted = coded.dense("property_id")
+    answer_all, answers_sorted = coded.dense("answer")
     group, answer = group_all[rows], answer_all[rows]
-    del group_all, answer_all
-    image = codes.dense_codes(pool["image_id"])[0][rows]
+    image = coded.dense("image_id")[0][rows]
     random_key = keys.keys_of(keys.salt(seed, "balance"), np.arange(len(rows)))
     key_rank = np.empty(len(rows), dtype=np.int64)
-    key_rank[np.argsort(random_key, kind="stable")] = np.arange(len(rows))
+    key_rank[keys.key_order(random_key)] = np.arange(len(rows))
     pair, n_pairs = _dense(group * (int(answer.max(initial=0)) + 1) + answer)
     first_row_of_pair = np.zeros(n_pairs, dtype=np.int64)
     first_row_of_pair[pair[::-1]] = np.arange(len(rows))[::-1]
@@ -248,14 +250,14 @@ def _priority_order(pair: np.ndarray, image_count: np.ndarray, key_rank: np.ndar
     return np.lexsort((key_rank, -image_count, pair))
 
 
-def _invalid_codes(pool: pa.Table, qid_order: np.ndarray) -> np.ndarray:
+def _invalid_codes(pool: pa.Table, coded: codes.ColumnCodes) -> np.ndarray:
     """Per row: 0 valid, else 1 + index of its first reason in INVALID_REASONS."""
     conditions = [
         codes.missing(pool["question_id"]),
-        codes.repeats_in_order(pool["question_id"], qid_order),
-        codes.missing(pool["image_id"]),
-        codes.missing(pool["property_id"]),
-        codes.missing(pool["answer"]),
+        coded.sorted("question_id")[1],
+        coded.missing("image_id"),
+        coded.missing("property_id"),
+        coded.missing("answer"),
     ]
     return np.select(conditions, list(range(1, len(conditions) + 1)), 0).astype(np.int8)
 

@@ -49,13 +49,14 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
     rows, train rows -> mask of the test rows whose (question, answer) pair is in train) is
     given, question. The release keeps each row's own property_id (null for kinds without one)."""
     keyed = with_group_keys(pool)  # verified and grounded rows balance per kind and task type
-    balanced = balance_questions(keyed, balance, seed, materialize=False)
+    coded = codes.ColumnCodes(keyed)  # each column's codes once, for all the steps
+    balanced = balance_questions(keyed, balance, seed, materialize=False, coded=coded)
     _apply_hop_mix(keyed, balanced, balance.hop_shares, seed)
     apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, _add_removed)
-    result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False)
+    result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded)
     if split.drop_test_pairs_seen_in_train:
         seen = (seen_in_train or partial(pairs_seen_in_train, pool))(result.test_rows, result.train_rows)
-        _drop_test_rows(keyed, balanced, result, seen)
+        _drop_test_rows(keyed, balanced, result, seen, coded)
     check_partition(pool.num_rows, result.train_rows, result.test_rows, balanced.removed_rows)
     return balanced, result
 
@@ -115,13 +116,15 @@ def pairs_seen_in_train(pool: pa.Table, test_rows: np.ndarray, train_rows: np.nd
     return seen.to_numpy(zero_copy_only=False).astype(bool)
 
 
-def _drop_test_rows(pool: pa.Table, balanced: BalanceResult, split: SplitResult, seen: np.ndarray) -> None:
+def _drop_test_rows(pool: pa.Table, balanced: BalanceResult, split: SplitResult, seen: np.ndarray,
+                    coded: codes.ColumnCodes) -> None:
     """Move the ``seen`` test rows to the removed rows (reason ``seen_in_train``); the split
     report's test counts follow."""
     dropped = split.test_rows[seen]
     split.test_rows = split.test_rows[~seen]
     _add_removed(pool, balanced, dropped, SEEN_IN_TRAIN)
-    test_images = pc.count_distinct(pool["image_id"].take(pa.array(split.test_rows, pa.int64()))).as_py()
+    image = coded.dense("image_id")[0][split.test_rows]
+    test_images = int(np.count_nonzero(np.bincount(image[image >= 0])))  # distinct non-null images
     split.report["test"] = {"images": test_images, "questions": len(split.test_rows)}
     split.report["test_pairs_seen_in_train_removed"] = int(len(dropped))
 
@@ -147,14 +150,14 @@ def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, fl
     if not shares:
         return
     hops = pool["n_hop"].take(pa.array(balanced.kept_rows, pa.int64())).to_numpy(zero_copy_only=False).astype(np.int64)
-    counts = {int(h): int(n) for h, n in zip(*np.unique(hops, return_counts=True))}
+    values, hop_code, hop_counts = np.unique(hops, return_inverse=True, return_counts=True)
+    counts = {int(h): int(n) for h, n in zip(values, hop_counts)}
     quota = hop_quota(counts, shares)
-    order = np.argsort(keys.keys_of(keys.salt(seed, "hop_mix"), np.arange(len(hops))), kind="stable")
-    rank = np.empty(len(hops), dtype=np.int64)
-    for h in counts:  # rank within the hop, in seeded random order
-        mine = order[hops[order] == h]
-        rank[mine] = np.arange(len(mine))
-    keep = rank < np.array([quota.get(int(h), 0) for h in hops], dtype=np.int64)
+    random_key = keys.keys_of(keys.salt(seed, "hop_mix"), np.arange(len(hops)))
+    keep = np.zeros(len(hops), dtype=bool)
+    for code, h in enumerate(counts):  # each hop keeps its first ``quota`` rows in seeded random order
+        mine = np.flatnonzero(hop_code == code)
+        keep[mine] = keys.first_by_key(random_key[mine], quota.get(h, 0))
     dropped = balanced.kept_rows[~keep]
     balanced.kept_rows = balanced.kept_rows[keep]
     _add_removed(pool, balanced, dropped, HOP_MIX)
@@ -171,7 +174,7 @@ def _add_removed(pool: pa.Table, balanced: BalanceResult, rows: np.ndarray, reas
     """Append pool ``rows`` to the balance removals with ``reason`` and count them in the report."""
     extra = pool.select(["question_id", "property_id", "answer"]).take(pa.array(rows, pa.int64()))
     extra = extra.append_column("round", pa.array(np.zeros(len(rows), np.int32)))
-    extra = extra.append_column("reason", pa.array([reason] * len(rows), pa.string())).cast(REMOVED)
+    extra = extra.append_column("reason", pa.repeat(pa.scalar(reason, pa.string()), len(rows))).cast(REMOVED)
     balanced.removed = pa.concat_tables([balanced.removed, extra])
     balanced.removed_rows = np.concatenate([balanced.removed_rows, rows])
     if len(rows):
