@@ -7,6 +7,7 @@ from functools import partial
 from typing import Callable
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -16,6 +17,7 @@ from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_shar
 from reasonvqa.tasks.balance.balance import REMOVED, BalanceResult, balance_questions
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.split import SplitResult, split_images
+from reasonvqa.splitmix import mix64
 from reasonvqa.tasks.release.writer import TableRows
 
 
@@ -37,6 +39,8 @@ class BalancedSplit:
 
 
 SeenCheck = Callable[[np.ndarray, np.ndarray], np.ndarray]
+# what ``decide`` reads of the pool (kind, task_type and is_hallucination where the pool has them)
+DECISION_COLUMNS = ("question_id", "image_id", "property_id", "answer", "n_hop", "kind", "task_type", "is_hallucination")
 
 
 def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int,
@@ -48,14 +52,15 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
     hallucination share: groups.py, hallucination_share.py) and, unless ``seen_in_train`` (test
     rows, train rows -> mask of the test rows whose (question, answer) pair is in train) is
     given, question. The release keeps each row's own property_id (null for kinds without one)."""
-    keyed = with_group_keys(pool)  # verified and grounded rows balance per kind and task type
+    # the columns decided on, one chunk each (Arrow's take from many chunks joins them first, per call)
+    keyed = with_group_keys(pool.select([c for c in DECISION_COLUMNS if c in pool.column_names])).combine_chunks()
     coded = codes.ColumnCodes(keyed)  # each column's codes once, for all the steps
     balanced = balance_questions(keyed, balance, seed, materialize=False, coded=coded)
     _apply_hop_mix(keyed, balanced, balance.hop_shares, seed)
     apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, _add_removed)
     result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded)
     if split.drop_test_pairs_seen_in_train:
-        seen = (seen_in_train or partial(pairs_seen_in_train, pool))(result.test_rows, result.train_rows)
+        seen = (seen_in_train or partial(pairs_seen_in_train, pool, coded=coded))(result.test_rows, result.train_rows)
         _drop_test_rows(keyed, balanced, result, seen, coded)
     check_partition(pool.num_rows, result.train_rows, result.test_rows, balanced.removed_rows)
     return balanced, result
@@ -107,8 +112,42 @@ def question_answer_pairs(table: pa.Table) -> pa.Array | pa.ChunkedArray:
     return pc.binary_join_element_wise(table["question"], table["answer"], "\x1f")
 
 
-def pairs_seen_in_train(pool: pa.Table, test_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
-    """Mask of ``test_rows`` whose (question, answer) pair occurs among ``train_rows`` of ``pool``."""
+def pairs_seen_in_train(pool: pa.Table, test_rows: np.ndarray, train_rows: np.ndarray,
+                        coded: codes.ColumnCodes | None = None) -> np.ndarray:
+    """Mask of ``test_rows`` whose (question, answer) pair occurs among ``train_rows`` of ``pool``.
+
+    Rows are matched on a 64-bit hash of the pair first; only the test rows whose hash occurs in
+    train (the seen ones, and hash collisions) are compared as text with ``pairs_seen_as_text``.
+    ``coded``: codes of a table with ``pool``'s answer column, when the caller has them.
+    """
+    key = _pair_keys(pool, coded or codes.ColumnCodes(pool.select(["answer"])))
+    if key is None:
+        return pairs_seen_as_text(pool, test_rows, train_rows)
+    test_key, train_key = key[test_rows], key[train_rows]
+    maybe = codes.is_in(test_key, train_key)
+    seen = np.zeros(len(test_rows), dtype=bool)
+    if maybe.any():
+        partners = codes.is_in(train_key, test_key[maybe])
+        seen[maybe] = pairs_seen_as_text(pool, test_rows[maybe], train_rows[partners])
+    return seen
+
+
+def _pair_keys(pool: pa.Table, coded: codes.ColumnCodes) -> np.ndarray | None:
+    """Per row: a 64-bit hash of (question, answer code), 0 when either is null (null pairs all
+    match, as in ``pairs_seen_as_text``); None when a question or answer holds the separator
+    "\x1f", where joined texts of different pairs can be equal."""
+    question = pl.from_arrow(pool["question"])
+    answer, answers = coded.dense("answer")
+    if question.str.contains("\x1f", literal=True).any() or pc.any(pc.match_substring(answers, "\x1f")).as_py():
+        return None
+    with np.errstate(over="ignore"):
+        key = mix64(question.hash(0).to_numpy() ^ mix64(answer.astype(np.uint64)))
+    key[question.is_null().to_numpy() | (answer < 0)] = 0
+    return key
+
+
+def pairs_seen_as_text(pool: pa.Table, test_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
+    """``pairs_seen_in_train`` by comparing the joined (question, answer) texts of all the rows."""
     def pairs(rows: np.ndarray) -> pa.Array:
         return question_answer_pairs(pool.select(["question", "answer"]).take(pa.array(rows, pa.int64())))
 

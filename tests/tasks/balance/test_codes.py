@@ -115,3 +115,10 @@ def test_column_codes_order_of_rows_equals_sorting_the_taken_rows(values, data):
     coded = codes.ColumnCodes(table)
     coded.sorted("q")
     assert coded.order_of("q", rows).tolist() == expected  # from the column's sort
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 9)), st.lists(st.integers(0, 9)))
+def test_is_in_equals_numpy_isin(values, among):
+    values, among = np.array(values, dtype=np.uint64), np.array(among, dtype=np.uint64)
+    assert codes.is_in(values, among).tolist() == np.isin(values, among).tolist()
