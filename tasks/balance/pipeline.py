@@ -189,13 +189,12 @@ def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, fl
     if not shares:
         return
     hops = pool["n_hop"].take(pa.array(balanced.kept_rows, pa.int64())).to_numpy(zero_copy_only=False).astype(np.int64)
-    values, hop_code, hop_counts = np.unique(hops, return_inverse=True, return_counts=True)
-    counts = {int(h): int(n) for h, n in zip(values, hop_counts)}
+    counts = _value_counts(hops)
     quota = hop_quota(counts, shares)
     random_key = keys.keys_of(keys.salt(seed, "hop_mix"), np.arange(len(hops)))
     keep = np.zeros(len(hops), dtype=bool)
-    for code, h in enumerate(counts):  # each hop keeps its first ``quota`` rows in seeded random order
-        mine = np.flatnonzero(hop_code == code)
+    for h in counts:  # each hop keeps its first ``quota`` rows in seeded random order
+        mine = np.flatnonzero(hops == h)
         keep[mine] = keys.first_by_key(random_key[mine], quota.get(h, 0))
     dropped = balanced.kept_rows[~keep]
     balanced.kept_rows = balanced.kept_rows[keep]
@@ -207,6 +206,15 @@ def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, fl
         "after": {str(h): quota[h] for h in sorted(counts)},
         "achieved": {str(h): round(quota[h] / kept, 4) if kept else 0.0 for h in sorted(counts)},
     }
+
+
+def _value_counts(values: np.ndarray) -> dict[int, int]:
+    """{value: count} of an integer array, in value order (by counting when the range is small)."""
+    if len(values) and int(values.max()) - int(values.min()) < 1 << 16:
+        low = int(values.min())
+        counts = np.bincount(values - low)
+        return {int(v) + low: int(counts[v]) for v in np.flatnonzero(counts)}
+    return {int(h): int(n) for h, n in zip(*np.unique(values, return_counts=True))}
 
 
 def _add_removed(pool: pa.Table, balanced: BalanceResult, rows: np.ndarray, reason: str) -> None:
