@@ -95,7 +95,7 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, mater
     state = _run_rounds(enc, config)
 
     kept_rows = enc.rows[state.alive]
-    removed, removed_rows = _removed_table(pool, invalid, qid_order, enc.rows, state)
+    removed, removed_rows = _removed_table(coded, invalid, qid_order, enc.rows, state)
     props = enc.props_sorted.take(pa.array(enc.pair_group)).to_pylist()
     answers = enc.answers_sorted.take(pa.array(enc.pair_answer)).to_pylist()
     images_before = np.bincount(enc.image, minlength=enc.n_images) > 0
@@ -231,9 +231,10 @@ def _dense(values: np.ndarray) -> tuple[np.ndarray, int]:
         return values.astype(np.int64), 0
     top = int(values.max())
     if top <= 8 * len(values):
-        present = np.bincount(values, minlength=top + 1) > 0
-        code = np.cumsum(present) - 1
-        return code[values], int(present.sum())
+        present = np.zeros(top + 1, dtype=bool)
+        present[values] = True
+        code = np.cumsum(present, dtype=np.int32 if top < 1 << 31 else np.int64) - 1  # int32: a table that caches better
+        return code[values].astype(np.int64), int(code[-1]) + 1
     unique, inverse = np.unique(values, return_inverse=True)
     return inverse, len(unique)
 
@@ -273,11 +274,16 @@ def _round_entry(round_no: int, reason_codes: np.ndarray, groups: np.ndarray, af
     }
 
 
+def removed_columns(coded: codes.ColumnCodes, rows: np.ndarray) -> pa.Table:
+    """question_id, property_id and answer of the pool ``rows`` (``coded``'s table): REMOVED's first columns."""
+    return pa.table({name: coded.take(name, rows) for name in ("question_id", "property_id", "answer")})
+
+
 def _removed_table(
-    pool: pa.Table, invalid: np.ndarray, qid_order: np.ndarray, valid_rows: np.ndarray, state: _RoundsState
+    coded: codes.ColumnCodes, invalid: np.ndarray, qid_order: np.ndarray, valid_rows: np.ndarray, state: _RoundsState
 ) -> tuple[pa.Table, np.ndarray]:
     """Removed rows ordered by question_id (nulls last), then pool row; and their pool rows."""
-    n = pool.num_rows
+    n = coded.table.num_rows
     reason_code = invalid.astype(np.int16)  # 1..5 invalid, 6.. balance reasons, 0 kept
     round_of = np.zeros(n, dtype=np.int32)
     gone = ~state.alive
@@ -286,7 +292,7 @@ def _removed_table(
     round_of[dropped] = state.removed_round[gone]
     rows = qid_order[reason_code[qid_order] > 0]
     names = pa.array(("",) + INVALID_REASONS + BALANCE_REASONS, pa.string())
-    table = pool.select(["question_id", "property_id", "answer"]).take(pa.array(rows))
+    table = removed_columns(coded, rows)
     table = table.append_column("round", pa.array(round_of[rows], pa.int32()))
     table = table.append_column("reason", names.take(pa.array(reason_code[rows])))
     return table.cast(REMOVED), rows

@@ -64,6 +64,16 @@ class ColumnCodes:
             gone |= code == 0
         return gone
 
+    def take(self, name: str, rows: np.ndarray) -> pa.Array:
+        """``column.take(rows)`` as one array: from the sorted distinct values when the column's dense
+        codes are at hand (gathering from a small dictionary was 8x faster than from 4.2 M strings)."""
+        if name not in self._dense:
+            return _array(self.table[name]).take(pa.array(rows, pa.int64()))
+        code, values = self._dense[name]
+        picked = code[rows]
+        null = picked < 0
+        return values.take(pa.array(picked, pa.int64(), mask=null if null.any() else None))
+
     def order_of(self, name: str, rows: np.ndarray) -> np.ndarray:
         """``sort_order`` of the column ``name`` taken at ``rows``: positions into ``rows``."""
         if name not in self._sorted:
@@ -113,40 +123,51 @@ class _Bytes:
 
     def __init__(self, column: pa.Array | pa.ChunkedArray):
         chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-        self.windows, starts, ends = [], [], []
-        for k, chunk in enumerate(chunks):
+        self.parts: list[tuple[np.ndarray, np.ndarray]] = []  # per chunk: (value starts, data bytes)
+        lengths = []
+        for chunk in chunks:
             _, offsets_buffer, data = chunk.buffers()
-            if offsets_buffer is None or len(chunk) == 0:
-                offsets = np.zeros(1, np.int64)
-            else:
-                offsets = np.frombuffer(offsets_buffer, _offset_type(chunk.type))[chunk.offset:chunk.offset + len(chunk) + 1]
-            first, end = int(offsets[0]), int(offsets[-1])  # a buffer may be larger than its values
-            raw = np.frombuffer(data, np.uint8)[first:end] if data is not None else np.zeros(0, np.uint8)
-            padded = np.zeros(len(raw) + 8, np.uint8)  # 8 zero bytes past the end: every read is in bounds
-            padded[:len(raw)] = raw
-            self.windows.append(np.lib.stride_tricks.as_strided(padded, shape=(len(raw) + 1, 8), strides=(1, 1)))
-            starts.append(offsets[:-1].astype(np.int64) - first)
-            ends.append(offsets[1:].astype(np.int64) - first)
-        self.starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
-        self.lengths = (np.concatenate(ends) if ends else np.zeros(0, np.int64)) - self.starts
+            offsets = (np.frombuffer(offsets_buffer, _offset_type(chunk.type))[chunk.offset:chunk.offset + len(chunk) + 1]
+                       if offsets_buffer is not None and len(chunk) else np.zeros(1, np.int64))
+            self.parts.append((offsets[:-1], np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)))
+            lengths.append(np.diff(offsets))
+        self.lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
         self.chunk_ends = np.cumsum([len(c) for c in chunks], dtype=np.int64)
 
     def first_keys(self) -> np.ndarray:
         """``key(all rows, 0)``, chunk by chunk."""
-        keys = [window[np.minimum(starts, len(window) - 1)].view(">u8")[:, 0]
-                for window, starts in zip(self.windows, np.split(self.starts, self.chunk_ends[:-1]))]
-        out = np.concatenate(keys).astype(np.uint64) if keys else np.zeros(0, np.uint64)
-        return out & _PREFIX_MASK[np.minimum(self.lengths, 8)]
+        keys = [_read8(data, starts) for starts, data in self.parts]
+        out = np.concatenate(keys) if len(keys) > 1 else keys[0] if keys else np.zeros(0, np.uint64)
+        if len(out) and int(self.lengths.min()) < 8:
+            out &= _PREFIX_MASK[np.minimum(self.lengths, 8)]
+        return out
 
     def key(self, rows: np.ndarray, at: int) -> np.ndarray:
         """Bytes ``at``..``at+7`` of each row's value as a big-endian uint64, zero past its end."""
         out = np.empty(len(rows), np.uint64)
-        chunk = np.searchsorted(self.chunk_ends, rows, side="right") if len(self.windows) > 1 else np.zeros(len(rows), int)
-        for k, window in enumerate(self.windows):
-            mine = chunk == k if len(self.windows) > 1 else slice(None)
-            pos = np.minimum(self.starts[rows[mine]] + at, len(window) - 1)
-            out[mine] = window[pos].view(">u8")[:, 0]
+        chunk = np.searchsorted(self.chunk_ends, rows, side="right")
+        starts_before = np.concatenate([[0], self.chunk_ends[:-1]])
+        for k, (starts, data) in enumerate(self.parts):
+            mine = chunk == k
+            out[mine] = _read8(data, starts[rows[mine] - starts_before[k]] + at)
         return out & _PREFIX_MASK[np.clip(self.lengths[rows] - at, 0, 8)]
+
+
+def _read8(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``data[s:s+8]`` for each start ``s`` as a big-endian uint64, zero bytes past the end of ``data``."""
+    n = len(data)
+    out = np.zeros(len(starts), np.uint64)
+    if n >= 8:
+        window = np.lib.stride_tricks.as_strided(data, shape=(n - 7, 8), strides=(1, 1), writeable=False)
+        out[:] = window[np.minimum(starts, n - 8)].view(">u8")[:, 0]
+    near = np.flatnonzero(starts > n - 8)  # the last values of the buffer: read from a zero-padded copy
+    if len(near):
+        tail_at = max(n - 8, 0)
+        tail = np.zeros(17, np.uint8)
+        tail[:n - tail_at] = data[tail_at:]
+        window = np.lib.stride_tricks.as_strided(tail, shape=(10, 8), strides=(1, 1), writeable=False)
+        out[near] = window[np.minimum(starts[near] - tail_at, 9)].view(">u8")[:, 0]
+    return out
 
 
 def _offset_type(type_: pa.DataType) -> type:

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.groups import with_group_keys
 from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_share
-from reasonvqa.tasks.balance.balance import REMOVED, BalanceResult, balance_questions
+from reasonvqa.tasks.balance.balance import REMOVED, BalanceResult, balance_questions, removed_columns
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.split import SplitResult, split_images
 from reasonvqa.splitmix import mix64
@@ -56,8 +56,8 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
     keyed = with_group_keys(pool.select([c for c in DECISION_COLUMNS if c in pool.column_names])).combine_chunks()
     coded = codes.ColumnCodes(keyed)  # each column's codes once, for all the steps
     balanced = balance_questions(keyed, balance, seed, materialize=False, coded=coded)
-    _apply_hop_mix(keyed, balanced, balance.hop_shares, seed)
-    apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, _add_removed)
+    _apply_hop_mix(keyed, balanced, balance.hop_shares, seed, coded)
+    apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, partial(_add_removed, coded=coded))
     result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded)
     if split.drop_test_pairs_seen_in_train:
         seen = (seen_in_train or partial(pairs_seen_in_train, pool, coded=coded))(result.test_rows, result.train_rows)
@@ -161,7 +161,7 @@ def _drop_test_rows(pool: pa.Table, balanced: BalanceResult, split: SplitResult,
     report's test counts follow."""
     dropped = split.test_rows[seen]
     split.test_rows = split.test_rows[~seen]
-    _add_removed(pool, balanced, dropped, SEEN_IN_TRAIN)
+    _add_removed(pool, balanced, dropped, SEEN_IN_TRAIN, coded)
     image = coded.dense("image_id")[0][split.test_rows]
     test_images = int(np.count_nonzero(np.bincount(image[image >= 0])))  # distinct non-null images
     split.report["test"] = {"images": test_images, "questions": len(split.test_rows)}
@@ -183,7 +183,8 @@ def hop_quota(counts: dict[int, int], shares: dict[int, float]) -> dict[int, int
     return {h: (n if h not in shares else quota[h]) for h, n in counts.items()}
 
 
-def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, float] | None, seed: int) -> None:
+def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, float] | None, seed: int,
+                   coded: codes.ColumnCodes | None = None) -> None:
     """Downsample over-represented hops of the kept rows to ``shares`` (reason ``hop_mix``); record
     target and achieved shares in the balance report. No ``shares``: nothing changes."""
     if not shares:
@@ -198,7 +199,7 @@ def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, fl
         keep[mine] = keys.first_by_key(random_key[mine], quota.get(h, 0))
     dropped = balanced.kept_rows[~keep]
     balanced.kept_rows = balanced.kept_rows[keep]
-    _add_removed(pool, balanced, dropped, HOP_MIX)
+    _add_removed(pool, balanced, dropped, HOP_MIX, coded)
     kept = len(balanced.kept_rows)
     balanced.report["hop_mix"] = {
         "target": {str(h): s for h, s in sorted(shares.items())},
@@ -217,9 +218,11 @@ def _value_counts(values: np.ndarray) -> dict[int, int]:
     return {int(h): int(n) for h, n in zip(*np.unique(values, return_counts=True))}
 
 
-def _add_removed(pool: pa.Table, balanced: BalanceResult, rows: np.ndarray, reason: str) -> None:
-    """Append pool ``rows`` to the balance removals with ``reason`` and count them in the report."""
-    extra = pool.select(["question_id", "property_id", "answer"]).take(pa.array(rows, pa.int64()))
+def _add_removed(pool: pa.Table, balanced: BalanceResult, rows: np.ndarray, reason: str,
+                 coded: codes.ColumnCodes | None = None) -> None:
+    """Append pool ``rows`` to the balance removals with ``reason`` and count them in the report
+    (``coded``: codes of ``pool``'s columns, to gather through)."""
+    extra = removed_columns(coded or codes.ColumnCodes(pool), rows)
     extra = extra.append_column("round", pa.array(np.zeros(len(rows), np.int32)))
     extra = extra.append_column("reason", pa.repeat(pa.scalar(reason, pa.string()), len(rows))).cast(REMOVED)
     balanced.removed = pa.concat_tables([balanced.removed, extra])

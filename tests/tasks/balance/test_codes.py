@@ -122,3 +122,17 @@ def test_column_codes_order_of_rows_equals_sorting_the_taken_rows(values, data):
 def test_is_in_equals_numpy_isin(values, among):
     values, among = np.array(values, dtype=np.uint64), np.array(among, dtype=np.uint64)
     assert codes.is_in(values, among).tolist() == np.isin(values, among).tolist()
+
+
+def test_column_codes_take_through_dense_codes_equals_arrow_take():
+    table = pa.table({"a": pa.chunked_array([["x", None], ["", "y", "x"]])})
+    rows = np.array([4, 1, 2, 0, 1], dtype=np.int64)
+    plain = codes.ColumnCodes(table).take("a", rows)  # no dense codes yet: Arrow's take
+    coded = codes.ColumnCodes(table)
+    coded.dense("a")
+    expected = table["a"].take(pa.array(rows)).combine_chunks()
+    assert plain.equals(expected) and coded.take("a", rows).equals(expected)
+    assert coded.take("a", np.array([], dtype=np.int64)).to_pylist() == []
+    empty = codes.ColumnCodes(pa.table({"a": pa.array([None], pa.string())}))
+    empty.dense("a")
+    assert empty.take("a", np.array([0, 0])).to_pylist() == [None, None]
