@@ -166,14 +166,16 @@ def _run_rounds(enc: _Encoded, config: BalanceConfig) -> _RoundsState:
     n = len(enc.rows)
     state = _RoundsState(np.ones(n, dtype=bool), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int8), [], False)
     alive = state.alive
+    # surviving questions per pair and per image, updated by each round's removals
+    counts = np.bincount(enc.pair, minlength=enc.n_pairs)
+    image_count = np.bincount(enc.image, minlength=enc.n_images)
+    left = n
     for round_no in range(1, config.rounds + 1 if config.enabled else 1):
-        counts = np.bincount(enc.pair[alive], minlength=enc.n_pairs)
         target, reason = pair_targets(counts, enc.pair_group, config)
         excess = counts - target
         if not excess.any():
             state.converged = True
             return state
-        image_count = np.bincount(enc.image[alive], minlength=enc.n_images)
         candidates = np.flatnonzero(alive & (excess[enc.pair] > 0))
         order = _priority_order(enc.pair[candidates], image_count[enc.image[candidates]], enc.key_rank[candidates])
         ranked = candidates[order]
@@ -181,11 +183,14 @@ def _run_rounds(enc: _Encoded, config: BalanceConfig) -> _RoundsState:
         rank_in_pair = np.arange(len(ranked)) - np.searchsorted(ranked_pair, ranked_pair, side="left")
         drop = ranked[rank_in_pair < excess[ranked_pair]]
         alive[drop] = False
+        dropped_pair = enc.pair[drop]
+        counts -= np.bincount(dropped_pair, minlength=enc.n_pairs)
+        image_count -= np.bincount(enc.image[drop], minlength=enc.n_images)
+        left -= len(drop)
         state.removed_round[drop] = round_no
-        state.removed_reason[drop] = reason[enc.pair[drop]]
-        state.rounds.append(_round_entry(round_no, reason[enc.pair[drop]], enc.pair_group[enc.pair[drop]], int(alive.sum())))
+        state.removed_reason[drop] = reason[dropped_pair]
+        state.rounds.append(_round_entry(round_no, reason[dropped_pair], enc.pair_group[dropped_pair], left))
     if config.enabled:
-        counts = np.bincount(enc.pair[alive], minlength=enc.n_pairs)
         state.converged = not (counts - pair_targets(counts, enc.pair_group, config)[0]).any()
     return state
 
