@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -54,14 +55,19 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
     given, question. The release keeps each row's own property_id (null for kinds without one)."""
     # the columns decided on, one chunk each (Arrow's take from many chunks joins them first, per call)
     keyed = with_group_keys(pool.select([c for c in DECISION_COLUMNS if c in pool.column_names])).combine_chunks()
-    coded = codes.ColumnCodes(keyed)  # each column's codes once, for all the steps
-    balanced = balance_questions(keyed, balance, seed, materialize=False, coded=coded)
-    _apply_hop_mix(keyed, balanced, balance.hop_shares, seed, coded)
-    apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, partial(_add_removed, coded=coded))
-    result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded)
-    if split.drop_test_pairs_seen_in_train:
-        seen = (seen_in_train or partial(pairs_seen_in_train, pool, coded=coded))(result.test_rows, result.train_rows)
-        _drop_test_rows(keyed, balanced, result, seen, coded)
+    # a second thread hashes the columns (and the pairs for seen-in-train) while this one sorts the ids
+    with ThreadPoolExecutor(max_workers=1) as background:
+        coded = codes.ColumnCodes(keyed, background)  # each column's codes once, for all the steps
+        coded.prefetch(("image_id", "property_id", "answer"))
+        if split.drop_test_pairs_seen_in_train and seen_in_train is None:
+            pair_keys = background.submit(_pair_keys, pool, coded)
+            seen_in_train = lambda test, train: _seen_by_keys(pool, pair_keys.result(), test, train)  # noqa: E731
+        balanced = balance_questions(keyed, balance, seed, materialize=False, coded=coded)
+        _apply_hop_mix(keyed, balanced, balance.hop_shares, seed, coded)
+        apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, partial(_add_removed, coded=coded))
+        result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded)
+        if split.drop_test_pairs_seen_in_train:
+            _drop_test_rows(keyed, balanced, result, seen_in_train(result.test_rows, result.train_rows), coded)
     check_partition(pool.num_rows, result.train_rows, result.test_rows, balanced.removed_rows)
     return balanced, result
 
@@ -120,7 +126,11 @@ def pairs_seen_in_train(pool: pa.Table, test_rows: np.ndarray, train_rows: np.nd
     train (the seen ones, and hash collisions) are compared as text with ``pairs_seen_as_text``.
     ``coded``: codes of a table with ``pool``'s answer column, when the caller has them.
     """
-    key = _pair_keys(pool, coded or codes.ColumnCodes(pool.select(["answer"])))
+    return _seen_by_keys(pool, _pair_keys(pool, coded or codes.ColumnCodes(pool.select(["answer"]))), test_rows, train_rows)
+
+
+def _seen_by_keys(pool: pa.Table, key: np.ndarray | None, test_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
+    """``pairs_seen_in_train`` from the rows' ``_pair_keys``."""
     if key is None:
         return pairs_seen_as_text(pool, test_rows, train_rows)
     test_key, train_key = key[test_rows], key[train_rows]

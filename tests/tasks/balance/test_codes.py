@@ -1,5 +1,8 @@
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pyarrow as pa
+import pytest
 import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -136,3 +139,14 @@ def test_column_codes_take_through_dense_codes_equals_arrow_take():
     empty = codes.ColumnCodes(pa.table({"a": pa.array([None], pa.string())}))
     empty.dense("a")
     assert empty.take("a", np.array([0, 0])).to_pylist() == [None, None]
+
+
+def test_column_codes_prefetch_in_the_background_gives_the_same_codes():
+    table = pa.table({"a": ["y", None, "x", "y"], "b": ["1", "2", "1", ""]})
+    with ThreadPoolExecutor(max_workers=1) as background:
+        coded = codes.ColumnCodes(table, background)
+        coded.prefetch(("a", "missing_column", "b"))
+        assert coded.dense("a")[0].tolist() == codes.dense_codes(table["a"])[0].tolist() == [1, -1, 0, 1]
+        assert coded.take("b", np.array([3, 0])).to_pylist() == ["", "1"]
+    with pytest.raises(KeyError):
+        coded.dense("missing_column")  # left to the step that needs it
