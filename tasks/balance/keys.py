@@ -24,7 +24,11 @@ def salt(seed: int, purpose: str) -> int:
 def keys_of(state: int, ranks: np.ndarray) -> np.ndarray:
     """Key of each record of ``ranks`` (0-based) for a salt ``state`` (uint64 result)."""
     with np.errstate(over="ignore"):
-        return mix64(np.uint64(state) + (ranks.astype(np.uint64) + np.uint64(1)) * np.uint64(GOLDEN))
+        z = ranks.astype(np.uint64)
+        z += np.uint64(1)
+        z *= np.uint64(GOLDEN)
+        z += np.uint64(state)
+        return mix64(z)
 
 
 def key_order(keys: np.ndarray) -> np.ndarray:
