@@ -31,7 +31,8 @@ def use_tree(tree: Path) -> None:
     """Import ``reasonvqa`` from ``tree`` instead of the editable install's checkout."""
     import __editable___reasonvqa_pipeline_0_1_0_finder as finder
 
-    finder.MAPPING.update({"reasonvqa": str(tree / "reasonvqa"), **{f"reasonvqa.{f}": str(tree / f) for f in ROOT_FOLDERS}})
+    finder.MAPPING.update({"reasonvqa": str(tree / "reasonvqa"),
+                           **{f"reasonvqa.{folder}": str(tree / folder) for folder in ROOT_FOLDERS}})
 
 
 def decision_digest(done) -> str:

@@ -1,7 +1,8 @@
 """Integer codes for string columns, in sorted (byte = code point) order, via Arrow kernels.
 
 Hash-based dictionary encoding plus a sort of the distinct values is far faster than
-ranking millions of strings, and the codes compare like the strings they stand for.
+ranking millions of strings, and the codes compare like the strings they stand for. Distinct
+values (question ids) are ordered by their bytes 8 at a time with numpy (``byte_order``).
 """
 
 from __future__ import annotations

@@ -12,13 +12,13 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from reasonvqa.splitmix import mix64
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.groups import with_group_keys
 from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_share
 from reasonvqa.tasks.balance.balance import REMOVED, BalanceResult, balance_questions, removed_columns
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.split import SplitResult, split_images
-from reasonvqa.splitmix import mix64
 from reasonvqa.tasks.release.writer import TableRows
 
 
@@ -126,7 +126,8 @@ def pairs_seen_in_train(pool: pa.Table, test_rows: np.ndarray, train_rows: np.nd
     train (the seen ones, and hash collisions) are compared as text with ``pairs_seen_as_text``.
     ``coded``: codes of a table with ``pool``'s answer column, when the caller has them.
     """
-    return _seen_by_keys(pool, _pair_keys(pool, coded or codes.ColumnCodes(pool.select(["answer"]))), test_rows, train_rows)
+    key = _pair_keys(pool, coded or codes.ColumnCodes(pool.select(["answer"])))
+    return _seen_by_keys(pool, key, test_rows, train_rows)
 
 
 def _seen_by_keys(pool: pa.Table, key: np.ndarray | None, test_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
