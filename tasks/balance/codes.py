@@ -172,16 +172,16 @@ def _read8(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """``data[s:s+8]`` for each start ``s`` as a big-endian uint64, zero bytes past the end of ``data``."""
     n = len(data)
     out = np.zeros(len(starts), np.uint64)
-    if n >= 8:
-        window = np.lib.stride_tricks.as_strided(data, shape=(n - 7, 8), strides=(1, 1), writeable=False)
-        out[:] = window[np.minimum(starts, n - 8)].view(">u8")[:, 0]
+    if n >= 8:  # a big-endian uint64 at every byte (unaligned reads: one item per row, not 8 bytes)
+        window = np.ndarray(shape=(n - 7,), dtype=">u8", buffer=data, strides=(1,))
+        out[:] = window[np.minimum(starts, n - 8)]
     near = np.flatnonzero(starts > n - 8)  # the last values of the buffer: read from a zero-padded copy
     if len(near):
         tail_at = max(n - 8, 0)
         tail = np.zeros(17, np.uint8)
         tail[:n - tail_at] = data[tail_at:]
-        window = np.lib.stride_tricks.as_strided(tail, shape=(10, 8), strides=(1, 1), writeable=False)
-        out[near] = window[np.minimum(starts[near] - tail_at, 9)].view(">u8")[:, 0]
+        window = np.ndarray(shape=(10,), dtype=">u8", buffer=tail, strides=(1,))
+        out[near] = window[np.minimum(starts[near] - tail_at, 9)]
     return out
 
 

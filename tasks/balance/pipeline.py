@@ -53,8 +53,10 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
     hallucination share: groups.py, hallucination_share.py) and, unless ``seen_in_train`` (test
     rows, train rows -> mask of the test rows whose (question, answer) pair is in train) is
     given, question. The release keeps each row's own property_id (null for kinds without one)."""
-    # the columns decided on, one chunk each (Arrow's take from many chunks joins them first, per call)
-    keyed = with_group_keys(pool.select([c for c in DECISION_COLUMNS if c in pool.column_names])).combine_chunks()
+    keyed = with_group_keys(pool.select([c for c in DECISION_COLUMNS if c in pool.column_names]))
+    if "question_id" in keyed.column_names:  # one chunk: Arrow's take from many chunks joins them first, per call
+        keyed = keyed.set_column(keyed.schema.get_field_index("question_id"), "question_id",
+                                 codes.combined(keyed["question_id"]))
     # a second thread hashes the columns (and the pairs for seen-in-train) while this one sorts the ids
     with ThreadPoolExecutor(max_workers=1) as background:
         coded = codes.ColumnCodes(keyed, background)  # each column's codes once, for all the steps
