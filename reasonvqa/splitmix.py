@@ -16,7 +16,7 @@ _C2 = np.uint64(0x94D049BB133111EB)
 def mix64(x: np.ndarray) -> np.ndarray:
     """SplitMix64's finalizer, elementwise over uint64 (wrapping arithmetic)."""
     with np.errstate(over="ignore"):
-        z = np.array(x, dtype=np.uint64)  # a copy, mixed in place (fewer temporaries of millions of keys)
+        z = np.asarray(x).astype(np.uint64)  # a copy (negative ints wrap), mixed in place: fewer temporaries
         z ^= z >> np.uint64(30)
         z *= _C1
         z ^= z >> np.uint64(27)

@@ -21,5 +21,6 @@ def test_mix64_equals_the_plain_python_finalizer_and_leaves_its_input_alone():
     assert mix64(values).tolist() == [mix64_python(int(v)) for v in before]
     assert values.tolist() == before.tolist()
     assert mix64(np.arange(5)).tolist() == [mix64_python(v) for v in range(5)]  # any integer dtype
+    assert mix64(np.array([-1])).tolist() == [mix64_python(MASK)]  # signed input wraps, as before
     scalar = mix64(np.uint64(7))
     assert np.ndim(scalar) == 0 and int(scalar) == mix64_python(7)
