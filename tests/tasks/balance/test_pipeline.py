@@ -39,3 +39,10 @@ def test_seen_in_train_checks_hash_collisions_as_text(monkeypatch):
     table = pairs_table([("q1", "a"), ("q2", "b"), ("q1", "a"), ("q3", "c")])
     monkeypatch.setattr(pipeline, "_pair_keys", lambda pool, coded: np.zeros(pool.num_rows, np.uint64))
     assert pipeline.pairs_seen_in_train(table, np.array([2, 1, 3]), np.array([0])).tolist() == [True, False, False]
+
+
+def test_value_counts_by_counting_and_by_sorting():
+    assert pipeline._value_counts(np.array([3, 1, 3, 2, 3], dtype=np.int64)) == {1: 1, 2: 1, 3: 3}
+    wide = np.array([-(1 << 40), 5, 5], dtype=np.int64)  # a range too wide to count: np.unique
+    assert pipeline._value_counts(wide) == {-(1 << 40): 1, 5: 2}
+    assert pipeline._value_counts(np.array([], dtype=np.int64)) == {}
