@@ -16,10 +16,13 @@ _C2 = np.uint64(0x94D049BB133111EB)
 def mix64(x: np.ndarray) -> np.ndarray:
     """SplitMix64's finalizer, elementwise over uint64 (wrapping arithmetic)."""
     with np.errstate(over="ignore"):
-        z = np.asarray(x).astype(np.uint64)
-        z = (z ^ (z >> np.uint64(30))) * _C1
-        z = (z ^ (z >> np.uint64(27))) * _C2
-        return z ^ (z >> np.uint64(31))
+        z = np.asarray(x).astype(np.uint64)  # a copy (negative ints wrap), mixed in place: fewer temporaries
+        z ^= z >> np.uint64(30)
+        z *= _C1
+        z ^= z >> np.uint64(27)
+        z *= _C2
+        z ^= z >> np.uint64(31)
+        return z if z.ndim else z[()]
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:

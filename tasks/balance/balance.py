@@ -79,20 +79,23 @@ def check_columns(pool: pa.Table) -> None:
     codes.require_columns(pool, REQUIRED_COLUMNS)
 
 
-def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, materialize: bool = True) -> BalanceResult:
+def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, materialize: bool = True,
+                      coded: codes.ColumnCodes | None = None) -> BalanceResult:
     """Downsample over-frequent answers per property group; deterministic for ``seed``.
 
     ``materialize=False`` leaves ``kept`` as None (``kept_rows`` says which pool rows
     survive), for callers that split straight from the pool to save one copy of it.
+    ``coded``: the codes of ``pool``'s columns, when the caller shares them with later steps.
     """
     check_columns(pool)
-    qid_order = codes.sort_order(pool["question_id"])
-    invalid = _invalid_codes(pool, qid_order)
-    enc = _encode(pool, qid_order[invalid[qid_order] == 0], seed)
+    coded = coded or codes.ColumnCodes(pool)
+    qid_order = coded.sorted("question_id")[0]
+    invalid = _invalid_codes(pool, coded)
+    enc = _encode(coded, qid_order[invalid[qid_order] == 0], seed)
     state = _run_rounds(enc, config)
 
     kept_rows = enc.rows[state.alive]
-    removed, removed_rows = _removed_table(pool, invalid, qid_order, enc.rows, state)
+    removed, removed_rows = _removed_table(coded, invalid, qid_order, enc.rows, state)
     props = enc.props_sorted.take(pa.array(enc.pair_group)).to_pylist()
     answers = enc.answers_sorted.take(pa.array(enc.pair_answer)).to_pylist()
     images_before = np.bincount(enc.image, minlength=enc.n_images) > 0
@@ -130,15 +133,14 @@ class _Encoded:
     answers_sorted: pa.Array  # answer code -> text
 
 
-def _encode(pool: pa.Table, rows: np.ndarray, seed: int) -> _Encoded:
-    group_all, props_sorted = codes.dense_codes(pool["property_id"])
-    answer_all, answers_sorted = codes.dense_codes(pool["answer"])
+def _encode(coded: codes.ColumnCodes, rows: np.ndarray, seed: int) -> _Encoded:
+    group_all, props_sorted = coded.dense("property_id")
+    answer_all, answers_sorted = coded.dense("answer")
     group, answer = group_all[rows], answer_all[rows]
-    del group_all, answer_all
-    image = codes.dense_codes(pool["image_id"])[0][rows]
+    image = coded.dense("image_id")[0][rows]
     random_key = keys.keys_of(keys.salt(seed, "balance"), np.arange(len(rows)))
     key_rank = np.empty(len(rows), dtype=np.int64)
-    key_rank[np.argsort(random_key, kind="stable")] = np.arange(len(rows))
+    key_rank[keys.key_order(random_key)] = np.arange(len(rows))
     pair, n_pairs = _dense(group * (int(answer.max(initial=0)) + 1) + answer)
     first_row_of_pair = np.zeros(n_pairs, dtype=np.int64)
     first_row_of_pair[pair[::-1]] = np.arange(len(rows))[::-1]
@@ -164,14 +166,16 @@ def _run_rounds(enc: _Encoded, config: BalanceConfig) -> _RoundsState:
     n = len(enc.rows)
     state = _RoundsState(np.ones(n, dtype=bool), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int8), [], False)
     alive = state.alive
+    # surviving questions per pair and per image, updated by each round's removals
+    counts = np.bincount(enc.pair, minlength=enc.n_pairs)
+    image_count = np.bincount(enc.image, minlength=enc.n_images)
+    left = n
     for round_no in range(1, config.rounds + 1 if config.enabled else 1):
-        counts = np.bincount(enc.pair[alive], minlength=enc.n_pairs)
         target, reason = pair_targets(counts, enc.pair_group, config)
         excess = counts - target
         if not excess.any():
             state.converged = True
             return state
-        image_count = np.bincount(enc.image[alive], minlength=enc.n_images)
         candidates = np.flatnonzero(alive & (excess[enc.pair] > 0))
         order = _priority_order(enc.pair[candidates], image_count[enc.image[candidates]], enc.key_rank[candidates])
         ranked = candidates[order]
@@ -179,11 +183,14 @@ def _run_rounds(enc: _Encoded, config: BalanceConfig) -> _RoundsState:
         rank_in_pair = np.arange(len(ranked)) - np.searchsorted(ranked_pair, ranked_pair, side="left")
         drop = ranked[rank_in_pair < excess[ranked_pair]]
         alive[drop] = False
+        dropped_pair = enc.pair[drop]
+        counts -= np.bincount(dropped_pair, minlength=enc.n_pairs)
+        image_count -= np.bincount(enc.image[drop], minlength=enc.n_images)
+        left -= len(drop)
         state.removed_round[drop] = round_no
-        state.removed_reason[drop] = reason[enc.pair[drop]]
-        state.rounds.append(_round_entry(round_no, reason[enc.pair[drop]], enc.pair_group[enc.pair[drop]], int(alive.sum())))
+        state.removed_reason[drop] = reason[dropped_pair]
+        state.rounds.append(_round_entry(round_no, reason[dropped_pair], enc.pair_group[dropped_pair], left))
     if config.enabled:
-        counts = np.bincount(enc.pair[alive], minlength=enc.n_pairs)
         state.converged = not (counts - pair_targets(counts, enc.pair_group, config)[0]).any()
     return state
 
@@ -229,9 +236,10 @@ def _dense(values: np.ndarray) -> tuple[np.ndarray, int]:
         return values.astype(np.int64), 0
     top = int(values.max())
     if top <= 8 * len(values):
-        present = np.bincount(values, minlength=top + 1) > 0
-        code = np.cumsum(present) - 1
-        return code[values], int(present.sum())
+        present = np.zeros(top + 1, dtype=bool)
+        present[values] = True
+        code = np.cumsum(present, dtype=np.int32 if top < 1 << 31 else np.int64) - 1  # int32: a table that caches better
+        return code[values].astype(np.int64), int(code[-1]) + 1
     unique, inverse = np.unique(values, return_inverse=True)
     return inverse, len(unique)
 
@@ -248,14 +256,14 @@ def _priority_order(pair: np.ndarray, image_count: np.ndarray, key_rank: np.ndar
     return np.lexsort((key_rank, -image_count, pair))
 
 
-def _invalid_codes(pool: pa.Table, qid_order: np.ndarray) -> np.ndarray:
+def _invalid_codes(pool: pa.Table, coded: codes.ColumnCodes) -> np.ndarray:
     """Per row: 0 valid, else 1 + index of its first reason in INVALID_REASONS."""
     conditions = [
         codes.missing(pool["question_id"]),
-        codes.repeats_in_order(pool["question_id"], qid_order),
-        codes.missing(pool["image_id"]),
-        codes.missing(pool["property_id"]),
-        codes.missing(pool["answer"]),
+        coded.sorted("question_id")[1],
+        coded.missing("image_id"),
+        coded.missing("property_id"),
+        coded.missing("answer"),
     ]
     return np.select(conditions, list(range(1, len(conditions) + 1)), 0).astype(np.int8)
 
@@ -271,11 +279,16 @@ def _round_entry(round_no: int, reason_codes: np.ndarray, groups: np.ndarray, af
     }
 
 
+def removed_columns(coded: codes.ColumnCodes, rows: np.ndarray) -> pa.Table:
+    """question_id, property_id and answer of the pool ``rows`` (``coded``'s table): REMOVED's first columns."""
+    return pa.table({name: coded.take(name, rows) for name in ("question_id", "property_id", "answer")})
+
+
 def _removed_table(
-    pool: pa.Table, invalid: np.ndarray, qid_order: np.ndarray, valid_rows: np.ndarray, state: _RoundsState
+    coded: codes.ColumnCodes, invalid: np.ndarray, qid_order: np.ndarray, valid_rows: np.ndarray, state: _RoundsState
 ) -> tuple[pa.Table, np.ndarray]:
     """Removed rows ordered by question_id (nulls last), then pool row; and their pool rows."""
-    n = pool.num_rows
+    n = coded.table.num_rows
     reason_code = invalid.astype(np.int16)  # 1..5 invalid, 6.. balance reasons, 0 kept
     round_of = np.zeros(n, dtype=np.int32)
     gone = ~state.alive
@@ -284,7 +297,7 @@ def _removed_table(
     round_of[dropped] = state.removed_round[gone]
     rows = qid_order[reason_code[qid_order] > 0]
     names = pa.array(("",) + INVALID_REASONS + BALANCE_REASONS, pa.string())
-    table = pool.select(["question_id", "property_id", "answer"]).take(pa.array(rows))
+    table = removed_columns(coded, rows)
     table = table.append_column("round", pa.array(round_of[rows], pa.int32()))
     table = table.append_column("reason", names.take(pa.array(reason_code[rows])))
     return table.cast(REMOVED), rows

@@ -24,4 +24,33 @@ def salt(seed: int, purpose: str) -> int:
 def keys_of(state: int, ranks: np.ndarray) -> np.ndarray:
     """Key of each record of ``ranks`` (0-based) for a salt ``state`` (uint64 result)."""
     with np.errstate(over="ignore"):
-        return mix64(np.uint64(state) + (ranks.astype(np.uint64) + np.uint64(1)) * np.uint64(GOLDEN))
+        z = ranks.astype(np.uint64)
+        z += np.uint64(1)
+        z *= np.uint64(GOLDEN)
+        z += np.uint64(state)
+        return mix64(z)
+
+
+def key_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")``. The keys of ``keys_of`` are distinct (SplitMix64's
+    finalizer is a bijection), so the faster unstable argsort gives the same order; equal keys
+    fall back to the stable sort."""
+    ranked = np.sort(keys)
+    if len(keys) > 1 and not bool((ranked[1:] > ranked[:-1]).all()):
+        return np.argsort(keys, kind="stable")
+    return np.argsort(keys)
+
+
+def first_by_key(keys: np.ndarray, k: int) -> np.ndarray:
+    """Mask of the ``k`` entries that come first in ``key_order(keys)``, without sorting them all."""
+    keep = np.zeros(len(keys), dtype=bool)
+    if k >= len(keys):
+        keep[:] = True
+        return keep
+    if k <= 0:
+        return keep
+    bound = np.partition(keys, k - 1)[k - 1]
+    keep = keys < bound
+    at_bound = np.flatnonzero(keys == bound)  # more than one only if keys repeat: the first ones by position
+    keep[at_bound[:k - int(keep.sum())]] = True
+    return keep

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from reasonvqa.splitmix import mix64
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.groups import with_group_keys
 from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_share
-from reasonvqa.tasks.balance.balance import REMOVED, BalanceResult, balance_questions
+from reasonvqa.tasks.balance.balance import REMOVED, BalanceResult, balance_questions, removed_columns
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.split import SplitResult, split_images
 from reasonvqa.tasks.release.writer import TableRows
@@ -37,6 +40,8 @@ class BalancedSplit:
 
 
 SeenCheck = Callable[[np.ndarray, np.ndarray], np.ndarray]
+# what ``decide`` reads of the pool (kind, task_type and is_hallucination where the pool has them)
+DECISION_COLUMNS = ("question_id", "image_id", "property_id", "answer", "n_hop", "kind", "task_type", "is_hallucination")
 
 
 def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int,
@@ -48,14 +53,23 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
     hallucination share: groups.py, hallucination_share.py) and, unless ``seen_in_train`` (test
     rows, train rows -> mask of the test rows whose (question, answer) pair is in train) is
     given, question. The release keeps each row's own property_id (null for kinds without one)."""
-    keyed = with_group_keys(pool)  # verified and grounded rows balance per kind and task type
-    balanced = balance_questions(keyed, balance, seed, materialize=False)
-    _apply_hop_mix(keyed, balanced, balance.hop_shares, seed)
-    apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, _add_removed)
-    result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False)
-    if split.drop_test_pairs_seen_in_train:
-        seen = (seen_in_train or partial(pairs_seen_in_train, pool))(result.test_rows, result.train_rows)
-        _drop_test_rows(keyed, balanced, result, seen)
+    keyed = with_group_keys(pool.select([c for c in DECISION_COLUMNS if c in pool.column_names]))
+    if "question_id" in keyed.column_names:  # one chunk: Arrow's take from many chunks joins them first, per call
+        keyed = keyed.set_column(keyed.schema.get_field_index("question_id"), "question_id",
+                                 codes.combined(keyed["question_id"]))
+    # a second thread hashes the columns (and the pairs for seen-in-train) while this one sorts the ids
+    with ThreadPoolExecutor(max_workers=1) as background:
+        coded = codes.ColumnCodes(keyed, background)  # each column's codes once, for all the steps
+        coded.prefetch(("image_id", "property_id", "answer"))
+        if split.drop_test_pairs_seen_in_train and seen_in_train is None:
+            pair_keys = background.submit(_pair_keys, pool, coded)
+            seen_in_train = lambda test, train: _seen_by_keys(pool, pair_keys.result(), test, train)  # noqa: E731
+        balanced = balance_questions(keyed, balance, seed, materialize=False, coded=coded)
+        _apply_hop_mix(keyed, balanced, balance.hop_shares, seed, coded)
+        apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, partial(_add_removed, coded=coded))
+        result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded)
+        if split.drop_test_pairs_seen_in_train:
+            _drop_test_rows(keyed, balanced, result, seen_in_train(result.test_rows, result.train_rows), coded)
     check_partition(pool.num_rows, result.train_rows, result.test_rows, balanced.removed_rows)
     return balanced, result
 
@@ -106,8 +120,47 @@ def question_answer_pairs(table: pa.Table) -> pa.Array | pa.ChunkedArray:
     return pc.binary_join_element_wise(table["question"], table["answer"], "\x1f")
 
 
-def pairs_seen_in_train(pool: pa.Table, test_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
-    """Mask of ``test_rows`` whose (question, answer) pair occurs among ``train_rows`` of ``pool``."""
+def pairs_seen_in_train(pool: pa.Table, test_rows: np.ndarray, train_rows: np.ndarray,
+                        coded: codes.ColumnCodes | None = None) -> np.ndarray:
+    """Mask of ``test_rows`` whose (question, answer) pair occurs among ``train_rows`` of ``pool``.
+
+    Rows are matched on a 64-bit hash of the pair first; only the test rows whose hash occurs in
+    train (the seen ones, and hash collisions) are compared as text with ``pairs_seen_as_text``.
+    ``coded``: codes of a table with ``pool``'s answer column, when the caller has them.
+    """
+    key = _pair_keys(pool, coded or codes.ColumnCodes(pool.select(["answer"])))
+    return _seen_by_keys(pool, key, test_rows, train_rows)
+
+
+def _seen_by_keys(pool: pa.Table, key: np.ndarray | None, test_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
+    """``pairs_seen_in_train`` from the rows' ``_pair_keys``."""
+    if key is None:
+        return pairs_seen_as_text(pool, test_rows, train_rows)
+    test_key, train_key = key[test_rows], key[train_rows]
+    maybe = codes.is_in(test_key, train_key)
+    seen = np.zeros(len(test_rows), dtype=bool)
+    if maybe.any():
+        partners = codes.is_in(train_key, test_key[maybe])
+        seen[maybe] = pairs_seen_as_text(pool, test_rows[maybe], train_rows[partners])
+    return seen
+
+
+def _pair_keys(pool: pa.Table, coded: codes.ColumnCodes) -> np.ndarray | None:
+    """Per row: a 64-bit hash of (question, answer code), 0 when either is null (null pairs all
+    match, as in ``pairs_seen_as_text``); None when a question or answer holds the separator
+    "\x1f", where joined texts of different pairs can be equal."""
+    question = pl.from_arrow(pool["question"])
+    answer, answers = coded.dense("answer")
+    if question.str.contains("\x1f", literal=True).any() or pc.any(pc.match_substring(answers, "\x1f")).as_py():
+        return None
+    with np.errstate(over="ignore"):
+        key = mix64(question.hash(0).to_numpy() ^ mix64(answer.astype(np.uint64)))
+    key[question.is_null().to_numpy() | (answer < 0)] = 0
+    return key
+
+
+def pairs_seen_as_text(pool: pa.Table, test_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
+    """``pairs_seen_in_train`` by comparing the joined (question, answer) texts of all the rows."""
     def pairs(rows: np.ndarray) -> pa.Array:
         return question_answer_pairs(pool.select(["question", "answer"]).take(pa.array(rows, pa.int64())))
 
@@ -115,13 +168,15 @@ def pairs_seen_in_train(pool: pa.Table, test_rows: np.ndarray, train_rows: np.nd
     return seen.to_numpy(zero_copy_only=False).astype(bool)
 
 
-def _drop_test_rows(pool: pa.Table, balanced: BalanceResult, split: SplitResult, seen: np.ndarray) -> None:
+def _drop_test_rows(pool: pa.Table, balanced: BalanceResult, split: SplitResult, seen: np.ndarray,
+                    coded: codes.ColumnCodes) -> None:
     """Move the ``seen`` test rows to the removed rows (reason ``seen_in_train``); the split
     report's test counts follow."""
     dropped = split.test_rows[seen]
     split.test_rows = split.test_rows[~seen]
-    _add_removed(pool, balanced, dropped, SEEN_IN_TRAIN)
-    test_images = pc.count_distinct(pool["image_id"].take(pa.array(split.test_rows, pa.int64()))).as_py()
+    _add_removed(pool, balanced, dropped, SEEN_IN_TRAIN, coded)
+    image = coded.dense("image_id")[0][split.test_rows]
+    test_images = int(np.count_nonzero(np.bincount(image[image >= 0])))  # distinct non-null images
     split.report["test"] = {"images": test_images, "questions": len(split.test_rows)}
     split.report["test_pairs_seen_in_train_removed"] = int(len(dropped))
 
@@ -141,23 +196,23 @@ def hop_quota(counts: dict[int, int], shares: dict[int, float]) -> dict[int, int
     return {h: (n if h not in shares else quota[h]) for h, n in counts.items()}
 
 
-def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, float] | None, seed: int) -> None:
+def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, float] | None, seed: int,
+                   coded: codes.ColumnCodes | None = None) -> None:
     """Downsample over-represented hops of the kept rows to ``shares`` (reason ``hop_mix``); record
     target and achieved shares in the balance report. No ``shares``: nothing changes."""
     if not shares:
         return
     hops = pool["n_hop"].take(pa.array(balanced.kept_rows, pa.int64())).to_numpy(zero_copy_only=False).astype(np.int64)
-    counts = {int(h): int(n) for h, n in zip(*np.unique(hops, return_counts=True))}
+    counts = _value_counts(hops)
     quota = hop_quota(counts, shares)
-    order = np.argsort(keys.keys_of(keys.salt(seed, "hop_mix"), np.arange(len(hops))), kind="stable")
-    rank = np.empty(len(hops), dtype=np.int64)
-    for h in counts:  # rank within the hop, in seeded random order
-        mine = order[hops[order] == h]
-        rank[mine] = np.arange(len(mine))
-    keep = rank < np.array([quota.get(int(h), 0) for h in hops], dtype=np.int64)
+    random_key = keys.keys_of(keys.salt(seed, "hop_mix"), np.arange(len(hops)))
+    keep = np.zeros(len(hops), dtype=bool)
+    for h in counts:  # each hop keeps its first ``quota`` rows in seeded random order
+        mine = np.flatnonzero(hops == h)
+        keep[mine] = keys.first_by_key(random_key[mine], quota.get(h, 0))
     dropped = balanced.kept_rows[~keep]
     balanced.kept_rows = balanced.kept_rows[keep]
-    _add_removed(pool, balanced, dropped, HOP_MIX)
+    _add_removed(pool, balanced, dropped, HOP_MIX, coded)
     kept = len(balanced.kept_rows)
     balanced.report["hop_mix"] = {
         "target": {str(h): s for h, s in sorted(shares.items())},
@@ -167,11 +222,22 @@ def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, fl
     }
 
 
-def _add_removed(pool: pa.Table, balanced: BalanceResult, rows: np.ndarray, reason: str) -> None:
-    """Append pool ``rows`` to the balance removals with ``reason`` and count them in the report."""
-    extra = pool.select(["question_id", "property_id", "answer"]).take(pa.array(rows, pa.int64()))
+def _value_counts(values: np.ndarray) -> dict[int, int]:
+    """{value: count} of an integer array, in value order (by counting when the range is small)."""
+    if len(values) and int(values.max()) - int(values.min()) < 1 << 16:
+        low = int(values.min())
+        counts = np.bincount(values - low)
+        return {int(v) + low: int(counts[v]) for v in np.flatnonzero(counts)}
+    return {int(h): int(n) for h, n in zip(*np.unique(values, return_counts=True))}
+
+
+def _add_removed(pool: pa.Table, balanced: BalanceResult, rows: np.ndarray, reason: str,
+                 coded: codes.ColumnCodes | None = None) -> None:
+    """Append pool ``rows`` to the balance removals with ``reason`` and count them in the report
+    (``coded``: codes of ``pool``'s columns, to gather through)."""
+    extra = removed_columns(coded or codes.ColumnCodes(pool), rows)
     extra = extra.append_column("round", pa.array(np.zeros(len(rows), np.int32)))
-    extra = extra.append_column("reason", pa.array([reason] * len(rows), pa.string())).cast(REMOVED)
+    extra = extra.append_column("reason", pa.repeat(pa.scalar(reason, pa.string()), len(rows))).cast(REMOVED)
     balanced.removed = pa.concat_tables([balanced.removed, extra])
     balanced.removed_rows = np.concatenate([balanced.removed_rows, rows])
     if len(rows):

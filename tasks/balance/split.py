@@ -79,28 +79,31 @@ def category_name(key: tuple) -> str:
 
 
 def split_images(
-    questions: pa.Table, config: SplitConfig, seed: int, *, rows: np.ndarray | None = None, materialize: bool = True
+    questions: pa.Table, config: SplitConfig, seed: int, *, rows: np.ndarray | None = None, materialize: bool = True,
+    coded: codes.ColumnCodes | None = None,
 ) -> SplitResult:
     """Assign every image (with all its questions) to train or test; deterministic for ``seed``.
 
     ``rows`` restricts the split to those rows of ``questions`` (e.g. ``BalanceResult.kept_rows``
     over the pool) without materializing them first; train and test are then taken from
-    ``questions`` directly. ``materialize=False`` only returns the row numbers.
+    ``questions`` directly. ``materialize=False`` only returns the row numbers. ``coded``: the
+    codes of ``questions``' columns when the caller shares them (``balance_questions``).
     """
     check_split_input(questions)
+    coded = coded or codes.ColumnCodes(questions)
     rows = np.arange(questions.num_rows) if rows is None else np.asarray(rows, dtype=np.int64)
     n = len(rows)
-    image_all, image_values = codes.dense_codes(questions["image_id"])
+    image_all, image_values = coded.dense("image_id")
     image_code = image_all[rows]
     no_image = image_code < 0
     if len(image_values) and image_values[0].as_py() == "":  # "" sorts first
         no_image |= image_code == 0
     if no_image.any():
         check_images(questions["question_id"].take(pa.array(rows[no_image])).to_pylist(), [None] * int(no_image.sum()))
-    present_images, image = np.unique(image_code, return_inverse=True)  # image rank in image_id order
+    present_images, image = _present(image_code, len(image_values))  # image rank in image_id order
     n_images = len(present_images)
 
-    answer_all, answer_values = codes.dense_codes(questions["answer"])
+    answer_all, answer_values = coded.dense("answer")
     answer = answer_all[rows]
     answer_count = np.bincount(answer[answer >= 0], minlength=len(answer_values))
     pool_codes = np.flatnonzero(answer_count.astype(np.float64) >= config.pool_min_share * n)  # answer-text order
@@ -124,9 +127,7 @@ def split_images(
     is_train = np.empty(n_images, dtype=bool)
     is_train[layout] = (np.floor(r * (position + 1) + 0.5) - np.floor(r * position + 0.5)) == 1
 
-    question_ids = questions["question_id"]
-    by_question_id = codes.sort_order(question_ids if n == questions.num_rows and (rows == np.arange(n)).all()
-                                      else question_ids.take(pa.array(rows)))
+    by_question_id = coded.order_of("question_id", rows)
     goes_to_train = is_train[image[by_question_id]]
     train_rows = rows[by_question_id[goes_to_train]]
     test_rows = rows[by_question_id[~goes_to_train]]
@@ -156,6 +157,14 @@ def split_images(
         train_rows=train_rows,
         test_rows=test_rows,
     )
+
+
+def _present(code: np.ndarray, n_values: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(code, return_inverse=True)`` of non-negative codes below ``n_values``, by counting."""
+    present = np.flatnonzero(np.bincount(code, minlength=n_values))
+    index = np.zeros(n_values, dtype=np.int64)
+    index[present] = np.arange(len(present))
+    return present, index[code]
 
 
 def _top_two(image: np.ndarray, question_pool: np.ndarray, n_images: int, n_pool: int) -> tuple[np.ndarray, np.ndarray]:

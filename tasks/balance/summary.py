@@ -19,7 +19,10 @@ def ranked(counts: Mapping[str, int]) -> list[tuple[str, int]]:
 
 def entropy_bits(counts: Mapping[str, int]) -> float:
     """Shannon entropy (bits) of an answer distribution; 0.0 for an empty one."""
-    items = ranked(counts)
+    return _entropy_of_ranked(ranked(counts))
+
+
+def _entropy_of_ranked(items: list[tuple[str, int]]) -> float:
     total = sum(c for _, c in items)
     if total == 0:
         return 0.0
@@ -50,7 +53,10 @@ def bound_violations(counts: Mapping[str, int], config: BalanceConfig) -> list[d
     converged balancing leaves none; a larger ``min_ratio`` may keep an answer above the
     bound to preserve the order margin, and then it is listed here.
     """
-    items = ranked(counts)
+    return _violations_of_ranked(ranked(counts), config)
+
+
+def _violations_of_ranked(items: list[tuple[str, int]], config: BalanceConfig) -> list[dict]:
     tail = sum(c for _, c in items)
     out = []
     for rank, (answer, count) in enumerate(items):
@@ -63,19 +69,20 @@ def bound_violations(counts: Mapping[str, int], config: BalanceConfig) -> list[d
 def group_summary(before: Mapping[str, int], after: Mapping[str, int], config: BalanceConfig) -> dict:
     """Before/after numbers of one property group for the balancing report."""
     n_before, n_after = sum(before.values()), sum(after.values())
-    top_before = ranked(before)[:1]
-    top_after = ranked(after)[:1]
+    ranked_before, ranked_after = ranked(before), ranked(after)  # each sorted once
+    top_before = ranked_before[:1]
+    top_after = ranked_after[:1]
     return {
         "questions_before": n_before,
         "questions_after": n_after,
         "removed": n_before - n_after,
         "answers_before": sum(1 for c in before.values() if c > 0),
         "answers_after": sum(1 for c in after.values() if c > 0),
-        "entropy_before": entropy_bits(before),
-        "entropy_after": entropy_bits(after),
+        "entropy_before": _entropy_of_ranked(ranked_before),
+        "entropy_after": _entropy_of_ranked(ranked_after),
         "top_share_before": round(top_before[0][1] / n_before, 6) if n_before else None,
         "top_share_after": round(top_after[0][1] / n_after, 6) if n_after else None,
-        "bound_violations": bound_violations(after, config),
+        "bound_violations": _violations_of_ranked(ranked_after, config),
     }
 
 

@@ -1,5 +1,11 @@
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pyarrow as pa
+import pytest
+import pyarrow.compute as pc
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reasonvqa.tasks.balance import codes
 
@@ -37,3 +43,110 @@ def test_take_rows_equals_arrow_take_with_lists_nulls_and_repeats():
     rows = rng.integers(0, n, size=n + 17)
     assert codes.take_rows(table, rows).equals(table.take(pa.array(rows)))
     assert codes.take_rows(table, np.array([], dtype=np.int64)).equals(table.take(pa.array([], pa.int64())))
+
+
+# Byte order: hypothesis draws strings from a small alphabet so that shared prefixes, values that are
+# prefixes of others, NUL bytes, multi-byte characters and duplicates are common.
+STRING_ALPHABET = ["a", "b", "\x00", "é", "\U0001F600", "abcdefgh", "abcdefg\x00", "\x7f"]
+strings = st.lists(st.one_of(st.none(), st.lists(st.sampled_from(STRING_ALPHABET), max_size=5).map("".join)), max_size=40)
+
+
+def arrow_order(column) -> tuple[list[int], list[bool]]:
+    array = codes.combined(column)
+    order = pc.array_sort_indices(array).to_numpy()
+    return order.tolist(), codes.repeats_in_order(array, order).tolist()
+
+
+def chunked(values: list, cut: int, type_: pa.DataType) -> pa.ChunkedArray:
+    whole = pa.array(values, type_)
+    cut = min(cut, len(values))
+    return pa.chunked_array([whole.slice(0, cut), pa.array([], type_), whole.slice(cut)], type_)
+
+
+@settings(max_examples=300, deadline=None)
+@given(strings, st.integers(0, 40), st.sampled_from([pa.string(), pa.large_string(), pa.binary()]))
+def test_byte_order_equals_arrow_sort_on_any_strings(values, cut, type_):
+    if type_ == pa.binary():
+        values = [None if v is None else v.encode() for v in values]
+    for column in (pa.array(values, type_), chunked(values, cut, type_), pa.array(["zz"] + values, type_).slice(1)):
+        order, repeat = codes.byte_order(column)
+        assert (order.tolist(), repeat.tolist()) == arrow_order(column)
+        assert codes.sort_order(column).tolist() == order.tolist()
+
+
+def test_byte_order_ties_on_first_bytes_are_ordered_by_later_bytes_and_length():
+    column = pa.array(["abcdefgh2", "abcdefgh", "abcdefgh\x00", "abcdefgh1", None, "abcdefgh", "abcdefg"])
+    order, repeat = codes.byte_order(column)
+    assert order.tolist() == [6, 1, 5, 2, 3, 0, 4]
+    assert repeat.tolist() == [False, False, False, False, False, True, False]
+    assert (order.tolist(), repeat.tolist()) == arrow_order(column)
+
+
+def test_byte_order_leaves_other_types_and_mostly_tied_columns_to_arrow(monkeypatch):
+    assert codes.byte_order(pa.array([3, 1, 2])) is None
+    column = pa.array(["same-prefix-b", "same-prefix-a", "other", "same-prefix-a"])
+    monkeypatch.setattr(codes, "_FALLBACK_MIN_TIED", 1)
+    assert codes.byte_order(column) is None
+    order, repeat = codes.sort_with_repeats(column)
+    assert (order.tolist(), repeat.tolist()) == ([2, 1, 3, 0], [False, False, False, True])
+
+
+def test_dense_codes_of_empty_and_all_null_columns():
+    assert codes.dense_codes(pa.array([], pa.string()))[0].tolist() == []
+    values, sorted_values = codes.dense_codes(pa.array([None, None], pa.string()))
+    assert values.tolist() == [-1, -1] and sorted_values.to_pylist() == []
+
+
+def test_column_codes_compute_each_column_once_and_match_the_functions():
+    table = pa.table({"q": ["b", None, "a", "", "b"], "i": ["x", "", None, "y", "x"]})
+    coded = codes.ColumnCodes(table)
+    assert coded.dense("i") is coded.dense("i")
+    assert coded.dense("i")[0].tolist() == codes.dense_codes(table["i"])[0].tolist()
+    assert coded.missing("i").tolist() == codes.missing(table["i"]).tolist() == [False, True, True, False, False]
+    assert coded.missing("q").tolist() == codes.missing(table["q"]).tolist()
+    order, repeat = coded.sorted("q")
+    assert (order.tolist(), repeat.tolist()) == arrow_order(table["q"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(strings.filter(len), st.data())
+def test_column_codes_order_of_rows_equals_sorting_the_taken_rows(values, data):
+    table = pa.table({"q": pa.array(values, pa.string())})
+    rows = np.array(data.draw(st.lists(st.integers(0, len(values) - 1), max_size=30)), dtype=np.int64)
+    expected = codes.sort_order(table["q"].take(pa.array(rows, pa.int64()))).tolist()
+    assert codes.ColumnCodes(table).order_of("q", rows).tolist() == expected  # before the column's own sort
+    coded = codes.ColumnCodes(table)
+    coded.sorted("q")
+    assert coded.order_of("q", rows).tolist() == expected  # from the column's sort
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 9)), st.lists(st.integers(0, 9)))
+def test_is_in_equals_numpy_isin(values, among):
+    values, among = np.array(values, dtype=np.uint64), np.array(among, dtype=np.uint64)
+    assert codes.is_in(values, among).tolist() == np.isin(values, among).tolist()
+
+
+def test_column_codes_take_through_dense_codes_equals_arrow_take():
+    table = pa.table({"a": pa.chunked_array([["x", None], ["", "y", "x"]])})
+    rows = np.array([4, 1, 2, 0, 1], dtype=np.int64)
+    plain = codes.ColumnCodes(table).take("a", rows)  # no dense codes yet: Arrow's take
+    coded = codes.ColumnCodes(table)
+    coded.dense("a")
+    expected = table["a"].take(pa.array(rows)).combine_chunks()
+    assert plain.equals(expected) and coded.take("a", rows).equals(expected)
+    assert coded.take("a", np.array([], dtype=np.int64)).to_pylist() == []
+    empty = codes.ColumnCodes(pa.table({"a": pa.array([None], pa.string())}))
+    empty.dense("a")
+    assert empty.take("a", np.array([0, 0])).to_pylist() == [None, None]
+
+
+def test_column_codes_prefetch_in_the_background_gives_the_same_codes():
+    table = pa.table({"a": ["y", None, "x", "y"], "b": ["1", "2", "1", ""]})
+    with ThreadPoolExecutor(max_workers=1) as background:
+        coded = codes.ColumnCodes(table, background)
+        coded.prefetch(("a", "missing_column", "b"))
+        assert coded.dense("a")[0].tolist() == codes.dense_codes(table["a"])[0].tolist() == [1, -1, 0, 1]
+        assert coded.take("b", np.array([3, 0])).to_pylist() == ["", "1"]
+    with pytest.raises(KeyError):
+        coded.dense("missing_column")  # left to the step that needs it

@@ -1,0 +1,48 @@
+"""pipeline.pairs_seen_in_train (hashed pairs, text check of the candidates) against the text comparison."""
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reasonvqa.tasks.balance import pipeline
+
+TEXTS = ["what?", "what", "a\x1fb", "", "é", None]
+
+
+def pairs_table(rows: list[tuple]) -> pa.Table:
+    return pa.table({"question": pa.array([q for q, _ in rows], pa.string()),
+                     "answer": pa.array([a for _, a in rows], pa.string())})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(TEXTS), st.sampled_from(TEXTS)), min_size=1, max_size=30), st.data())
+def test_seen_in_train_equals_the_text_comparison(rows, data):
+    table = pairs_table(rows)
+    n = len(rows)
+    test = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=n)), dtype=np.int64)
+    train = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=n)), dtype=np.int64)
+    expected = pipeline.pairs_seen_as_text(table, test, train).tolist()
+    assert pipeline.pairs_seen_in_train(table, test, train).tolist() == expected
+
+
+def test_seen_in_train_hashes_pairs_unless_a_text_holds_the_separator():
+    table = pairs_table([("q1", "a"), ("q1", "b"), ("q2", "a"), (None, "a"), ("q1", None)])
+    coded = pipeline.codes.ColumnCodes(table)
+    key = pipeline._pair_keys(table, coded)
+    assert len(set(key[:3].tolist())) == 3 and key[3] == key[4] == 0  # null pairs match each other
+    assert pipeline._pair_keys(pairs_table([("a\x1fb", "c"), ("a", "b\x1fc")]), coded) is None
+    assert pipeline.pairs_seen_in_train(table, np.array([1, 2, 4]), np.array([0, 3])).tolist() == [False, False, True]
+
+
+def test_seen_in_train_checks_hash_collisions_as_text(monkeypatch):
+    table = pairs_table([("q1", "a"), ("q2", "b"), ("q1", "a"), ("q3", "c")])
+    monkeypatch.setattr(pipeline, "_pair_keys", lambda pool, coded: np.zeros(pool.num_rows, np.uint64))
+    assert pipeline.pairs_seen_in_train(table, np.array([2, 1, 3]), np.array([0])).tolist() == [True, False, False]
+
+
+def test_value_counts_by_counting_and_by_sorting():
+    assert pipeline._value_counts(np.array([3, 1, 3, 2, 3], dtype=np.int64)) == {1: 1, 2: 1, 3: 3}
+    wide = np.array([-(1 << 40), 5, 5], dtype=np.int64)  # a range too wide to count: np.unique
+    assert pipeline._value_counts(wide) == {-(1 << 40): 1, 5: 2}
+    assert pipeline._value_counts(np.array([], dtype=np.int64)) == {}
