@@ -5,13 +5,14 @@ views hold subsets in the same order: each is a subsequence of the pool view. Ga
 view's rows on its own reads the big table at random three times (about 1 us per row); here the
 pool view's chunks are gathered once, column by column on the writer threads, and each other
 view takes its rows out of every gathered chunk with ascending indices (a sequential pass),
-buffered until a part file is full. Each file holds the same rows in the same order and is
-encoded from one chunk per column, so the files are the same bytes as when every view is
-gathered on its own.
+buffered until a part file is full (so up to a part file of rows per view is held besides
+the chunk). Each file holds the same rows in the same order and is encoded from one chunk per
+column, so the files are the same bytes as when every view is gathered on its own.
 """
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -20,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 
+WAITING = 1  # part files not yet written when the next chunk is gathered: bounds the memory held
 WritePart = Callable[[list[pa.Table], str, int], None]  # ([table], folder, file number): the list is emptied
 
 
@@ -93,23 +95,23 @@ def plan_groups(views: list[tuple[str, View]]) -> list[Group]:
 def write_group(group: Group, size: int, threads: Executor, write_part: WritePart) -> None:
     """Write every member's part files of ``size`` rows: the base view's chunks gathered once (one
     task per column on ``threads``), the files encoded on ``threads`` while the next chunk is
-    gathered; at most one chunk's files wait for a thread before the next gather starts."""
+    gathered; at most WAITING files are unwritten when the next gather starts."""
     table = group.shared.single_chunk()
     futures: list[Future] = []
     n = group.base.num_rows
     for start in range(0, max(n, 1), size):
-        while len(waiting := [f for f in futures if not f.done()]) > 1:  # bounds the chunks held for encoding
+        while len(waiting := [f for f in futures if not f.done()]) > WAITING:
             wait(waiting, return_when=FIRST_COMPLETED)
         for future in futures:
             if future.done():
                 future.result()  # a writer thread's error stops the gathering
         futures = [f for f in futures if not f.done()]
-        rows = group.base.rows[start:start + size]
+        rows, last = group.base.rows[start:start + size], start + size >= n
         within = [None if m.positions is None else _rows_within(m.positions, start, len(rows)) for m in group.members]
         for member, piece in zip(group.members, _gather(table, rows, within, threads)):
             member.pending.append(piece)
             member.held += piece.num_rows
-            while member.held >= size or (start + size >= n and (member.held or not member.files)):
+            while member.held >= size or (last and (member.held or not member.files)):  # an empty view: one empty file
                 futures.append(threads.submit(write_part, [_first_rows(member, size)], member.folder, member.files))
                 member.files += 1
     for future in futures:
@@ -118,17 +120,50 @@ def write_group(group: Group, size: int, threads: Executor, write_part: WritePar
 
 def _gather(table: pa.Table, rows: np.ndarray, within: list[np.ndarray | None], threads: Executor) -> list[pa.Table]:
     """``table``'s ``rows`` and, per entry of ``within``, those of them at its positions (None: all).
-    One task per column: the two threads share the columns as they come, and each column's rows
-    of a member are taken while its gathered values are still in the cache."""
+    One task per column (the threads share the columns as they come), which also takes the
+    members' rows out of that column."""
     indices = pa.array(rows, pa.int64())
+    ordered = _SourceOrder(rows)
     subsets = [None if positions is None else pa.array(positions, pa.int64()) for positions in within]
 
     def gather(column: pa.ChunkedArray) -> list[pa.ChunkedArray]:
-        values = column.take(indices)
+        values = ordered.take(column) if _variable_width(column) else column.take(indices)
         return [values if subset is None else values.take(subset) for subset in subsets]
 
     columns = [future.result() for future in [threads.submit(gather, column) for column in table.columns]]
     return [pa.Table.from_arrays([pieces[i] for pieces in columns], schema=table.schema) for i in range(len(within))]
+
+
+class _SourceOrder:
+    """Gather ``rows`` of a column in two steps: ascending (a sequential pass over the big table),
+    then into ``rows``' order within the chunk, which is small enough to stay in the cache. For
+    strings and lists of the synthetic 4.2 M pool this took 0.79 of the CPU time of a direct
+    random gather (1.03 s per 1 M rows), the shared sort included; fixed-width columns gain nothing."""
+
+    def __init__(self, rows: np.ndarray):
+        self.rows, self._steps = rows, None
+        self._lock = threading.Lock()  # the columns' tasks ask at once
+
+    def take(self, column: pa.ChunkedArray) -> pa.ChunkedArray:
+        ascending, back = self._sorted()
+        return column.take(ascending).take(back)
+
+    def _sorted(self) -> tuple[pa.Array, pa.Array]:
+        with self._lock:
+            if self._steps is None:
+                order = np.argsort(self.rows, kind="stable")
+                back = np.empty(len(order), dtype=np.int64)
+                back[order] = np.arange(len(order))
+                self._steps = (pa.array(self.rows[order]), pa.array(back))
+            return self._steps
+
+
+def _variable_width(column: pa.ChunkedArray) -> bool:
+    """Strings, binaries and lists that hold values (their gather chases offsets into the values)."""
+    kind = column.type
+    nested_or_text = pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) \
+        or pa.types.is_large_binary(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind)
+    return nested_or_text and column.null_count < len(column)
 
 
 def _rows_within(positions: np.ndarray, start: int, n: int) -> np.ndarray:

@@ -112,3 +112,13 @@ def test_a_failed_file_fails_the_release_and_leaves_nothing(pool, tmp_path, monk
         write_release(tmp_path, "demo", "1.0.0", {"train": given["train"], "test": given["test"]},
                       pool=given["pool"], stats_dir=None, config={}, inputs={})
     assert [p.name for p in (tmp_path / "demo").iterdir()] == []
+
+
+def test_gathering_in_source_order_gives_the_rows_in_their_order():
+    from reasonvqa.tasks.release.gathered import _SourceOrder, _variable_width
+
+    column = pa.chunked_array([pa.array([["a"], None, ["b", "c"]]), pa.array([[], ["d"]])], pa.list_(pa.string()))
+    rows = np.array([4, 0, 3, 1, 2])
+    assert _SourceOrder(rows).take(column).to_pylist() == [["d"], ["a"], [], None, ["b", "c"]]
+    assert _variable_width(column) and _variable_width(pa.chunked_array([["x"]]))
+    assert not _variable_width(pa.chunked_array([[1, 2]])) and not _variable_width(pa.chunked_array([[None]], pa.string()))
