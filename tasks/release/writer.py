@@ -26,6 +26,7 @@ from reasonvqa.tasks.release.card import render_card
 from reasonvqa.tasks.release.croissant import write_croissant
 from reasonvqa.tasks.release.embed import ROWS_PER_FILE as IMAGE_ROWS_PER_FILE
 from reasonvqa.tasks.release.embed import RELEASE_IMAGES, as_release_images, images_summary, release_schema
+from reasonvqa.tasks.release.gathered import plan_groups, write_group
 from reasonvqa.tasks.release.paths import inside, release_dir
 
 MANIFEST = "manifest.json"
@@ -65,13 +66,8 @@ class _SharedTable:
         views hold the only reference (callers drop theirs) memory grows by one column, not a pool.
         """
         with self._lock:
-            if any(column.num_chunks > 1 for column in self.table.columns):
-                schema, columns = self.table.schema, list(self.table.columns)
-                self.table = None
-                for i, column in enumerate(columns):
-                    columns[i] = pa.chunked_array([column.combine_chunks()], column.type)
-                    del column
-                self.table = pa.Table.from_arrays(columns, schema=schema)
+            held, self.table = [self.table], None
+            self.table = one_chunk_per_column(held)
             return self.table
 
 
@@ -93,6 +89,11 @@ class TableRows:
     @property
     def table(self) -> pa.Table:
         return self._shared.table
+
+    @property
+    def shared(self) -> _SharedTable:
+        """The table behind this view and the views made from it with ``with_rows``."""
+        return self._shared
 
     def with_rows(self, rows) -> "TableRows":
         """Another view of the same table."""
@@ -184,11 +185,32 @@ def write_table_files(table: Rows, folder: Path, schema: pa.Schema = schemas.QUE
     chunks = table.chunks(size) if isinstance(table, RowSource) else _slices(table, size)
     paths = []
     for i, chunk in enumerate(chunks):
-        path = folder / f"part-{i:05d}.parquet"
-        pq.write_table(_with_schema_metadata(chunk, schema).combine_chunks(), path, compression="zstd",
-                       write_statistics=True)
-        paths.append(path)
+        paths.append(write_part([chunk], folder, i, schema))
+        del chunk
     return paths
+
+
+def write_part(held: list[pa.Table], folder: Path, number: int, schema: pa.Schema = schemas.QUESTIONS) -> Path:
+    """Write the table in ``held`` (conformed to ``schema``) as ``folder/part-NNNNN.parquet``, one chunk
+    per column. The table is taken out of the list: its chunks are freed as each column is combined."""
+    path = folder / f"part-{number:05d}.parquet"
+    held.append(_with_schema_metadata(held.pop(), schema))
+    pq.write_table(one_chunk_per_column(held), path, compression="zstd", write_statistics=True)
+    return path
+
+
+def one_chunk_per_column(held: list[pa.Table]) -> pa.Table:
+    """The table taken out of ``held`` with no column of several chunks (free when it has none),
+    combined a column at a time: when ``held`` had the only reference, one column is held twice."""
+    table = held.pop()
+    if not any(column.num_chunks > 1 for column in table.columns):
+        return table
+    schema, columns = table.schema, list(table.columns)
+    del table
+    for i, column in enumerate(columns):
+        columns[i] = pa.chunked_array([column.combine_chunks()], column.type)
+        del column
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _slices(table: pa.Table, size: int) -> Iterator[pa.Table]:
@@ -315,14 +337,24 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
 
 
 def write_folders(root: Path, jobs: list[tuple[str, Rows, pa.Schema]]) -> None:
-    """Write each (folder, rows, schema) under ``root``, question tables sorted by question_id,
-    ``WRITERS`` folders at a time (largest first; Arrow and Parquet release the GIL)."""
+    """Write each (folder, rows, schema) under ``root``, question tables sorted by question_id, on
+    ``WRITERS`` threads (Arrow and Parquet release the GIL). Question folders that are row views of
+    one table (``plan_release``'s pool, train and test) are written together, each row gathered
+    once (gathered.py); the other folders then ``WRITERS`` at a time, largest first."""
     def write(job: tuple[str, Rows, pa.Schema]) -> None:
         folder, table, schema = job
         write_table_files(_sort_by_question_id(table) if schema is schemas.QUESTIONS else table, root / folder, schema)
 
-    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-        list(pool.map(write, sorted(jobs, key=lambda job: -job[1].num_rows)))
+    groups = plan_groups([(folder, rows) for folder, rows, schema in jobs
+                          if schema is schemas.QUESTIONS and isinstance(rows, TableRows)])
+    grouped = {member.folder for group in groups for member in group.members}
+    with ThreadPoolExecutor(max_workers=WRITERS) as threads:
+        for group in groups:
+            for member in group.members:
+                (root / member.folder).mkdir(parents=True, exist_ok=True)
+            write_group(group, ROWS_PER_FILE, threads, lambda held, folder, number: write_part(held, root / folder, number))
+        rest = [job for job in jobs if job[0] not in grouped]
+        list(threads.map(write, sorted(rest, key=lambda job: -job[1].num_rows)))
 
 
 def _ordered(splits: dict[str, Rows]) -> list[str]:
