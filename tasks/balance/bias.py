@@ -129,7 +129,8 @@ def _multiple_choice(train: pa.Table, test: pa.Table) -> tuple[pl.DataFrame, pl.
 
 
 def _flat_rows(choices: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(first position, number of positions) of each row in ``choices.explode()`` (an empty list explodes to one null)."""
+    """(first position, number of positions) of each row in ``choices.explode()``: a null list explodes to one
+    null; a question needs at least one choice."""
     lengths = np.maximum(choices.list.len().fill_null(0).to_numpy().astype(np.int64), 1)
     return np.cumsum(lengths) - lengths, lengths
 

@@ -23,12 +23,10 @@ def combined(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return column
 
 
-_array = combined
-
 
 def dense_codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     """(code per row, distinct values sorted); code i means ``values[i]``, -1 means null."""
-    encoded = pc.dictionary_encode(_array(column))
+    encoded = pc.dictionary_encode(combined(column))
     order = pc.sort_indices(encoded.dictionary).to_numpy()
     rank = np.empty(len(order) + 1, dtype=np.int64)  # last slot: null
     rank[order] = np.arange(len(order))
@@ -83,7 +81,7 @@ class ColumnCodes:
         """``column.take(rows)`` as one array: from the sorted distinct values when the column's dense
         codes are at hand (gathering from a small dictionary was 8x faster than from 4.2 M strings)."""
         if name not in self._dense and name not in self._pending:
-            return _array(self.table[name]).take(pa.array(rows, pa.int64()))
+            return combined(self.table[name]).take(pa.array(rows, pa.int64()))
         code, values = self.dense(name)
         picked = code[rows]
         null = picked < 0
@@ -119,7 +117,7 @@ def sort_with_repeats(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, n
     result = byte_order(column)
     if result is not None:
         return result
-    array = _array(column)
+    array = combined(column)
     if array.null_count == 0 and is_sorted(array):
         order = np.arange(len(array))
     else:
@@ -266,7 +264,7 @@ def is_sorted(array: pa.Array) -> bool:
 
 def repeats_in_order(array: pa.Array | pa.ChunkedArray, order: np.ndarray) -> np.ndarray:
     """Per row: True when an equal, non-null value comes earlier in the stable ``order``."""
-    ranked = _array(array).take(pa.array(order))
+    ranked = combined(array).take(pa.array(order))
     repeat = np.zeros(len(order), dtype=bool)
     if len(order) > 1:
         same = pc.equal(ranked.slice(1), ranked.slice(0, len(ranked) - 1))
@@ -292,7 +290,7 @@ def is_in(values: np.ndarray, among: np.ndarray) -> np.ndarray:
 
 def missing(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Per row: True when the string is null or empty."""
-    array = _array(column)
+    array = combined(column)
     return pc.fill_null(pc.equal(pc.binary_length(array), 0), True).to_numpy(zero_copy_only=False)
 
 
@@ -301,12 +299,6 @@ def take_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
     on the synthetic pool than gathering list columns through their flat values and repeated
     strings through a dictionary, which an older Arrow needed."""
     return table.take(pa.array(np.asarray(rows, dtype=np.int64)))
-
-
-def flat_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Positions start..start+length-1 of every (start, length), concatenated."""
-    ends = np.cumsum(lengths)
-    return np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
 
 
 def require_columns(table: pa.Table, columns: tuple[str, ...]) -> None:

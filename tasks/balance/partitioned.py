@@ -16,8 +16,9 @@ synthetic pool: 11 GB at 42 M questions). Here the pool stays in its Parquet fil
 
 Statistics (``stats.write_stats``) are counted one spill part at a time (``SpilledRows.part_views``):
 counts added up, images counted on integer codes spilled with the rows, the bias report's question
-prior grouped in hash buckets of the question texts on disk; so memory does not grow with the pool
-beyond the decision's arrays.
+prior grouped in hash buckets of the question texts on disk; so memory grows with the pool only by the
+decision's arrays and the most-frequent-choice baseline's choice codes (about 16 bytes per released
+question plus each part's dictionary of choice texts, kept until every part is counted).
 """
 
 from __future__ import annotations

@@ -62,6 +62,8 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
         coded = codes.ColumnCodes(keyed, background)  # each column's codes once, for all the steps
         coded.prefetch(("image_id", "property_id", "answer"))
         if split.drop_test_pairs_seen_in_train and seen_in_train is None:
+            # runs after the prefetched answer codes on the same single thread, which it waits for: the
+            # prefetch must stay queued first, or this task would wait on work queued behind it
             pair_keys = background.submit(_pair_keys, pool, coded)
             seen_in_train = lambda test, train: _seen_by_keys(pool, pair_keys.result(), test, train)  # noqa: E731
         balanced = balance_questions(keyed, balance, seed, materialize=False, coded=coded)

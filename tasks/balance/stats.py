@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from reasonvqa.stage import write_json, write_parquet
 from reasonvqa.tasks.balance import codes, plots
 from reasonvqa.tasks.balance.balance import BalanceResult
-from reasonvqa.tasks.balance.bias import BIAS_COLUMNS, bias_report, bias_report_parts
+from reasonvqa.tasks.balance.bias import BIAS_COLUMNS, bias_report_parts
 from reasonvqa.tasks.balance.codes import take_rows
 from reasonvqa.tasks.balance.split import SplitResult
 from reasonvqa.tasks.balance.summary import entropy_bits, js_divergence_bits, ranked
@@ -73,8 +73,8 @@ def _bias(train: Rows, test: Rows) -> dict:
     """``bias_report`` over parts of at most BIAS_ROWS rows: the gathered columns and polars frames of one part at
     a time instead of whole train and test (same report: it does not depend on parts or row order).
 
-    Views of one table (``plan_release``): the table's rows in table order, BIAS_ROWS / 2 at a time (two parts
-    are held at once), filtered into train and test (sequential reads; Arrow's take on a many-chunk table
+    Views of one table (``plan_release``): the table's rows in table order, BIAS_ROWS / 2 at a time (up to three
+    parts are alive at once: the one in use, the next and the one being gathered), filtered into train and test (sequential reads; Arrow's take on a many-chunk table
     costs about the whole column per call), each part gathered on a thread while the report works on the one
     before (Arrow releases the GIL).
     Other tables: slices of train, then of test."""
@@ -225,7 +225,8 @@ def _labelled(pool: Rows, train: Rows, test: Rows) -> tuple[pa.Table, np.ndarray
                                                for t in (pool, train, test))]
     tables = [t.select(columns) for t in (pool, train, test)]  # a view gathers its rows
     label = np.repeat(np.arange(LABELS, dtype=np.int8), [t.num_rows for t in tables])
-    return pa.concat_tables(tables), label, CONCATENATED
+    # permissive: a split may come with other string widths or nullability than the pool (counts are by value)
+    return pa.concat_tables(tables, promote_options="permissive"), label, CONCATENATED
 
 
 def _present(table: pa.Table) -> list[str]:

@@ -119,3 +119,21 @@ def test_counts_of_row_views_equal_counts_of_tables(release_parts):
     assert counts["pool"]["by_domain"] == {"<none>": 4, "History & Events": 20, "Places & Locations": 40}
     assert answers["pool"]["P36"] == {"Paris": 30, "Rome": 10}
     assert counts["balanced"]["questions"] == counts["train"]["questions"] + counts["test"]["questions"] == 29
+
+
+def test_splits_with_other_string_widths_than_the_pool_are_counted(release_parts):
+    """Train and test tables whose string columns are large_string (another width than the pool's) give the
+    same counts: the tables are concatenated with type promotion."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    from reasonvqa.tasks.balance import stats
+
+    pool, balanced, split = release_parts
+
+    def widened(table: pa.Table) -> pa.Table:
+        return table.cast(pa.schema([f.with_type(pa.large_string()) if f.type == pa.string() else f for f in table.schema]))
+
+    wide = dataclasses.replace(split, train=widened(split.train), test=widened(split.test))
+    assert stats._stats(pool, balanced, wide) == stats._stats(pool, balanced, split)
