@@ -4,6 +4,11 @@ Without ``PREFECT_API_URL`` a flow call starts Prefect's temporary server as a p
 process, which SIGKILL of the command leaves running. The CLI starts a server itself
 instead (``prefect server start`` on a free 127.0.0.1 port) through ``reasonvqa.children``,
 so the kernel kills it with the command, and stops it when the flow returns.
+
+Flow-run heartbeats are off against that server: they feed zombie-flow automations on a server
+that outlives the flow, and this one dies with the command, so nothing can watch them; Prefect's
+heartbeat thread sleeps in 1 s steps and the flow's exit joins it (0-1 s, 0.5 s on average, per
+flow run: most of Prefect's cost on the sample build). A configured API keeps Prefect's default.
 """
 
 from __future__ import annotations
@@ -29,9 +34,9 @@ def local_prefect_api(timeout_s: float = 180.0) -> Iterator[str | None]:
     """Within the block, flows talk to a Prefect API on 127.0.0.1 started for it, unless one is configured.
 
     The server is stopped after the block and killed by the kernel if this process dies first.
-    Yields its API URL (None when an API was already configured and is used as is).
+    Yields its API URL (None when an API was already configured and is used as is, heartbeats included).
     """
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     if PREFECT_API_URL.value():
         yield None
@@ -46,7 +51,7 @@ def local_prefect_api(timeout_s: float = 180.0) -> Iterator[str | None]:
     try:
         wait_healthy(url, process, log_file, timeout_s)
         os.environ["PREFECT_API_URL"] = url  # for worker processes (Dask) started inside the block
-        with temporary_settings(updates={PREFECT_API_URL: url}):
+        with temporary_settings(updates={PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
             yield url
     finally:
         try:
