@@ -23,13 +23,14 @@ SCRIPT = textwrap.dedent("""
     for server in range(2):  # two builds in one process, each with an API of its own (same database)
         with local_prefect_api():
             many(10)
-            deadline = time.monotonic() + 30
-            while (got := httpx.post(PREFECT_API_URL.value() + "/task_runs/count", json={}).json()) < 10 * (server + 1):
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.5)
-            print("recorded", server, got, flush=True)
             print("heartbeat inside", get_current_settings().flows.heartbeat_frequency, flush=True)
+            if server:  # the first server is stopped at once: its batched task runs are written as it stops
+                deadline = time.monotonic() + 30
+                while (got := httpx.post(PREFECT_API_URL.value() + "/task_runs/count", json={}).json()) < 20:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.5)
+                print("recorded", server, got, flush=True)
         print("heartbeat after", get_current_settings().flows.heartbeat_frequency, flush=True)
 """)
 
@@ -37,7 +38,8 @@ SCRIPT = textwrap.dedent("""
 def test_a_second_api_in_one_process_records_its_task_runs_and_the_process_exits(tmp_path):
     # Prefect's events worker is a per-process service bound to the API it first reached; unless it is
     # drained before that server stops, the next flow's task-run events go to the stopped server (lost,
-    # and retried for minutes at exit)
+    # and retried for minutes at exit). The first server is stopped right after its flow: the task runs
+    # it held in its recorder's batch are written as it stops (20 in all)
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "home"), "PREFECT_LOGGING_LEVEL": "WARNING",
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env.pop("PREFECT_API_URL", None)
@@ -45,7 +47,7 @@ def test_a_second_api_in_one_process_records_its_task_runs_and_the_process_exits
     done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line.split() for line in done.stdout.splitlines() if line.startswith("recorded")]
-    assert lines == [["recorded", "0", "10"], ["recorded", "1", "20"]], done.stdout + done.stderr[-3000:]
+    assert lines == [["recorded", "1", "20"]], done.stdout + done.stderr[-3000:]
     # no heartbeats against the command's own server (nothing outlives it to watch them); Prefect's default after
     beats = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("heartbeat")]
     assert beats == [["inside", "None"], ["after", "180"]] * 2, done.stdout
