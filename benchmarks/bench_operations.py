@@ -62,7 +62,7 @@ def prefect_overhead(repeats: int, make_config, label: str, floor: bool = False)
     from prefect.task_runners import ThreadPoolTaskRunner
 
     from reasonvqa.flows import build_reasonvqa as module
-    from reasonvqa.prefect_api import local_prefect_api
+    from reasonvqa.prefect_api import RECORDER_SETTINGS, local_prefect_api
 
     workers = min(ThreadPoolTaskRunner()._max_workers, 64)  # the default runner's threads (bounded for the pool)
     timings: dict[str, list[float]] = {"prefect": [], "baseline": []}
@@ -79,6 +79,8 @@ def prefect_overhead(repeats: int, make_config, label: str, floor: bool = False)
                 else:
                     without_prefect(module, make_config(), out, workers)
                 timings[name].append(round(time.perf_counter() - started, 3))
+        if api:  # the API's recorder writes task runs in batches, at least every FLUSH_INTERVAL seconds
+            time.sleep(float(RECORDER_SETTINGS["PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL"]) + 0.5)
         tasks = count_task_runs(api) if api else None
         shape = [tasks[name] // (1 + repeats) for name in STAGE_TASKS if name in tasks] if tasks else []
         floors = prefect_floor(repeats, shape) if floor and shape else None
