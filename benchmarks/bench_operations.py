@@ -5,12 +5,14 @@
     python -m benchmarks.bench_operations --scaled-copies 200 --scaled-shard-size 100 --skip-fetch
 
 1. Prefect overhead: the sample build (embedded mirror, threads) as the real `build-reasonvqa` flow
-   against a Prefect API started once beforehand, vs. the same flow body and stage functions with
+   against a Prefect API started once beforehand by ``local_prefect_api`` as the CLI starts it (no
+   flow-run heartbeats: reasonvqa/prefect_api.py), vs. the same flow body and stage functions with
    Prefect's flow and task runs taken out (every ``Task.submit`` runs the task's ``.fn`` on a thread
    pool; patched here only): the baseline is the stages' own time. Fresh output folders each run,
    alternating, best of N. With --scaled-copies, also on N copies of the VG sample in small shards
    (many tasks, more work per task). The API server's start (what a CLI build without
-   PREFECT_API_URL pays once) is reported apart.
+   PREFECT_API_URL pays once) is reported apart, and so is Prefect's floor on the sample: the same
+   rounds of tasks doing nothing, and a flow run with no task.
 2. Task count: Prefect tasks a build of 600K images submits with the default shard size
    (one per source unit, per source shard for linking, grounded and templated questions, per fact batch).
 3. Image fetch: `fetch_images` of N synthetic JPEGs from a local HTTP server with 1, 8 and 32 workers,
@@ -54,12 +56,13 @@ def without_prefect(module, config, out: str, workers: int) -> None:
             module.build_reasonvqa.fn(config, out)
 
 
-def prefect_overhead(repeats: int, make_config, label: str) -> dict:
-    """Best of ``repeats`` alternating runs of the real flow and of ``without_prefect`` on ``make_config()``."""
+def prefect_overhead(repeats: int, make_config, label: str, floor: bool = False) -> dict:
+    """Best of ``repeats`` alternating runs of the real flow and of ``without_prefect`` on ``make_config()``;
+    with ``floor``, also ``prefect_floor`` in the build's shape (its task rounds, in stage order)."""
     from prefect.task_runners import ThreadPoolTaskRunner
 
     from reasonvqa.flows import build_reasonvqa as module
-    from reasonvqa.prefect_api import local_prefect_api
+    from reasonvqa.prefect_api import RECORDER_SETTINGS, local_prefect_api
 
     workers = min(ThreadPoolTaskRunner()._max_workers, 64)  # the default runner's threads (bounded for the pool)
     timings: dict[str, list[float]] = {"prefect": [], "baseline": []}
@@ -76,10 +79,58 @@ def prefect_overhead(repeats: int, make_config, label: str) -> dict:
                 else:
                     without_prefect(module, make_config(), out, workers)
                 timings[name].append(round(time.perf_counter() - started, 3))
+        if api:  # the API's recorder writes task runs in batches, at least every FLUSH_INTERVAL seconds
+            time.sleep(float(RECORDER_SETTINGS["PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL"]) + 0.5)
         tasks = count_task_runs(api) if api else None
+        shape = [tasks[name] // (1 + repeats) for name in STAGE_TASKS if name in tasks] if tasks else []
+        floors = prefect_floor(repeats, shape) if floor and shape else None
     best = {k: min(v) for k, v in timings.items()}
     return {"input": label, "runs": timings, "best": best, "overhead": best["prefect"] / best["baseline"] - 1,
-            "server_start_s": server_start, "task_runs": tasks}
+            "server_start_s": server_start, "task_runs": tasks, "floor": floors}
+
+
+STAGE_TASKS = ("read-source-unit", "grounded-shard", "link-shard", "facts-shard", "questions-shard")  # flow order
+
+
+def prefect_floor(repeats: int, rounds: list[int]) -> dict:
+    """Prefect's own cost for a build's shape with no work: best of ``repeats`` flow runs that submit
+    ``rounds`` of no-op tasks (each round waited for, like the stages) and of flow runs with no task.
+    Run against the API of ``prefect_overhead``; a pause before each run lets the server's batched
+    writes of the one before settle (a flow-run creation racing them gets a 503 and Prefect's 2 s retry)."""
+    timings: dict[str, list[float]] = {"tasks": [], "flow_only": []}
+    for _ in range(repeats):
+        for name, shape in (("tasks", rounds), ("flow_only", [])):
+            time.sleep(0.5)
+            started = time.perf_counter()
+            noop_rounds(shape)
+            timings[name].append(round(time.perf_counter() - started, 3))
+    return {"rounds": rounds, "runs": timings, "best": {k: min(v) for k, v in timings.items()}}
+
+
+def _noop_flow():
+    from prefect import flow, task
+    from prefect.cache_policies import NO_CACHE
+
+    @task(name="noop", cache_policy=NO_CACHE)
+    def noop(i: int) -> dict:
+        return {"rows_in": i}
+
+    @flow(name="bench-prefect-floor", log_prints=True)
+    def rounds_of_noops(rounds: list[int]) -> int:
+        return sum(f.result()["rows_in"] for n in rounds for f in [noop.submit(i) for i in range(n)])
+
+    return rounds_of_noops
+
+
+def noop_rounds(rounds: list[int]) -> int:
+    """One flow run of ``rounds`` no-op task rounds (the flow is made once per process)."""
+    global _NOOP_FLOW
+    if _NOOP_FLOW is None:
+        _NOOP_FLOW = _noop_flow()
+    return _NOOP_FLOW(rounds)
+
+
+_NOOP_FLOW = None
 
 
 def count_task_runs(api: str) -> dict[str, int]:
@@ -226,11 +277,16 @@ def main() -> None:
                            scaled_sample(Path(tmp) / "vg", args.scaled_copies, args.scaled_shard_size)))
         for label, make_config in inputs:
             with contextlib.redirect_stdout(io.StringIO()):
-                overhead = prefect_overhead(args.repeats, make_config, label)
+                overhead = prefect_overhead(args.repeats, make_config, label, floor=label == "sample")
             print(f"{label}: Prefect flow {overhead['best']['prefect']:.2f} s, without Prefect "
                   f"{overhead['best']['baseline']:.2f} s -> overhead {100 * overhead['overhead']:.1f}% "
                   f"(runs: {overhead['runs']}; API server start {overhead['server_start_s']} s; "
                   f"task runs recorded over {1 + args.repeats} flow runs: {overhead['task_runs']})", flush=True)
+            if overhead["floor"]:
+                floor = overhead["floor"]
+                print(f"{label}: Prefect's floor (no-op tasks in rounds {floor['rounds']}): {floor['best']['tasks']:.3f} s "
+                      f"= {100 * floor['best']['tasks'] / overhead['best']['baseline']:.1f}% of the stages' time; "
+                      f"a flow run with no task {floor['best']['flow_only']:.3f} s (runs: {floor['runs']})", flush=True)
     print("600K-image plan:", task_count(600_000))
     if args.skip_fetch:
         return

@@ -259,16 +259,15 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
         proposals_dir = work_dir / "proposals"
         report["proposals"], extra_tables["regions"] = run_proposals(config.proposals, shards, proposals_dir)
 
-    # 1c. grounded questions from regions (tasks/questions/grounded*): one task per source shard
+    # 1c. grounded questions from regions (tasks/questions/grounded*): one task per source shard, submitted
+    # now and collected after the knowledge stages, which do not need them (the shards' own time, and
+    # the task runs' bookkeeping, overlap building the mirror, linking and facts)
     extra_pools: list[pa.Table] = []
+    grounded_results = None
     if config.grounded.enabled:
-        from reasonvqa.tasks.questions.grounded_task import run_grounded, run_grounded_vlm
+        from reasonvqa.tasks.questions.grounded_task import submit_grounded
 
-        report["grounded"], grounded, extra_tables["regions"] = run_grounded(config.grounded, shards, work_dir, proposals_dir)
-        extra_pools.append(grounded)
-        if config.grounded.vlm is not None:
-            report["grounded_vlm"], vlm = run_grounded_vlm(config.grounded.vlm, shards, work_dir)
-            extra_pools.append(vlm)
+        grounded_results = submit_grounded(config.grounded, shards, work_dir, proposals_dir)
 
     from reasonvqa.knowledge.facts import linked_item_batches, merge_fact_shards
     from reasonvqa.tasks.questions.bank import load_bank
@@ -288,6 +287,14 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
         fact_calls = [(b, n, facts_dir, endpoint, config.knowledge, cache_dir, cache_key, properties)
                       for n, b in enumerate(linked_item_batches(link_dir, config.shard_size))]
         report["facts"] = summarize(run_tasks(facts_shard, fact_calls, remote))
+    if grounded_results is not None:
+        from reasonvqa.tasks.questions.grounded_task import run_grounded_vlm
+
+        report["grounded"], grounded, extra_tables["regions"] = grounded_results()
+        extra_pools.append(grounded)
+        if config.grounded.vlm is not None:
+            report["grounded_vlm"], vlm = run_grounded_vlm(config.grounded.vlm, shards, work_dir)
+            extra_pools.append(vlm)
     facts_path = merge_fact_shards(facts_dir, work_dir / "facts_merged.parquet")
     snapshot = facts_content_id(config.knowledge, facts_path, inputs["knowledge"])
 

@@ -4,6 +4,15 @@ Without ``PREFECT_API_URL`` a flow call starts Prefect's temporary server as a p
 process, which SIGKILL of the command leaves running. The CLI starts a server itself
 instead (``prefect server start`` on a free 127.0.0.1 port) through ``reasonvqa.children``,
 so the kernel kills it with the command, and stops it when the flow returns.
+
+Flow-run heartbeats are off against that server: they feed zombie-flow automations on a server
+that outlives the flow, and this one dies with the command, so nothing can watch them; Prefect's
+heartbeat thread sleeps in 1 s steps and the flow's exit joins it (0-1 s, 0.5 s on average, per
+flow run: most of Prefect's cost on the sample build). A configured API keeps Prefect's default.
+
+The server records task runs in batches (``RECORDER_SETTINGS``) instead of one SQLite transaction
+per task-run event: half its CPU per sample build, and its writes stop racing the flow-run creation
+(a race that answers 503 and costs Prefect's client a 2 s retry: 8 of 40 back-to-back flow runs).
 """
 
 from __future__ import annotations
@@ -29,9 +38,9 @@ def local_prefect_api(timeout_s: float = 180.0) -> Iterator[str | None]:
     """Within the block, flows talk to a Prefect API on 127.0.0.1 started for it, unless one is configured.
 
     The server is stopped after the block and killed by the kernel if this process dies first.
-    Yields its API URL (None when an API was already configured and is used as is).
+    Yields its API URL (None when an API was already configured and is used as is, heartbeats included).
     """
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     if PREFECT_API_URL.value():
         yield None
@@ -40,13 +49,14 @@ def local_prefect_api(timeout_s: float = 180.0) -> Iterator[str | None]:
     log_file = Path(tempfile.mkstemp(prefix="reasonvqa-prefect-server-", suffix=".log")[1])
     with log_file.open("ab") as log:
         process = popen_bound([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                               "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                               "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              env=RECORDER_SETTINGS | dict(os.environ))  # a setting in the environment wins
     url = f"http://127.0.0.1:{port}/api"
     before = os.environ.get("PREFECT_API_URL")
     try:
         wait_healthy(url, process, log_file, timeout_s)
         os.environ["PREFECT_API_URL"] = url  # for worker processes (Dask) started inside the block
-        with temporary_settings(updates={PREFECT_API_URL: url}):
+        with temporary_settings(updates={PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
             yield url
     finally:
         try:
@@ -58,6 +68,12 @@ def local_prefect_api(timeout_s: float = 180.0) -> Iterator[str | None]:
                 os.environ["PREFECT_API_URL"] = before
             stop(process, grace_s=15)
         log_file.unlink(missing_ok=True)
+
+
+# task-run events written up to 200 at a time, at least every second (Prefect: one at a time); the
+# server writes what it holds when it stops
+RECORDER_SETTINGS = {"PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
+                     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1"}
 
 
 def drain_clients(timeout_s: float = 60.0) -> None:

@@ -4,6 +4,7 @@ the VLM stage (optional) as one task per shard of the images that have regions."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -50,17 +51,22 @@ def grounded_shard(shard: SourceShard, proposals_dir: Path | None, stage_dir: Pa
         config, shard.number, source_file))
 
 
-def run_grounded(config: GroundedConfig, shards: list[SourceShard], work_dir: Path,
-                 proposals_dir: Path | None) -> tuple[dict, pa.Table, pa.Table]:
-    """Submit one grounded task per source shard; return the stage totals, the questions and every region."""
+def submit_grounded(config: GroundedConfig, shards: list[SourceShard], work_dir: Path,
+                    proposals_dir: Path | None) -> Callable[[], tuple[dict, pa.Table, pa.Table]]:
+    """Write the corpus files and submit one grounded task per source shard without waiting for them;
+    the returned call waits for them and gives the stage totals, the questions and every region."""
     stage_dir = work_dir / "grounded"
     corpus = write_corpus_labels(shards, proposals_dir, work_dir / "corpus_labels.parquet")
     corpus_relations = write_corpus_relations(shards, work_dir / "corpus_relations.parquet")
     futures = [grounded_shard.submit(s, proposals_dir, stage_dir, corpus, corpus_relations, config) for s in shards]
-    report = summarize([f.result() for f in futures])
-    questions = read_table(stage_dir, "questions", schemas.QUESTIONS)
-    regions = read_table(stage_dir, "regions", schemas.REGIONS).sort_by([("region_id", "ascending")])
-    return report, questions, regions
+
+    def collect() -> tuple[dict, pa.Table, pa.Table]:
+        report = summarize([f.result() for f in futures])
+        questions = read_table(stage_dir, "questions", schemas.QUESTIONS)
+        regions = read_table(stage_dir, "regions", schemas.REGIONS).sort_by([("region_id", "ascending")])
+        return report, questions, regions
+
+    return collect
 
 
 @task(name="grounded-vlm-shard", cache_policy=NO_CACHE)
@@ -74,7 +80,7 @@ def grounded_vlm_shard(images_path: Path, regions_path: Path, shard: int, stage_
 
 
 def run_grounded_vlm(config: VLMConfig, shards: list[SourceShard], work_dir: Path) -> tuple[dict, pa.Table]:
-    """One VLM task per source shard whose images have regions (after ``run_grounded``); totals and questions."""
+    """One VLM task per source shard whose images have regions (after ``submit_grounded``'s results); totals and questions."""
     stage_dir = work_dir / "grounded_vlm"
     regions_dir = work_dir / "grounded" / "regions"
     calls = [(s.file("images"), regions_dir / f"{part_name(s.number)}.parquet", s.number)
