@@ -202,8 +202,6 @@ def _jpeg(kb: int, seed: int) -> bytes:
 
 def fetch_throughput(images: int, kb: int, latency_ms: float = 0.0) -> list[dict]:
     """Images per second fetched with 1, 8 and 32 workers; the server waits ``latency_ms`` before each answer."""
-    import pyarrow as pa
-
     from reasonvqa import schemas
     from reasonvqa.tasks.release.images import fetch_images
     from reasonvqa.tasks.release.writer import write_release
