@@ -35,10 +35,11 @@ def key_order(keys: np.ndarray) -> np.ndarray:
     """``np.argsort(keys, kind="stable")``. The keys of ``keys_of`` are distinct (SplitMix64's
     finalizer is a bijection), so the faster unstable argsort gives the same order; equal keys
     fall back to the stable sort."""
-    ranked = np.sort(keys)
+    order = np.argsort(keys)
+    ranked = keys[order]
     if len(keys) > 1 and not bool((ranked[1:] > ranked[:-1]).all()):
         return np.argsort(keys, kind="stable")
-    return np.argsort(keys)
+    return order
 
 
 def first_by_key(keys: np.ndarray, k: int) -> np.ndarray:

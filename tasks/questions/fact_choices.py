@@ -43,9 +43,9 @@ def fact_choices(index, seed: int, bank: TemplateBank, config: QuestionConfig) -
     Computed once per key: shards that start together (one thread each) wait for the first one's
     result instead of each computing the same table (30 concurrent shards cost 20 CPU s that way).
     """
-    future, mine = _claim(index, seed, config)
+    key, future, mine = _claim(index, seed, config)
     if mine:
-        _fill(future, index, seed, bank, config)
+        _fill(key, future, index, seed, bank, config)
     return future.result()
 
 
@@ -53,28 +53,28 @@ def prefetch(index, seed: int, bank: TemplateBank, config: QuestionConfig) -> No
     """Start computing ``fact_choices`` on a thread of its own unless it was started: the shards that
     start with the index then do their references and ids meanwhile instead of waiting (the choices
     are asked for last). Never blocks on the computation."""
-    future, mine = _claim(index, seed, config)
+    key, future, mine = _claim(index, seed, config)
     if mine:
-        threading.Thread(target=_fill, args=(future, index, seed, bank, config), daemon=True,
+        threading.Thread(target=_fill, args=(key, future, index, seed, bank, config), daemon=True,
                          name="fact-choices").start()
 
 
-def _claim(index, seed: int, config: QuestionConfig) -> tuple[Future, bool]:
-    """The cache's future for this key, and whether the caller created it (and so must fill it)."""
+def _claim(index, seed: int, config: QuestionConfig) -> tuple[tuple, Future, bool]:
+    """The cache key, its future, and whether the caller created it (and so must fill it)."""
     key = (seed, config.model_dump_json())
     with _LOCK:
         if key in index.choice_cache:
-            return index.choice_cache[key], False
+            return key, index.choice_cache[key], False
         future = index.choice_cache[key] = Future()
-        return future, True
+        return key, future, True
 
 
-def _fill(future: Future, index, seed: int, bank: TemplateBank, config: QuestionConfig) -> None:
+def _fill(key: tuple, future: Future, index, seed: int, bank: TemplateBank, config: QuestionConfig) -> None:
     try:
         future.set_result(_compute(index, seed, bank, config))
     except BaseException as error:
         with _LOCK:  # a failed computation is not cached: the next caller tries again
-            index.choice_cache.pop((seed, config.model_dump_json()), None)
+            index.choice_cache.pop(key, None)
         future.set_exception(error)
 
 

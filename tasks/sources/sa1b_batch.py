@@ -305,10 +305,11 @@ def _same_extra_type(parts: list[tuple[dict[str, pa.Array], int, int, bytes]], n
     if all(pa.types.is_integer(_leaf_type(regions[name].type)) for regions, *_ in parts):
         return True
     ends = np.cumsum([stop - start for _, start, stop, _ in parts])
+    texts = [bytes(doc) for *_, doc in parts]  # a doc may be a view into the block: one copy each, not one per row
     for row in range(0, int(ends[-1]), max(1, int(ends[-1]) // 64)):
         part = int(np.searchsorted(ends, row, side="right"))
-        _, start, stop, doc = parts[part]
-        text = _value_text(doc, name, row - int(ends[part]) + (stop - start), stop - start)
+        _, start, stop, _ = parts[part]
+        text = _value_text(texts[part], name, row - int(ends[part]) + (stop - start), stop - start)
         if text is None:
             return False
         if any(c in text for c in b".eE"):
@@ -326,7 +327,6 @@ def _value_text(doc: bytes, key: str, index: int, count: int) -> bytes | None:
     """The JSON text of key ``key``'s value in the ``index``-th of the ``count`` annotations, or None when the
     key is not written ``count`` times as is (e.g. with escapes). Keys appear only as keys here: the layout
     is the released one, and a quote inside a string value is escaped."""
-    doc = bytes(doc)
     found = [m.end() for m in re.finditer(rb'"' + key.encode() + rb'"\s*:', doc)]
     if len(found) != count:
         return None

@@ -18,7 +18,7 @@ import struct
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO, Iterator
+from typing import IO, Any, BinaryIO, Callable, Iterator
 
 
 DIRECT_HEADERS = True  # False: every header through tarfile (the tests compare the two)
@@ -102,15 +102,11 @@ def walk(path: Path) -> Iterator[Member | Problem]:
                 name, size = plain
                 data_offset = offset + tarfile.BLOCKSIZE
                 archive.offset = data_offset + -(-size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE  # tarfile's next header
-                reason = name_problem(name)
-                if reason is not None:
-                    yield Problem(reason, name, offset, "type b'0'")  # _describe's text
-                    continue
-                if data_offset + size > file_size:
-                    yield Problem("tar_truncated", name, offset,
-                                  f"member data ends at byte {data_offset + size}, the file at {file_size}")
+                item = _checked(name, name_problem(name), offset, data_offset, size, file_size,
+                                f"type {tarfile.REGTYPE!r}", lambda: MemberStream(fileobj, data_offset, size))
+                yield item
+                if _ends_walk(item):
                     return
-                yield Member(plain_name(name), size, offset, MemberStream(fileobj, data_offset, size))
                 continue
             try:
                 info = archive.next()
@@ -123,16 +119,26 @@ def walk(path: Path) -> Iterator[Member | Problem]:
                     yield problem
                 return
             reason = member_problem(info)
-            if reason is not None:
-                yield Problem(reason, info.name, info.offset, _describe(info))
-                continue
-            if info.offset_data + info.size > file_size:
-                yield Problem("tar_truncated", info.name, info.offset,
-                              f"member data ends at byte {info.offset_data + info.size}, the file at {file_size}")
+            item = _checked(info.name, reason, info.offset, info.offset_data, info.size, file_size,
+                            _describe(info) if reason else "", lambda: archive.extractfile(info))
+            yield item
+            if _ends_walk(item):
                 return
-            stream = archive.extractfile(info)
-            assert stream is not None  # a regular file always has a stream
-            yield Member(plain_name(info.name), info.size, info.offset, stream)
+
+
+def _checked(name: str, reason: str | None, offset: int, data_offset: int, size: int, file_size: int, detail: str,
+             open_stream: Callable[[], Any]) -> Member | Problem:
+    """The member, or its Problem: ``reason`` (unsafe name or kind) or data running past the file's end."""
+    if reason is not None:
+        return Problem(reason, name, offset, detail)
+    if data_offset + size > file_size:
+        return Problem("tar_truncated", name, offset, f"member data ends at byte {data_offset + size}, the file at {file_size}")
+    return Member(plain_name(name), size, offset, open_stream())
+
+
+def _ends_walk(item: Member | Problem) -> bool:
+    """A member whose data runs past the file's end ends the walk (nothing after it can be read)."""
+    return isinstance(item, Problem) and item.reason == "tar_truncated"
 
 
 class MemberStream:
