@@ -23,16 +23,7 @@ import time
 from pathlib import Path
 
 from benchmarks.bench_balance_split import pool_file
-
-ROOT_FOLDERS = ("flows", "tasks", "knowledge", "templates", "annotation_exports", "data")
-
-
-def use_tree(tree: Path) -> None:
-    """Import ``reasonvqa`` from ``tree`` instead of the editable install's checkout."""
-    import __editable___reasonvqa_pipeline_0_1_0_finder as finder
-
-    finder.MAPPING.update({"reasonvqa": str(tree / "reasonvqa"),
-                           **{f"reasonvqa.{folder}": str(tree / folder) for folder in ROOT_FOLDERS}})
+from benchmarks.bench_release_write import use_tree
 
 
 def decision_digest(done) -> str:

@@ -43,16 +43,15 @@ class Rejects:
 
     stage: str
     shard: int = 0
-    _parts: list[list[dict] | pa.Table] = field(default_factory=list, repr=False)
+    _tables: list[pa.Table] = field(default_factory=list, repr=False)
+    _pending: list[dict] = field(default_factory=list, repr=False)  # rows of ``add`` since the last table
 
     def add(self, reason: str, source: str, record: Any) -> None:
         """Record one dropped row. ``record`` is kept as JSON (or raw text)."""
         if isinstance(record, (bytes, bytearray)):
             record = record.decode("utf-8", "replace")
         text = record if isinstance(record, str) else json.dumps(record, default=str, sort_keys=True)
-        if not self._parts or not isinstance(self._parts[-1], list):
-            self._parts.append([])
-        self._parts[-1].append(
+        self._pending.append(
             {"stage": self.stage, "shard": self.shard, "reason": reason, "source": source, "record": text}
         )
 
@@ -64,30 +63,33 @@ class Rejects:
             n = table.num_rows
             table = table.add_column(0, "shard", pa.repeat(pa.scalar(self.shard, pa.int32()), n))
             table = table.add_column(0, "stage", pa.repeat(pa.scalar(self.stage, pa.string()), n))
-            self._parts.append(schemas.conform(table, schemas.REJECTS))
+            self._flush()
+            self._tables.append(schemas.conform(table, schemas.REJECTS))
+
+    def _flush(self) -> None:
+        """The pending rows become a table, so the tables keep the order rows came in."""
+        if self._pending:
+            self._tables.append(schemas.from_rows(self._pending, schemas.REJECTS))
+            self._pending = []
 
     @property
     def rows(self) -> list[dict]:
         """Every reject as a dict, in the order recorded (a copy: add rows with ``add``)."""
-        return [row for part in self._parts for row in (part if isinstance(part, list) else part.to_pylist())]
+        return self.table().to_pylist()
 
     def reason_counts(self) -> Counter:
         """Rejects per reason."""
-        counts: Counter = Counter()
-        for part in self._parts:
-            if isinstance(part, list):
-                counts.update(r["reason"] for r in part)
-            else:
-                reasons = part["reason"].value_counts()
-                counts.update({v["values"]: v["counts"] for v in reasons.to_pylist()})
+        counts = Counter(r["reason"] for r in self._pending)
+        for table in self._tables:
+            counts.update({v["values"]: v["counts"] for v in table["reason"].value_counts().to_pylist()})
         return counts
 
     def __len__(self) -> int:
-        return sum(len(part) if isinstance(part, list) else part.num_rows for part in self._parts)
+        return len(self._pending) + sum(table.num_rows for table in self._tables)
 
     def table(self) -> pa.Table:
-        tables = [schemas.from_rows(p, schemas.REJECTS) if isinstance(p, list) else p for p in self._parts]
-        return pa.concat_tables(tables or [schemas.from_rows([], schemas.REJECTS)]).combine_chunks()
+        self._flush()
+        return pa.concat_tables(self._tables or [schemas.from_rows([], schemas.REJECTS)]).combine_chunks()
 
 
 @dataclass

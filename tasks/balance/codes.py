@@ -46,6 +46,7 @@ class ColumnCodes:
         self._dense: dict[str, tuple[np.ndarray, pa.Array]] = {}
         self._pending: dict[str, Future] = {}
         self._sorted: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._missing: dict[str, np.ndarray] = {}
 
     def prefetch(self, names: tuple[str, ...]) -> None:
         """Start the dense codes of ``names`` on the ``background`` executor (Arrow's hashing
@@ -70,12 +71,14 @@ class ColumnCodes:
         return self._sorted[name]
 
     def missing(self, name: str) -> np.ndarray:
-        """``missing`` of the column ``name``, from its dense codes ("" sorts first)."""
-        code, values = self.dense(name)
-        gone = code < 0
-        if len(values) and len(values[0].as_py()) == 0:
-            gone |= code == 0
-        return gone
+        """``missing`` of the column ``name``, from its dense codes ("" sorts first); computed once."""
+        if name not in self._missing:
+            code, values = self.dense(name)
+            gone = code < 0
+            if len(values) and len(values[0].as_py()) == 0:
+                gone |= code == 0
+            self._missing[name] = gone
+        return self._missing[name]
 
     def take(self, name: str, rows: np.ndarray) -> pa.Array:
         """``column.take(rows)`` as one array: from the sorted distinct values when the column's dense

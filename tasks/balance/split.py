@@ -95,9 +95,7 @@ def split_images(
     n = len(rows)
     image_all, image_values = coded.dense("image_id")
     image_code = image_all[rows]
-    no_image = image_code < 0
-    if len(image_values) and image_values[0].as_py() == "":  # "" sorts first
-        no_image |= image_code == 0
+    no_image = coded.missing("image_id")[rows]
     if no_image.any():
         check_images(questions["question_id"].take(pa.array(rows[no_image])).to_pylist(), [None] * int(no_image.sum()))
     present_images, image = _present(image_code, len(image_values))  # image rank in image_id order

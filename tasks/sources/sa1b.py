@@ -266,7 +266,7 @@ class _TarReader:
                 continue
             if isinstance(event, Problem):
                 shard.rows_in += 1
-                shard.rejects.add(event.reason, f"{self.tar_name}:{event.name}@{event.offset}", event.detail)
+                shard.rejects.add(event.reason, self._where(event), event.detail)
                 continue
             if isinstance(event, _Refused):
                 shard.rows_in += 1
@@ -337,7 +337,8 @@ class _TarReader:
             return _Ready(stem, half)
         return None
 
-    def _where(self, member: Member) -> str:
+    def _where(self, member: Member | Problem) -> str:
+        """Where a member (or a problem of the walk) sits: ``<tar>:<name>@<header offset>``."""
         return f"{self.tar_name}:{member.name}@{member.offset}"
 
     def _image(self, stem: str, half: _Pending, shard: _Shard) -> None:
