@@ -23,6 +23,8 @@ SCRIPT = textwrap.dedent("""
     for server in range(2):  # two builds in one process, each with an API of its own (same database)
         with local_prefect_api():
             many(10)
+            services = httpx.get(PREFECT_API_URL.value() + "/admin/settings").json()["server"]["services"]
+            print("services on", *sorted(k for k, v in services.items() if isinstance(v, dict) and v.get("enabled") is True))
             print("heartbeat inside", get_current_settings().flows.heartbeat_frequency, flush=True)
             if server:  # the first server is stopped at once: its batched task runs are written as it stops
                 deadline = time.monotonic() + 30
@@ -51,6 +53,10 @@ def test_a_second_api_in_one_process_records_its_task_runs_and_the_process_exits
     # no heartbeats against the command's own server (nothing outlives it to watch them); Prefect's default after
     beats = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("heartbeat")]
     assert beats == [["inside", "None"], ["after", "180"]] * 2, done.stdout
+    # of the server's services only the task-run recorder runs (db_vacuum names what it would vacuum: events, which
+    # need the event persister, off): the rest serve a server that outlives its flows
+    services = [line.split()[2:] for line in done.stdout.splitlines() if line.startswith("services on")]
+    assert services == [["task_run_recorder"]] * 2, done.stdout
 
 
 def test_a_configured_api_is_used_as_is_with_prefect_s_heartbeats():
