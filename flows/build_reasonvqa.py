@@ -47,14 +47,14 @@ from reasonvqa.tasks.sources.ingest import (
 )
 
 
-@task(name="read-source-unit", cache_policy=NO_CACHE)
+@task(name="read-source-unit", task_run_name="read-{config.kind}-{stage_dir.name}", cache_policy=NO_CACHE)
 def read_source_unit(config: sources.SourceConfig, unit: Any, stage_dir: Path, shard_size: int) -> list[dict]:
     """Read one work unit of a source into its stage folder, one shard per ``shard_size`` images."""
     source = sources.get(config.kind, scratch_dir=stage_dir.parent)
     return ingest_unit(source, config, unit, stage_dir, shard_size)
 
 
-@task(name="link-shard", cache_policy=NO_CACHE)
+@task(name="link-shard", task_run_name="link-shard-{shard.number:05d}", cache_policy=NO_CACHE)
 def link_shard(shard: SourceShard, stage_dir: Path, endpoint: str, config: KnowledgeConfig,
                cache_dir: Path, cache_key: str | None) -> dict:
     """Link one source shard's objects to Wikidata items (written as link shard ``shard.number``)."""
@@ -69,7 +69,7 @@ def link_shard(shard: SourceShard, stage_dir: Path, endpoint: str, config: Knowl
     return run_shard(stage_dir, shard.number, compute)
 
 
-@task(name="facts-shard", cache_policy=NO_CACHE)
+@task(name="facts-shard", task_run_name="facts-shard-{shard:05d}", cache_policy=NO_CACHE)
 def facts_shard(qids: list[str], shard: int, stage_dir: Path, endpoint: str, config: KnowledgeConfig,
                 cache_dir: Path, cache_key: str | None, properties: list[str]) -> dict:
     """Fetch up to 3 hops of facts for one batch of linked items."""
@@ -83,7 +83,7 @@ def facts_shard(qids: list[str], shard: int, stage_dir: Path, endpoint: str, con
     return run_shard(stage_dir, shard, compute)
 
 
-@task(name="questions-shard", cache_policy=NO_CACHE)
+@task(name="questions-shard", task_run_name="questions-shard-{shard.number:05d}", cache_policy=NO_CACHE)
 def questions_shard(shard: SourceShard, link_dir: Path, stage_dir: Path, facts_path: Path,
                     config: QuestionConfig, seed: int, knowledge_snapshot: str) -> dict:
     """Generate templated questions for one source shard of images (questions shard ``shard.number``)."""
@@ -93,7 +93,12 @@ def questions_shard(shard: SourceShard, link_dir: Path, stage_dir: Path, facts_p
         shard, link_dir, facts_path, config, seed, knowledge_snapshot))
 
 
-@task(name="partition-step", cache_policy=NO_CACHE)
+def _partition_step_name(parameters: dict[str, Any]) -> str:
+    """``partition-<step function>``, e.g. ``partition-spill_file`` (a task run named by what it does)."""
+    return f"partition-{getattr(parameters['fn'], '__name__', 'step')}"
+
+
+@task(name="partition-step", task_run_name=_partition_step_name, cache_policy=NO_CACHE)
 def partition_step(fn: Callable, args: tuple) -> Any:
     """One per-file or per-partition step of the on-disk release path (tasks/balance/partitioned.py)."""
     return fn(*args)

@@ -110,7 +110,7 @@ def vg_graph_shards(path: Path, work: Path, shard_size: int, max_images: int | N
     return results
 
 
-@task(name="verified-qa-shard", cache_policy=NO_CACHE)
+@task(name="verified-qa-shard", task_run_name="verified-qa-shard-{shard:05d}", cache_policy=NO_CACHE)
 def verified_shard(graphs_path: str, shard: int, stage_dir: str, config_json: str) -> dict:
     config = VerifiedQAConfig.model_validate_json(config_json)
     stage = instance(VerifiedQAStage, config)

@@ -18,7 +18,7 @@ from reasonvqa.tasks.proposals.stage import ProposalsStage
 from reasonvqa.tasks.sources.ingest import SourceShard
 
 
-@task(name="proposals-shard", cache_policy=NO_CACHE)
+@task(name="proposals-shard", task_run_name="proposals-shard-{shard:05d}", cache_policy=NO_CACHE)
 def proposals_shard(images_path: Path, objects_path: Path | None, image_root: Path, shard: int,
                     stage_dir: Path, config: ProposalsConfig) -> dict:
     """Regions with masks for one source shard of images."""

@@ -40,7 +40,7 @@ def write_corpus_relations(shards: list[SourceShard], path: Path) -> Path:
     return path
 
 
-@task(name="grounded-shard", cache_policy=NO_CACHE)
+@task(name="grounded-shard", task_run_name="grounded-shard-{shard.number:05d}", cache_policy=NO_CACHE)
 def grounded_shard(shard: SourceShard, proposals_dir: Path | None, stage_dir: Path, corpus_path: Path,
                    corpus_relations_path: Path, config: GroundedConfig) -> dict:
     """Grounded and hallucination questions of one source shard (written as shard ``shard.number``)."""
@@ -69,7 +69,7 @@ def submit_grounded(config: GroundedConfig, shards: list[SourceShard], work_dir:
     return collect
 
 
-@task(name="grounded-vlm-shard", cache_policy=NO_CACHE)
+@task(name="grounded-vlm-shard", task_run_name="grounded-vlm-shard-{shard:05d}", cache_policy=NO_CACHE)
 def grounded_vlm_shard(images_path: Path, regions_path: Path, shard: int, stage_dir: Path, config_json: str) -> dict:
     """VLM-written grounded questions of one source shard (its images and the grounded stage's regions)."""
     from reasonvqa.tasks.questions.grounded_vlm import GroundedVLMStage

@@ -108,6 +108,27 @@ def test_every_shard_of_every_stage_adds_up(two_builds):
     assert manifest["inputs"]["knowledge_date"] == "2021-05-26"  # the bundled entities' newest `modified`
 
 
+def test_task_runs_are_named_by_stage_and_shard(two_builds):
+    # Prefect prefixes each task's log lines with its run's name: "link-shard-00003", not "link-shard-7c3"
+    import time
+
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+
+    deadline, names = time.monotonic() + 60, set()
+    while time.monotonic() < deadline:  # task runs reach the API as events, recorded a moment later
+        with get_client(sync_client=True) as client:
+            runs = client.read_task_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["build-reasonvqa"])))
+        names = {run.name for run in runs}
+        if {"partition-spill_file", "questions-shard-00000"} <= names:
+            break
+        time.sleep(1)
+    assert {"read-vg-unit-00000", "read-gldv2-unit-00000", "link-shard-00000", "facts-shard-00000",
+            "questions-shard-00000", "grounded-shard-00000", "partition-spill_file"} <= names, sorted(names)
+    unnamed = {n for n in names if not re.fullmatch(r"(read-\w+-unit|[a-z-]+-shard)-\d{5}|partition-\w+", n)}
+    assert not unnamed, sorted(unnamed)
+
+
 def _released(release: Path) -> pl.DataFrame:
     return pl.concat([pl.read_parquet(release / s / "*.parquet") for s in ("train", "test")])
 
