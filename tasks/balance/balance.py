@@ -16,7 +16,8 @@ Algorithm (one round; rounds repeat until a fixed point or ``config.rounds``):
    a seeded random key of the question (tasks.balance.keys).
 
 Invalid rows (no or an empty question_id, a repeated question_id, no image_id, no property_id,
-no answer) are removed first with their reason and round 0, so ``pool == kept + removed`` always.
+no answer, a templated question without choices) are removed first with their reason and round 0,
+so ``pool == kept + removed`` always.
 tests/tasks/balance/reference.py implements the same algorithm row by row in plain Python.
 """
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.config import BalanceConfig
@@ -50,7 +52,10 @@ INVALID_REASONS = (
     "missing_image_id",
     "missing_property_id",
     "missing_answer",
+    "missing_choices",
 )
+MULTIPLE_CHOICE_KINDS = ("template",)  # kinds whose questions need choices; a null kind is a 1.x templated row
+NO_CHOICES = "__no_choices"  # a decision table's precomputed ``no_choices`` (partitioned.py reads no choices column)
 BALANCE_REASONS = ("head_tail_bound", "max_ratio")
 
 
@@ -77,6 +82,20 @@ class BalanceResult:
 def check_columns(pool: pa.Table) -> None:
     """Raise a clear error when the pool lacks a column balancing or splitting needs."""
     codes.require_columns(pool, REQUIRED_COLUMNS)
+
+
+def no_choices(pool: pa.Table) -> pa.ChunkedArray | None:
+    """Per row: True when its kind needs choices and it has none (null or ``[]``; the release's verify
+    refuses such a question); the ``NO_CHOICES`` column when ``pool`` has it; None without a choices column."""
+    if NO_CHOICES in pool.column_names:
+        return pool[NO_CHOICES]
+    if "choices" not in pool.column_names:
+        return None
+    none = pc.fill_null(pc.equal(pc.list_value_length(pool["choices"]), 0), True)
+    if "kind" not in pool.column_names:
+        return none
+    kind = pool["kind"]
+    return pc.and_(none, pc.or_(pc.is_null(kind), pc.is_in(kind, pa.array(MULTIPLE_CHOICE_KINDS))))
 
 
 def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, materialize: bool = True,
@@ -264,8 +283,17 @@ def _invalid_codes(pool: pa.Table, coded: codes.ColumnCodes) -> np.ndarray:
         coded.missing("image_id"),
         coded.missing("property_id"),
         coded.missing("answer"),
+        _no_choices_rows(pool),
     ]
     return np.select(conditions, list(range(1, len(conditions) + 1)), 0).astype(np.int8)
+
+
+def _no_choices_rows(pool: pa.Table) -> np.ndarray:
+    """``no_choices`` as numpy (all False without a choices column)."""
+    flags = no_choices(pool)
+    if flags is None:
+        return np.zeros(pool.num_rows, dtype=bool)
+    return codes.combined(flags).to_numpy(zero_copy_only=False).astype(bool, copy=False)
 
 
 def _round_entry(round_no: int, reason_codes: np.ndarray, groups: np.ndarray, after: int) -> dict:
@@ -289,7 +317,7 @@ def _removed_table(
 ) -> tuple[pa.Table, np.ndarray]:
     """Removed rows ordered by question_id (nulls last), then pool row; and their pool rows."""
     n = coded.table.num_rows
-    reason_code = invalid.astype(np.int16)  # 1..5 invalid, 6.. balance reasons, 0 kept
+    reason_code = invalid.astype(np.int16)  # 1..6 invalid, 7.. balance reasons, 0 kept
     round_of = np.zeros(n, dtype=np.int32)
     gone = ~state.alive
     dropped = valid_rows[gone]

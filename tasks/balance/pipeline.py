@@ -16,7 +16,7 @@ from reasonvqa.splitmix import mix64
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.groups import with_group_keys
 from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_share
-from reasonvqa.tasks.balance.balance import REMOVED, BalanceResult, balance_questions, removed_columns
+from reasonvqa.tasks.balance.balance import NO_CHOICES, REMOVED, BalanceResult, balance_questions, no_choices, removed_columns
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.split import SplitResult, split_images
 from reasonvqa.tasks.release.writer import TableRows
@@ -40,8 +40,10 @@ class BalancedSplit:
 
 
 SeenCheck = Callable[[np.ndarray, np.ndarray], np.ndarray]
-# what ``decide`` reads of the pool (kind, task_type and is_hallucination where the pool has them)
-DECISION_COLUMNS = ("question_id", "image_id", "property_id", "answer", "n_hop", "kind", "task_type", "is_hallucination")
+# what ``decide`` reads of the pool (kind, task_type and is_hallucination where the pool has them), and the
+# ``balance.no_choices`` flags of its rows (from its choices column, or a key table's NO_CHOICES column)
+DECISION_COLUMNS = ("question_id", "image_id", "property_id", "answer", "n_hop", "kind", "task_type", "is_hallucination",
+                    NO_CHOICES)
 
 
 def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int,
@@ -52,8 +54,12 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
     is_hallucination where the pool has other kinds than templates (their balancing group and
     hallucination share: groups.py, hallucination_share.py) and, unless ``seen_in_train`` (test
     rows, train rows -> mask of the test rows whose (question, answer) pair is in train) is
-    given, question. The release keeps each row's own property_id (null for kinds without one)."""
+    given, question; choices (or a ``balance.NO_CHOICES`` column) to remove multiple-choice rows without
+    choices. The release keeps each row's own property_id (null for kinds without one)."""
     keyed = with_group_keys(pool.select([c for c in DECISION_COLUMNS if c in pool.column_names]))
+    flags = no_choices(pool)
+    if flags is not None and NO_CHOICES not in keyed.column_names:
+        keyed = keyed.append_column(NO_CHOICES, flags)
     if "question_id" in keyed.column_names:  # one chunk: Arrow's take from many chunks joins them first, per call
         keyed = keyed.set_column(keyed.schema.get_field_index("question_id"), "question_id",
                                  codes.combined(keyed["question_id"]))

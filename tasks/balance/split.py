@@ -104,7 +104,8 @@ def split_images(
     answer_all, answer_values = coded.dense("answer")
     answer = answer_all[rows]
     answer_count = np.bincount(answer[answer >= 0], minlength=len(answer_values))
-    pool_codes = np.flatnonzero(answer_count.astype(np.float64) >= config.pool_min_share * n)  # answer-text order
+    # answer-text order; an answer of none of ``rows`` is no pool answer, even when ``rows`` is empty
+    pool_codes = np.flatnonzero((answer_count > 0) & (answer_count.astype(np.float64) >= config.pool_min_share * n))
     n_pool = len(pool_codes)
     pool_index = np.full(len(answer_values) + 1, -1, dtype=np.int64)  # last slot: null answers
     pool_index[pool_codes] = np.arange(n_pool)
