@@ -158,7 +158,8 @@ class _ChoiceCodes:
             return
         unified = pa.chunked_array([codes for codes, _, _ in self.parts]).unify_dictionaries()
         parts, self.parts = self.parts, []
-        counts = np.zeros(len(unified.chunk(0).dictionary), np.int64)
+        # at least one slot: choices that are all null leave an empty dictionary (their codes are -1, never read)
+        counts = np.zeros(max(len(unified.chunk(0).dictionary), 1), np.int64)
         for chunk in unified.chunks:
             codes = _indices(chunk)
             counts += np.bincount(codes[codes >= 0], minlength=len(counts))

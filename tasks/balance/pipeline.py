@@ -210,7 +210,7 @@ def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, fl
     target and achieved shares in the balance report. No ``shares``: nothing changes."""
     if not shares:
         return
-    hops = pool["n_hop"].take(pa.array(balanced.kept_rows, pa.int64())).to_numpy(zero_copy_only=False).astype(np.int64)
+    hops = _hops(pool["n_hop"].take(pa.array(balanced.kept_rows, pa.int64())))
     counts = _value_counts(hops)
     quota = hop_quota(counts, shares)
     random_key = keys.keys_of(keys.salt(seed, "hop_mix"), np.arange(len(hops)))
@@ -222,12 +222,21 @@ def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, fl
     balanced.kept_rows = balanced.kept_rows[keep]
     _add_removed(pool, balanced, dropped, HOP_MIX, coded)
     kept = len(balanced.kept_rows)
+    name = lambda h: NO_HOP_NAME if h == NO_HOP else str(h)  # noqa: E731
     balanced.report["hop_mix"] = {
         "target": {str(h): s for h, s in sorted(shares.items())},
-        "before": {str(h): n for h, n in sorted(counts.items())},
-        "after": {str(h): quota[h] for h in sorted(counts)},
-        "achieved": {str(h): round(quota[h] / kept, 4) if kept else 0.0 for h in sorted(counts)},
+        "before": {name(h): n for h, n in sorted(counts.items())},
+        "after": {name(h): quota[h] for h in sorted(counts)},
+        "achieved": {name(h): round(quota[h] / kept, 4) if kept else 0.0 for h in sorted(counts)},
     }
+
+
+NO_HOP, NO_HOP_NAME = int(np.iinfo(np.int64).min), "<none>"  # a null n_hop: a hop of its own, without a share
+
+
+def _hops(n_hop: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The hop counts as int64, a null as ``NO_HOP`` (so it is kept whole and reported as stats.py names a null)."""
+    return pc.fill_null(n_hop.cast(pa.int64()), NO_HOP).to_numpy(zero_copy_only=False)
 
 
 def _value_counts(values: np.ndarray) -> dict[int, int]:

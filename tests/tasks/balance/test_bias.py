@@ -167,3 +167,12 @@ def test_an_empty_choices_list_counts_as_no_choices():
     only_empty = bias_report(_table(empty), _table(empty))
     assert only_empty == bias_report(_table(without), _table(without))
     assert only_empty["questions"] == 0 and only_empty["chance"] is None and only_empty["baselines"] == {}
+
+
+def test_choices_that_are_all_null_are_never_picked():
+    """Null choices leave the release's choice dictionary empty: most-frequent-choice credits nothing (it crashed)."""
+    rows = [dict(question="q1", answer="A", choices=[None], answer_category="literal"),
+            dict(question="q2", answer="B", choices=[None, None], answer_category="literal")]
+    report = bias_report(_table(rows), _table(rows[:1]))
+    assert report["questions"] == 3 and report["chance"] == round((1 + 1 / 2 + 1) / 3, 4)
+    assert report["baselines"]["most_frequent_choice"] == 0.0 and report["baselines"]["question_prior"] == 1.0
