@@ -160,7 +160,8 @@ def _encode(coded: codes.ColumnCodes, rows: np.ndarray, seed: int) -> _Encoded:
     random_key = keys.keys_of(keys.salt(seed, "balance"), np.arange(len(rows)))
     key_rank = np.empty(len(rows), dtype=np.int64)
     key_rank[keys.key_order(random_key)] = np.arange(len(rows))
-    pair, n_pairs = _dense(group * (int(answer.max(initial=0)) + 1) + answer)
+    distinct_pairs, pair = codes.unique_ints(group * (int(answer.max(initial=0)) + 1) + answer, inverse=True)
+    n_pairs = len(distinct_pairs)
     first_row_of_pair = np.zeros(n_pairs, dtype=np.int64)
     first_row_of_pair[pair[::-1]] = np.arange(len(rows))[::-1]
     return _Encoded(
@@ -247,20 +248,6 @@ def pair_targets(counts: np.ndarray, pair_group: np.ndarray, config: BalanceConf
     target[pairs] = np.where(reducible, np.maximum(goal, step_floor), c)
     reason[pairs] = np.where(by_tail <= by_ratio, 1, 2)
     return target, reason
-
-
-def _dense(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """Dense 0-based codes of non-negative integers, in value order (bincount when the range allows)."""
-    if len(values) == 0:
-        return values.astype(np.int64), 0
-    top = int(values.max())
-    if top <= 8 * len(values):
-        present = np.zeros(top + 1, dtype=bool)
-        present[values] = True
-        code = np.cumsum(present, dtype=np.int32 if top < 1 << 31 else np.int64) - 1  # int32: a table that caches better
-        return code[values].astype(np.int64), int(code[-1]) + 1
-    unique, inverse = np.unique(values, return_inverse=True)
-    return inverse, len(unique)
 
 
 def _priority_order(pair: np.ndarray, image_count: np.ndarray, key_rank: np.ndarray) -> np.ndarray:

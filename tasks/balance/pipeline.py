@@ -211,7 +211,7 @@ def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, fl
     if not shares:
         return
     hops = _hops(pool["n_hop"].take(pa.array(balanced.kept_rows, pa.int64())))
-    counts = _value_counts(hops)
+    counts = dict(zip(*(a.tolist() for a in codes.unique_ints(hops, counts=True))))  # {hop: rows}, in hop order
     quota = hop_quota(counts, shares)
     random_key = keys.keys_of(keys.salt(seed, "hop_mix"), np.arange(len(hops)))
     keep = np.zeros(len(hops), dtype=bool)
@@ -237,15 +237,6 @@ NO_HOP, NO_HOP_NAME = int(np.iinfo(np.int64).min), "<none>"  # a null n_hop: a h
 def _hops(n_hop: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The hop counts as int64, a null as ``NO_HOP`` (so it is kept whole and reported as stats.py names a null)."""
     return pc.fill_null(n_hop.cast(pa.int64()), NO_HOP).to_numpy(zero_copy_only=False)
-
-
-def _value_counts(values: np.ndarray) -> dict[int, int]:
-    """{value: count} of an integer array, in value order (by counting when the range is small)."""
-    if len(values) and int(values.max()) - int(values.min()) < 1 << 16:
-        low = int(values.min())
-        counts = np.bincount(values - low)
-        return {int(v) + low: int(counts[v]) for v in np.flatnonzero(counts)}
-    return {int(h): int(n) for h, n in zip(*np.unique(values, return_counts=True))}
 
 
 def _add_removed(pool: pa.Table, balanced: BalanceResult, rows: np.ndarray, reason: str,
