@@ -112,6 +112,7 @@ EDGE_POOLS = {
     "empty_answers": (_every_fourth(_rows(), answer=""), (12, 7, 2), {"missing_answer": 3}, 9),
     "empty_choices": (_every_fourth(_rows(), choices=[]), (12, 7, 2), {"missing_choices": 3}, 9),
     "every_choices_empty": (_rows(choices=[]), (12, 0, 0), {"missing_choices": 12}, 0),
+    "null_hops": (_every_fourth(_rows(), n_hop=None), (12, 8, 4), {}, 12),  # a hop of its own, kept whole
     "kind_without_choices": (_grounded(10), (10, 7, 0), {"seen_in_train": 3}, 0),
     "kind_with_empty_choices": (_rows() + _grounded(10, choices=[]), (22, 18, 4), {}, 12),
 }
