@@ -16,7 +16,8 @@ Algorithm (one round; rounds repeat until a fixed point or ``config.rounds``):
    a seeded random key of the question (tasks.balance.keys).
 
 Invalid rows (no or an empty question_id, a repeated question_id, no image_id, no property_id,
-no answer) are removed first with their reason and round 0, so ``pool == kept + removed`` always.
+no answer, a templated question without choices) are removed first with their reason and round 0,
+so ``pool == kept + removed`` always.
 tests/tasks/balance/reference.py implements the same algorithm row by row in plain Python.
 """
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.config import BalanceConfig
@@ -50,7 +52,10 @@ INVALID_REASONS = (
     "missing_image_id",
     "missing_property_id",
     "missing_answer",
+    "missing_choices",
 )
+MULTIPLE_CHOICE_KINDS = ("template",)  # kinds whose questions need choices; a null kind is a 1.x templated row
+NO_CHOICES = "__no_choices"  # a decision table's precomputed ``no_choices`` (partitioned.py reads no choices column)
 BALANCE_REASONS = ("head_tail_bound", "max_ratio")
 
 
@@ -77,6 +82,20 @@ class BalanceResult:
 def check_columns(pool: pa.Table) -> None:
     """Raise a clear error when the pool lacks a column balancing or splitting needs."""
     codes.require_columns(pool, REQUIRED_COLUMNS)
+
+
+def no_choices(pool: pa.Table) -> pa.ChunkedArray | None:
+    """Per row: True when its kind needs choices and it has none (null or ``[]``; the release's verify
+    refuses such a question); the ``NO_CHOICES`` column when ``pool`` has it; None without a choices column."""
+    if NO_CHOICES in pool.column_names:
+        return pool[NO_CHOICES]
+    if "choices" not in pool.column_names:
+        return None
+    none = pc.fill_null(pc.equal(pc.list_value_length(pool["choices"]), 0), True)
+    if "kind" not in pool.column_names:
+        return none
+    kind = pool["kind"]
+    return pc.and_(none, pc.or_(pc.is_null(kind), pc.is_in(kind, pa.array(MULTIPLE_CHOICE_KINDS))))
 
 
 def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, materialize: bool = True,
@@ -141,7 +160,8 @@ def _encode(coded: codes.ColumnCodes, rows: np.ndarray, seed: int) -> _Encoded:
     random_key = keys.keys_of(keys.salt(seed, "balance"), np.arange(len(rows)))
     key_rank = np.empty(len(rows), dtype=np.int64)
     key_rank[keys.key_order(random_key)] = np.arange(len(rows))
-    pair, n_pairs = _dense(group * (int(answer.max(initial=0)) + 1) + answer)
+    distinct_pairs, pair = codes.unique_ints(group * (int(answer.max(initial=0)) + 1) + answer, inverse=True)
+    n_pairs = len(distinct_pairs)
     first_row_of_pair = np.zeros(n_pairs, dtype=np.int64)
     first_row_of_pair[pair[::-1]] = np.arange(len(rows))[::-1]
     return _Encoded(
@@ -230,20 +250,6 @@ def pair_targets(counts: np.ndarray, pair_group: np.ndarray, config: BalanceConf
     return target, reason
 
 
-def _dense(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """Dense 0-based codes of non-negative integers, in value order (bincount when the range allows)."""
-    if len(values) == 0:
-        return values.astype(np.int64), 0
-    top = int(values.max())
-    if top <= 8 * len(values):
-        present = np.zeros(top + 1, dtype=bool)
-        present[values] = True
-        code = np.cumsum(present, dtype=np.int32 if top < 1 << 31 else np.int64) - 1  # int32: a table that caches better
-        return code[values].astype(np.int64), int(code[-1]) + 1
-    unique, inverse = np.unique(values, return_inverse=True)
-    return inverse, len(unique)
-
-
 def _priority_order(pair: np.ndarray, image_count: np.ndarray, key_rank: np.ndarray) -> np.ndarray:
     """Order by pair, then image question count descending, then random key."""
     if len(pair) == 0:
@@ -264,8 +270,17 @@ def _invalid_codes(pool: pa.Table, coded: codes.ColumnCodes) -> np.ndarray:
         coded.missing("image_id"),
         coded.missing("property_id"),
         coded.missing("answer"),
+        _no_choices_rows(pool),
     ]
     return np.select(conditions, list(range(1, len(conditions) + 1)), 0).astype(np.int8)
+
+
+def _no_choices_rows(pool: pa.Table) -> np.ndarray:
+    """``no_choices`` as numpy (all False without a choices column)."""
+    flags = no_choices(pool)
+    if flags is None:
+        return np.zeros(pool.num_rows, dtype=bool)
+    return codes.combined(flags).to_numpy(zero_copy_only=False).astype(bool, copy=False)
 
 
 def _round_entry(round_no: int, reason_codes: np.ndarray, groups: np.ndarray, after: int) -> dict:
@@ -289,7 +304,7 @@ def _removed_table(
 ) -> tuple[pa.Table, np.ndarray]:
     """Removed rows ordered by question_id (nulls last), then pool row; and their pool rows."""
     n = coded.table.num_rows
-    reason_code = invalid.astype(np.int16)  # 1..5 invalid, 6.. balance reasons, 0 kept
+    reason_code = invalid.astype(np.int16)  # 1..6 invalid, 7.. balance reasons, 0 kept
     round_of = np.zeros(n, dtype=np.int32)
     gone = ~state.alive
     dropped = valid_rows[gone]

@@ -122,7 +122,9 @@ def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int 
 
 def _multiple_choice(train: pa.Table, test: pa.Table) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(train, test, released = train + test with ``row`` and ``answer_index``), multiple-choice rows only."""
-    multiple_choice = pl.col("choices").is_not_null()  # free-form kinds (verified, grounded) have no choices
+    # free-form kinds (verified, grounded) have no choices: null or [] (templated rows without choices are
+    # removed before balancing, balance.no_choices)
+    multiple_choice = pl.col("choices").list.len().fill_null(0) > 0
     tr = pl.from_arrow(train.select(BIAS_COLUMNS)).filter(multiple_choice)
     te = pl.from_arrow(test.select(BIAS_COLUMNS)).filter(multiple_choice)
     return tr, te, _with_answer_index(pl.concat([tr, te]))
@@ -156,7 +158,8 @@ class _ChoiceCodes:
             return
         unified = pa.chunked_array([codes for codes, _, _ in self.parts]).unify_dictionaries()
         parts, self.parts = self.parts, []
-        counts = np.zeros(len(unified.chunk(0).dictionary), np.int64)
+        # at least one slot: choices that are all null leave an empty dictionary (their codes are -1, never read)
+        counts = np.zeros(max(len(unified.chunk(0).dictionary), 1), np.int64)
         for chunk in unified.chunks:
             codes = _indices(chunk)
             counts += np.bincount(codes[codes >= 0], minlength=len(counts))

@@ -291,6 +291,36 @@ def is_in(values: np.ndarray, among: np.ndarray) -> np.ndarray:
     return found
 
 
+def unique_ints(values: np.ndarray, *, inverse: bool = False, counts: bool = False) -> tuple[np.ndarray, ...]:
+    """``np.unique(values, return_inverse=inverse, return_counts=counts)`` of an integer array (inverse as int64).
+
+    When the values span at most 8 times their number (or 2^16) they are counted over min..max instead
+    of sorted: a presence table (a ``bincount`` when ``counts``) whose running sum is the dense code."""
+    values = np.asarray(values)
+    if len(values) == 0:
+        empty = np.zeros(0, np.int64)
+        return (values.astype(np.int64),) + ((empty,) if inverse else ()) + ((empty,) if counts else ())
+    low, high = int(values.min()), int(values.max())
+    span = high - low + 1
+    if span > max(8 * len(values), 1 << 16):
+        out = np.unique(values, return_inverse=inverse, return_counts=counts)
+        if not isinstance(out, tuple):
+            return (out,)
+        return (out[0], out[1].astype(np.int64, copy=False), *out[2:]) if inverse else out
+    offset = values - low if low else values
+    if counts:
+        count = np.bincount(offset, minlength=span)
+        present = count > 0
+    else:
+        present = np.zeros(span, dtype=bool)
+        present[offset] = True
+    out = (np.flatnonzero(present) + low,)
+    if inverse:
+        code = np.cumsum(present, dtype=np.int32 if span < 1 << 31 else np.int64) - 1  # int32: a table that caches better
+        out += (code[offset].astype(np.int64),)
+    return out + ((count[present],) if counts else ())
+
+
 def missing(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Per row: True when the string is null or empty."""
     array = combined(column)

@@ -3,7 +3,8 @@
 ``pipeline.plan_release`` holds the whole pool in memory (about 270 bytes per question of the
 synthetic pool: 11 GB at 42 M questions). Here the pool stays in its Parquet files:
 
-1. Decide on the key columns only (question_id, image_id, property_id, answer, n_hop): the same
+1. Decide on the key columns only (question_id, image_id, property_id, answer, n_hop, and the
+   ``balance.no_choices`` flag read file by file from the choices column): the same
    ``pipeline.decide`` on integer codes as in memory. The seen-in-train check compares the
    (question, answer) strings inside hash partitions spilled to disk, one partition in memory at
    a time (exact: equal pairs always land in the same partition).
@@ -35,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from reasonvqa.tasks.balance.balance import NO_CHOICES, no_choices
 from reasonvqa.tasks.balance.codes import combined, take_rows
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.pipeline import BalancedSplit, decide, question_answer_pairs
@@ -51,8 +53,16 @@ RANK, DEST, IMAGE = "__rank", "__dest", "__image"  # IMAGE: the image_id's integ
 
 
 def read_columns(paths: list[Path], columns: list[str]) -> pa.Table:
-    """``columns`` of every pool file, concatenated in file order, one chunk per column."""
-    return pa.concat_tables([pq.read_table(path, columns=columns) for path in paths]).combine_chunks()
+    """``columns`` of every pool file, concatenated in file order, one chunk per column; with a choices column in
+    ``columns``, each file's choices are read into ``balance.no_choices`` flags (column NO_CHOICES) instead."""
+    return pa.concat_tables([_flagged(pq.read_table(path, columns=columns)) for path in paths]).combine_chunks()
+
+
+def _flagged(table: pa.Table) -> pa.Table:
+    """``table`` with its choices column (if any) replaced by the NO_CHOICES flags: a bit per row, not the lists."""
+    if "choices" not in table.column_names:
+        return table
+    return table.append_column(NO_CHOICES, no_choices(table)).drop_columns(["choices"])
 
 
 def stream(path: Path, columns: list[str] | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -101,12 +111,14 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
     submits them as tasks to its task runner (threads or Dask workers; same files either way).
     ``rows_per_file`` (default: the writer's) sizes the spill's parts; any size gives the same release.
     """
+    if not paths:
+        raise ValueError("plan_partitioned got no pool file (an empty pool is one empty file of the pool's schema)")
     rows_per_file = rows_per_file or ROWS_PER_FILE
     if work_dir.exists():
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
-    present = set(pq.read_schema(paths[0]).names) if paths else set()
-    keys = read_columns(paths, KEY_COLUMNS + [c for c in KIND_COLUMNS if c in present])
+    present = set(pq.read_schema(paths[0]).names)
+    keys = read_columns(paths, KEY_COLUMNS + [c for c in KIND_COLUMNS + ["choices"] if c in present])
     starts = file_starts(paths)
     seen = _SeenInTrain(paths, starts, work_dir / "pairs", run)
     balanced, result = decide(keys, balance, split, seed, seen_in_train=seen)
@@ -148,7 +160,7 @@ def _spill(paths: list[Path], starts: np.ndarray, rank: np.ndarray, dest: np.nda
     calls = [(path, i, rank[starts[i]:starts[i + 1]], dest[starts[i]:starts[i + 1]], image[starts[i]:starts[i + 1]],
               folder, rows_per_file) for i, path in enumerate(paths)]
     run(spill_file, calls)
-    schema = pq.read_schema(paths[0]).remove_metadata() if paths else pa.schema([])
+    schema = pq.read_schema(paths[0]).remove_metadata()
     return _Spill(files=parts, schema=schema)
 
 
@@ -198,7 +210,9 @@ class SpilledRows:
 
     def part_views(self, columns: list[str]) -> Iterator[tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]]:
         """Per slice of at most STATS_ROWS rows of a spill part (all destinations, in no particular order):
-        (its ``columns``, image code per row, train rows, test rows), for statistics that add up over parts."""
+        (its ``columns``, image code per row, train rows, test rows), for statistics that add up over parts; one
+        empty slice when the pool has no row, so they count an empty pool as the in-memory path does."""
+        counted = 0
         for part in self.spill.files:
             with _mapped(part, columns + [DEST, IMAGE]) as table:
                 if table is None:
@@ -209,8 +223,12 @@ class SpilledRows:
                     part_slice = table.slice(start, STATS_ROWS)
                     piece = take_rows(part_slice, np.arange(part_slice.num_rows)).combine_chunks()
                     dest = piece[DEST].to_numpy()
+                    counted += piece.num_rows
                     yield (piece.select(columns), piece[IMAGE].to_numpy(), np.flatnonzero(dest == TRAIN),
                            np.flatnonzero(dest == TEST))
+        if not counted:
+            none = np.zeros(0, np.int64)
+            yield self.spill.schema.empty_table().select(columns), none.astype(np.int32), none, none
 
     def slices(self, columns: list[str], size: int) -> Iterator[pa.Table]:
         """``columns`` of these rows in question_id order, at most ``size`` rows at a time (one spill part read at a time)."""

@@ -16,7 +16,7 @@ from reasonvqa.splitmix import mix64
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.groups import with_group_keys
 from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_share
-from reasonvqa.tasks.balance.balance import REMOVED, BalanceResult, balance_questions, removed_columns
+from reasonvqa.tasks.balance.balance import NO_CHOICES, REMOVED, BalanceResult, balance_questions, no_choices, removed_columns
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.split import SplitResult, split_images
 from reasonvqa.tasks.release.writer import TableRows
@@ -40,8 +40,10 @@ class BalancedSplit:
 
 
 SeenCheck = Callable[[np.ndarray, np.ndarray], np.ndarray]
-# what ``decide`` reads of the pool (kind, task_type and is_hallucination where the pool has them)
-DECISION_COLUMNS = ("question_id", "image_id", "property_id", "answer", "n_hop", "kind", "task_type", "is_hallucination")
+# what ``decide`` reads of the pool (kind, task_type and is_hallucination where the pool has them), and the
+# ``balance.no_choices`` flags of its rows (from its choices column, or a key table's NO_CHOICES column)
+DECISION_COLUMNS = ("question_id", "image_id", "property_id", "answer", "n_hop", "kind", "task_type", "is_hallucination",
+                    NO_CHOICES)
 
 
 def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int,
@@ -52,8 +54,12 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
     is_hallucination where the pool has other kinds than templates (their balancing group and
     hallucination share: groups.py, hallucination_share.py) and, unless ``seen_in_train`` (test
     rows, train rows -> mask of the test rows whose (question, answer) pair is in train) is
-    given, question. The release keeps each row's own property_id (null for kinds without one)."""
+    given, question; choices (or a ``balance.NO_CHOICES`` column) to remove multiple-choice rows without
+    choices. The release keeps each row's own property_id (null for kinds without one)."""
     keyed = with_group_keys(pool.select([c for c in DECISION_COLUMNS if c in pool.column_names]))
+    flags = no_choices(pool)
+    if flags is not None and NO_CHOICES not in keyed.column_names:
+        keyed = keyed.append_column(NO_CHOICES, flags)
     if "question_id" in keyed.column_names:  # one chunk: Arrow's take from many chunks joins them first, per call
         keyed = keyed.set_column(keyed.schema.get_field_index("question_id"), "question_id",
                                  codes.combined(keyed["question_id"]))
@@ -204,8 +210,8 @@ def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, fl
     target and achieved shares in the balance report. No ``shares``: nothing changes."""
     if not shares:
         return
-    hops = pool["n_hop"].take(pa.array(balanced.kept_rows, pa.int64())).to_numpy(zero_copy_only=False).astype(np.int64)
-    counts = _value_counts(hops)
+    hops = _hops(pool["n_hop"].take(pa.array(balanced.kept_rows, pa.int64())))
+    counts = dict(zip(*(a.tolist() for a in codes.unique_ints(hops, counts=True))))  # {hop: rows}, in hop order
     quota = hop_quota(counts, shares)
     random_key = keys.keys_of(keys.salt(seed, "hop_mix"), np.arange(len(hops)))
     keep = np.zeros(len(hops), dtype=bool)
@@ -216,21 +222,21 @@ def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, fl
     balanced.kept_rows = balanced.kept_rows[keep]
     _add_removed(pool, balanced, dropped, HOP_MIX, coded)
     kept = len(balanced.kept_rows)
+    name = lambda h: NO_HOP_NAME if h == NO_HOP else str(h)  # noqa: E731
     balanced.report["hop_mix"] = {
         "target": {str(h): s for h, s in sorted(shares.items())},
-        "before": {str(h): n for h, n in sorted(counts.items())},
-        "after": {str(h): quota[h] for h in sorted(counts)},
-        "achieved": {str(h): round(quota[h] / kept, 4) if kept else 0.0 for h in sorted(counts)},
+        "before": {name(h): n for h, n in sorted(counts.items())},
+        "after": {name(h): quota[h] for h in sorted(counts)},
+        "achieved": {name(h): round(quota[h] / kept, 4) if kept else 0.0 for h in sorted(counts)},
     }
 
 
-def _value_counts(values: np.ndarray) -> dict[int, int]:
-    """{value: count} of an integer array, in value order (by counting when the range is small)."""
-    if len(values) and int(values.max()) - int(values.min()) < 1 << 16:
-        low = int(values.min())
-        counts = np.bincount(values - low)
-        return {int(v) + low: int(counts[v]) for v in np.flatnonzero(counts)}
-    return {int(h): int(n) for h, n in zip(*np.unique(values, return_counts=True))}
+NO_HOP, NO_HOP_NAME = int(np.iinfo(np.int64).min), "<none>"  # a null n_hop: a hop of its own, without a share
+
+
+def _hops(n_hop: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The hop counts as int64, a null as ``NO_HOP`` (so it is kept whole and reported as stats.py names a null)."""
+    return pc.fill_null(n_hop.cast(pa.int64()), NO_HOP).to_numpy(zero_copy_only=False)
 
 
 def _add_removed(pool: pa.Table, balanced: BalanceResult, rows: np.ndarray, reason: str,

@@ -98,13 +98,14 @@ def split_images(
     no_image = coded.missing("image_id")[rows]
     if no_image.any():
         check_images(questions["question_id"].take(pa.array(rows[no_image])).to_pylist(), [None] * int(no_image.sum()))
-    present_images, image = _present(image_code, len(image_values))  # image rank in image_id order
+    present_images, image = codes.unique_ints(image_code, inverse=True)  # image rank in image_id order
     n_images = len(present_images)
 
     answer_all, answer_values = coded.dense("answer")
     answer = answer_all[rows]
     answer_count = np.bincount(answer[answer >= 0], minlength=len(answer_values))
-    pool_codes = np.flatnonzero(answer_count.astype(np.float64) >= config.pool_min_share * n)  # answer-text order
+    # answer-text order; an answer of none of ``rows`` is no pool answer, even when ``rows`` is empty
+    pool_codes = np.flatnonzero((answer_count > 0) & (answer_count.astype(np.float64) >= config.pool_min_share * n))
     n_pool = len(pool_codes)
     pool_index = np.full(len(answer_values) + 1, -1, dtype=np.int64)  # last slot: null answers
     pool_index[pool_codes] = np.arange(n_pool)
@@ -155,14 +156,6 @@ def split_images(
         train_rows=train_rows,
         test_rows=test_rows,
     )
-
-
-def _present(code: np.ndarray, n_values: int) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(code, return_inverse=True)`` of non-negative codes below ``n_values``, by counting."""
-    present = np.flatnonzero(np.bincount(code, minlength=n_values))
-    index = np.zeros(n_values, dtype=np.int64)
-    index[present] = np.arange(len(present))
-    return present, index[code]
 
 
 def _top_two(image: np.ndarray, question_pool: np.ndarray, n_images: int, n_pool: int) -> tuple[np.ndarray, np.ndarray]:

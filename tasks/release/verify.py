@@ -309,8 +309,10 @@ def _check_questions(split: str, table: pa.Table) -> list[str]:
         & (pl.col("choices").list.n_unique() == 4)
         & pl.col("choices").list.contains(pl.col("answer"))
     ).fill_null(False)
-    # free-form kinds (verified, grounded) may have no choices; templated questions always have four
-    good = good | (pl.col("choices").is_null() & ~pl.col("kind").fill_null("template").is_in(["template"]))
+    # free-form kinds (verified, grounded) may have no choices (null or [], as the bias report reads them);
+    # templated questions always have four
+    no_choices = pl.col("choices").list.len().fill_null(0) == 0
+    good = good | (no_choices & ~pl.col("kind").fill_null("template").is_in(["template"]))
     bad_choices = choices.select((~good).sum()).item()
     if bad_choices:
         problems.append(f"{split}: {bad_choices} questions whose choices are not the answer + 3 distinct distractors")

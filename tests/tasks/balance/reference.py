@@ -43,6 +43,9 @@ def reference_balance(pool: pa.Table, config: BalanceConfig, seed: int) -> Balan
     images = pool.column("image_id").to_pylist()
     props = pool.column("property_id").to_pylist()
     answers = pool.column("answer").to_pylist()
+    n = pool.num_rows
+    choices = pool.column("choices").to_pylist() if "choices" in pool.column_names else [["-"]] * n
+    kinds = pool.column("kind").to_pylist() if "kind" in pool.column_names else [None] * n
 
     invalid: dict[int, str] = {}
     seen: set[str] = set()
@@ -57,6 +60,8 @@ def reference_balance(pool: pa.Table, config: BalanceConfig, seed: int) -> Balan
             invalid[row] = "missing_property_id"
         elif not answer:
             invalid[row] = "missing_answer"
+        elif kinds[row] in (None, "template") and not choices[row]:
+            invalid[row] = "missing_choices"
         if qid is not None:
             seen.add(qid)
 

@@ -124,6 +124,32 @@ def test_empty_question_id_is_invalid_like_a_missing_one():
     assert result.report["removed_by_reason"] == {"missing_question_id": 2}
 
 
+def test_templated_question_without_choices_is_invalid():
+    """A templated row (kind "template" or null) with no choices (null or []) is removed with reason
+    missing_choices; free-form kinds (grounded, verified) have none by design and stay."""
+    rows = [
+        question("q1", "vg:1", "P17", "France"),
+        question("q2", "vg:2", "P17", "Spain", choices=[]),
+        question("q3", "vg:3", "P17", "Spain", choices=None),
+        question("q4", "vg:4", "P17", "Spain", choices=[], kind="template"),
+        question("q5", "vg:5", "P17", "Spain", kind="template"),
+        question("q6", "vg:6", "grounded:exists", "yes", choices=None, kind="grounded", task_type="exists"),
+        question("q7", "vg:7", "verified:count", "no", choices=[], kind="verified", task_type="count"),
+        question("q8", "vg:8", "P17", "", choices=[]),  # missing_answer comes first
+    ]
+    result = balance_questions(pool_of(rows), BalanceConfig(), seed=0)
+    assert result.kept["question_id"].to_pylist() == ["q1", "q5", "q6", "q7"]
+    assert [(r["question_id"], r["reason"], r["round"]) for r in result.removed.to_pylist()] == [
+        ("q2", "missing_choices", 0),
+        ("q3", "missing_choices", 0),
+        ("q4", "missing_choices", 0),
+        ("q8", "missing_answer", 0),
+    ]
+    assert result.report["removed_by_reason"] == {"missing_answer": 1, "missing_choices": 3}
+    slow = reference_balance(pool_of(rows), BalanceConfig(), seed=0)
+    assert slow.removed.equals(result.removed) and slow.report == result.report
+
+
 def test_single_answer_group_is_kept_and_reported():
     rows = [question(f"q{i}", f"vg:{i}", "P31", "human") for i in range(5)]
     result = balance_questions(pool_of(rows), BalanceConfig(), seed=0)

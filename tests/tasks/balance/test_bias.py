@@ -12,8 +12,12 @@ from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.pipeline import balance_and_split
 
 
+BIAS_SCHEMA = pa.schema([("question", pa.string()), ("answer", pa.string()), ("choices", pa.list_(pa.string())),
+                         ("answer_category", pa.string())])
+
+
 def _table(rows):
-    return pa.table({k: [r[k] for r in rows] for k in ("question", "answer", "choices", "answer_category")})
+    return pa.table({k: [r[k] for r in rows] for k in BIAS_SCHEMA.names}, schema=BIAS_SCHEMA)
 
 
 def test_baselines_on_a_literal_release():
@@ -144,3 +148,31 @@ def test_question_prior_ties_unseen_and_null_texts():
     # q: a and b tie (1/2 each, c none); r: b; s and a null text: unseen, chance; n: the null answer is its top answer
     assert tally.credits["question_prior"] == {0.5: 2, 0.0: 2, 1.0: 2, 0.2: 1}
     assert tally.credits["question_prior_coverage"] == {1.0: 5, 0.0: 2}
+
+
+def test_an_empty_choices_list_counts_as_no_choices():
+    """A released question with ``[]`` choices (a free-form kind's way of having none) is left out like a null one."""
+    rows = [
+        dict(question="q1", answer="10 m", choices=["8 m", "10 m", "12 m", "20 m"], answer_category="number"),
+        dict(question="q2", answer="A", choices=["A", "B", "C", "D"], answer_category="literal"),
+    ]
+    without = [dict(question="q3", answer="yes", choices=None, answer_category="literal"),
+               dict(question="q4", answer="5", choices=None, answer_category="number")]
+    empty = [dict(row, choices=[]) for row in without]
+    expected = bias_report(_table(rows + without), _table(rows))
+    assert bias_report(_table(rows + empty), _table(rows)) == expected
+    assert expected["questions"] == 4 and expected["test_questions"] == 2 and expected["chance"] == 0.25
+    assert expected["baselines"]["numeric_questions"] == 2
+    # a release whose every question has [] choices has no multiple-choice question, like one of free-form kinds
+    only_empty = bias_report(_table(empty), _table(empty))
+    assert only_empty == bias_report(_table(without), _table(without))
+    assert only_empty["questions"] == 0 and only_empty["chance"] is None and only_empty["baselines"] == {}
+
+
+def test_choices_that_are_all_null_are_never_picked():
+    """Null choices leave the release's choice dictionary empty: most-frequent-choice credits nothing (it crashed)."""
+    rows = [dict(question="q1", answer="A", choices=[None], answer_category="literal"),
+            dict(question="q2", answer="B", choices=[None, None], answer_category="literal")]
+    report = bias_report(_table(rows), _table(rows[:1]))
+    assert report["questions"] == 3 and report["chance"] == round((1 + 1 / 2 + 1) / 3, 4)
+    assert report["baselines"]["most_frequent_choice"] == 0.0 and report["baselines"]["question_prior"] == 1.0

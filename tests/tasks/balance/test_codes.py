@@ -150,3 +150,24 @@ def test_column_codes_prefetch_in_the_background_gives_the_same_codes():
         assert coded.take("b", np.array([3, 0])).to_pylist() == ["", "1"]
     with pytest.raises(KeyError):
         coded.dense("missing_column")  # left to the step that needs it
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.integers(-5, 40), st.integers(-(1 << 62), 1 << 62))), st.booleans(), st.booleans())
+def test_unique_ints_equals_numpy_unique(values, inverse, counts):
+    """Counting (small spans) and sorting (wide spans: np.unique) both give np.unique's arrays."""
+    values = np.array(values, dtype=np.int64)
+    got = codes.unique_ints(values, inverse=inverse, counts=counts)
+    expected = np.unique(values, return_inverse=inverse, return_counts=counts)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert len(got) == 1 + inverse + counts
+    assert [a.tolist() for a in got] == [a.tolist() for a in expected]
+    assert not inverse or got[1].dtype == np.int64
+
+
+def test_unique_ints_by_counting_and_by_sorting():
+    unique, inverse, counts = codes.unique_ints(np.array([3, 1, 3, 2, 3]), inverse=True, counts=True)
+    assert (unique.tolist(), inverse.tolist(), counts.tolist()) == ([1, 2, 3], [2, 0, 2, 1, 2], [1, 1, 3])
+    wide = np.array([-(1 << 40), 5, 5], dtype=np.int64)  # a range too wide to count: np.unique
+    assert [a.tolist() for a in codes.unique_ints(wide, counts=True)] == [[-(1 << 40), 5], [1, 2]]
+    assert [a.tolist() for a in codes.unique_ints(np.array([], np.int64), inverse=True, counts=True)] == [[], [], []]

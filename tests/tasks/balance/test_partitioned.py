@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from reasonvqa.tasks.balance.pipeline import balance_and_split, plan_release
 from reasonvqa.tasks.balance.stats import write_stats
 from reasonvqa.tasks.release import writer
 from reasonvqa.tasks.release.writer import write_release
+from tests.tasks.balance.conftest import pool_of, question
 from tests.tasks.balance.synthetic import synthetic_pool
 
 ROWS_PER_FILE = 1_000  # several part files per folder at this pool size
@@ -80,3 +82,66 @@ def test_row_views_write_what_the_tables_write(pool, tmp_path, monkeypatch):
     writer.write_table_files(pool.take(rows), tmp_path / "table")
     assert contents(tmp_path / "view") == contents(tmp_path / "table")
     assert len(contents(tmp_path / "view")) == 3
+
+
+def _rows(n: int = 12, images: int = 6, **change) -> list[dict]:
+    """``n`` templated questions over ``images`` images, two property groups of three answers (nothing to balance)."""
+    rows = [question(f"q{i:02d}", f"vg:{i % images}", "P36" if i % 2 else "P30", f"a{i % 3}") for i in range(n)]
+    return [dict(row, **change) for row in rows]
+
+
+def _grounded(n: int, choices: list | None = None) -> list[dict]:
+    """``n`` grounded questions (a kind without choices and property) over three images."""
+    return [question(f"g{i:02d}", f"vg:{i % 3}", None, "yes" if i % 2 else "no", kind="grounded", task_type="exists",
+                     choices=choices) for i in range(n)]
+
+
+def _every_fourth(rows: list[dict], **change) -> list[dict]:
+    return [dict(row, **change) if i % 4 == 0 else row for i, row in enumerate(rows)]
+
+
+# name -> (pool rows, manifest counts (pool, train, test), balancing's removals by reason, multiple-choice questions
+# the bias report scores)
+EDGE_POOLS = {
+    "empty": ([], (0, 0, 0), {}, 0),
+    "every_row_removed": (_rows(answer=None), (12, 0, 0), {"missing_answer": 12}, 0),
+    "every_answer_empty": (_rows(answer=""), (12, 0, 0), {"missing_answer": 12}, 0),
+    "no_image_ids": (_rows(image_id=None), (12, 0, 0), {"missing_image_id": 12}, 0),
+    "one_image": (_rows(images=1), (12, 12, 0), {}, 12),
+    "null_answers": (_every_fourth(_rows(), answer=None), (12, 7, 2), {"missing_answer": 3}, 9),
+    "empty_answers": (_every_fourth(_rows(), answer=""), (12, 7, 2), {"missing_answer": 3}, 9),
+    "empty_choices": (_every_fourth(_rows(), choices=[]), (12, 7, 2), {"missing_choices": 3}, 9),
+    "every_choices_empty": (_rows(choices=[]), (12, 0, 0), {"missing_choices": 12}, 0),
+    "null_hops": (_every_fourth(_rows(), n_hop=None), (12, 8, 4), {}, 12),  # a hop of its own, kept whole
+    "kind_without_choices": (_grounded(10), (10, 7, 0), {"seen_in_train": 3}, 0),
+    "kind_with_empty_choices": (_rows() + _grounded(10, choices=[]), (22, 18, 4), {}, 12),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_POOLS))
+def test_edge_pools_give_the_same_release_on_both_paths(name, tmp_path):
+    """Pools that once crashed the release step (or might): both paths write the same bytes, and the counts."""
+    rows, counts, removed, scored = EDGE_POOLS[name]
+    pool = pool_of(rows)
+    config = (BalanceConfig(), SplitConfig(), 0)
+    half = pool.num_rows // 2
+    files = [tmp_path / "in" / f"shard-{i}.parquet" for i in range(3)]
+    files[0].parent.mkdir()
+    for path, (start, length) in zip(files, [(0, half), (half, 0), (half, pool.num_rows - half)]):
+        pq.write_table(pool.slice(start, length), path)  # an empty shard file in between
+
+    in_memory = release(plan_release(pool, *config), tmp_path / "a", tmp_path / "sa")
+    on_disk = release(plan_partitioned(files, *config, tmp_path / "work"), tmp_path / "b", tmp_path / "sb")
+
+    assert contents(on_disk) == contents(in_memory)
+    manifest = json.loads((in_memory / "manifest.json").read_text())
+    assert (manifest["counts"]["pool"], manifest["counts"]["train"], manifest["counts"]["test"]) == counts
+    stats = json.loads((in_memory / "stats" / "stats.json").read_text())
+    assert stats["counts"]["pool"]["questions"] == counts[0]
+    assert stats["balancing"]["removed_by_reason"] == removed
+    assert json.loads((in_memory / "stats" / "bias.json").read_text())["questions"] == scored
+
+
+def test_no_pool_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="no pool file"):
+        plan_partitioned([], BalanceConfig(), SplitConfig(), 0, tmp_path / "work")

@@ -41,8 +41,14 @@ def test_seen_in_train_checks_hash_collisions_as_text(monkeypatch):
     assert pipeline.pairs_seen_in_train(table, np.array([2, 1, 3]), np.array([0])).tolist() == [True, False, False]
 
 
-def test_value_counts_by_counting_and_by_sorting():
-    assert pipeline._value_counts(np.array([3, 1, 3, 2, 3], dtype=np.int64)) == {1: 1, 2: 1, 3: 3}
-    wide = np.array([-(1 << 40), 5, 5], dtype=np.int64)  # a range too wide to count: np.unique
-    assert pipeline._value_counts(wide) == {-(1 << 40): 1, 5: 2}
-    assert pipeline._value_counts(np.array([], dtype=np.int64)) == {}
+def test_a_null_hop_count_is_a_hop_of_its_own_in_the_hop_mix():
+    """A null n_hop was cast from NaN to an arbitrary integer; it is kept whole and reported as "<none>"."""
+    from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+    from tests.tasks.balance.conftest import pool_of, question
+
+    rows = [question(f"q{i}", f"vg:{i}", "P1", f"a{i % 4}", n_hop=None if i < 3 else 1 + i % 2) for i in range(12)]
+    balanced, _ = pipeline.decide(pool_of(rows), BalanceConfig(hop_shares={1: 0.5, 2: 0.5}), SplitConfig(), 0)
+    mix = balanced.report["hop_mix"]
+    assert mix["before"] == {"<none>": 3, "1": 4, "2": 5} and mix["after"] == {"<none>": 3, "1": 4, "2": 4}
+    assert balanced.report["removed_by_reason"]["hop_mix"] == 1
+    assert pipeline._hops(pa.array([2, None, 0], pa.int8())).tolist() == [2, pipeline.NO_HOP, 0]

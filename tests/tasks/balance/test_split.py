@@ -106,6 +106,16 @@ def test_empty_input():
     assert result.report["warnings"] == ["no question to split"]
 
 
+def test_no_rows_of_a_table_with_answers_leaves_the_answer_pool_empty():
+    """Balancing removed every row (all answers "" or no image): the answers of the table are not in the pool."""
+    table = pool_of([question("q1", "vg:1", "P1", ""), question("q2", "vg:2", "P1", "A")])
+    result = split_images(table, CONFIG, 0, rows=np.zeros(0, np.int64), materialize=False)
+    assert result.report["pool_answers"] == [] and result.report["questions"] == 0 and result.report["images"] == 0
+    assert len(result.train_rows) == 0 and len(result.test_rows) == 0
+    assert result.report["warnings"] == ["no question to split"]
+    assert result.report == split_images(pool_of([]), CONFIG, 0).report
+
+
 def test_question_without_image_is_a_clear_error():
     table = pool_of([question("q1", "vg:1", "P1", "A"), question("q2", None, "P1", "A")])
     with pytest.raises(ValueError, match=r"1 question\(s\) have no image_id.*q2"):

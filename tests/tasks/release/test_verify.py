@@ -59,6 +59,19 @@ def test_content_invariants_are_checked(tmp_path):
     assert "image vg:2 is in both train and test" in problems
 
 
+def test_a_free_form_question_may_have_empty_choices_a_templated_one_may_not(tmp_path):
+    """``[]`` choices are no choices, as null: fine for a free-form kind, a problem for a templated question."""
+    rows = [question("q1", "vg:1", "yes", None, kind="verified", property_id=None),
+            question("q2", "vg:2", "no", [], kind="verified", property_id=None),
+            question("q3", "vg:3", "Oslo", []),
+            question("q4", "vg:4", "Oslo", [], kind="template")]
+    splits = {"train": schemas.from_rows(rows, schemas.QUESTIONS),
+              "test": schemas.from_rows([question("q5", "vg:5", "Rome", ["Rome", "a", "b", "c"])], schemas.QUESTIONS)}
+    problems = verify_release(_write(tmp_path, splits))
+    assert "train: 2 questions whose choices are not the answer + 3 distinct distractors" in problems
+    assert not [p for p in problems if p.startswith("test:")]
+
+
 def _resign(path, edit):
     """Edit the manifest and write a matching digest, as someone covering their tracks would."""
     manifest = json.loads((path / MANIFEST).read_text())
