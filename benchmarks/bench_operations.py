@@ -142,8 +142,18 @@ def count_task_runs(api: str) -> dict[str, int]:
     counts: collections.Counter = collections.Counter()
     with get_client(sync_client=True) as client:
         while page := client.read_task_runs(limit=200, offset=sum(counts.values())):  # the API's page limit
-            counts.update(run.name.rsplit("-", 1)[0] for run in page)
+            counts.update(task_of_run(run.name) for run in page)
     return dict(sorted(counts.items()))
+
+
+def task_of_run(run_name: str) -> str:
+    """The task of a run by the run's name: ``link-shard-00003`` -> ``link-shard``, ``read-vg-unit-00000`` ->
+    ``read-source-unit`` (the flows name runs by stage and shard), ``noop-a1b`` -> ``noop`` (Prefect's suffix)."""
+    import re
+
+    if re.fullmatch(r"read-.+-unit-\d+", run_name):
+        return "read-source-unit"
+    return run_name.rsplit("-", 1)[0]
 
 
 def scaled_sample(folder: Path, copies: int, shard_size: int):
