@@ -148,11 +148,14 @@ def count_task_runs(api: str) -> dict[str, int]:
 
 def task_of_run(run_name: str) -> str:
     """The task of a run by the run's name: ``link-shard-00003`` -> ``link-shard``, ``read-vg-unit-00000`` ->
-    ``read-source-unit`` (the flows name runs by stage and shard), ``noop-a1b`` -> ``noop`` (Prefect's suffix)."""
+    ``read-source-unit``, ``partition-spill_file`` -> ``partition-step`` (the flows name runs by stage and shard or
+    step), ``noop-a1b`` -> ``noop`` (Prefect's suffix)."""
     import re
 
     if re.fullmatch(r"read-.+-unit-\d+", run_name):
         return "read-source-unit"
+    if run_name.startswith("partition-"):  # partition-spill_file, partition-seen_in_bucket, ...
+        return "partition-step"
     return run_name.rsplit("-", 1)[0]
 
 

@@ -13,8 +13,10 @@ flow run: most of Prefect's cost on the sample build). A configured API keeps Pr
 The server records task runs in batches (``RECORDER_SETTINGS``) instead of one SQLite transaction
 per task-run event: half its CPU per sample build, and its writes stop racing the flow-run creation
 (a race that answers 503 and costs Prefect's client a 2 s retry: 8 of 40 back-to-back flow runs).
-Its services that serve a server outliving its flows (scheduler, late runs, workers' foreman,
-automations, the event store behind the UI's event feed, the UI itself) are off: measured on the
+Its services that serve a server outliving its flows are off (``IDLE_SERVICES``: scheduler, late
+runs, workers' foreman, cancellation and cleanup services, pause expirations, the lease repossessor,
+automations, the event store behind the UI's event feed; and the UI and analytics); the task-run
+recorder and the events stream-out stay (clients may subscribe to events). Measured on the
 sample build, the server's CPU per build fell from 0.31-0.37 s to 0.19-0.24 s and its start from
 3.2-3.8 s to 2.9-3.1 s (``SERVER_SETTINGS``; a setting in the environment still wins).
 """

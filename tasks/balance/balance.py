@@ -91,7 +91,10 @@ def no_choices(pool: pa.Table) -> pa.ChunkedArray | None:
         return pool[NO_CHOICES]
     if "choices" not in pool.column_names:
         return None
-    none = pc.fill_null(pc.equal(pc.list_value_length(pool["choices"]), 0), True)
+    choices = pool["choices"]
+    if pa.types.is_null(choices.type):  # a column of nulls only (a pool made without the QUESTIONS schema)
+        choices = choices.cast(pa.list_(pa.string()))
+    none = pc.fill_null(pc.equal(pc.list_value_length(choices), 0), True)
     if "kind" not in pool.column_names:
         return none
     kind = pool["kind"]

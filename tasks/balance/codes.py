@@ -292,11 +292,14 @@ def is_in(values: np.ndarray, among: np.ndarray) -> np.ndarray:
 
 
 def unique_ints(values: np.ndarray, *, inverse: bool = False, counts: bool = False) -> tuple[np.ndarray, ...]:
-    """``np.unique(values, return_inverse=inverse, return_counts=counts)`` of an integer array (inverse as int64).
+    """``np.unique(values, return_inverse=inverse, return_counts=counts)`` of an integer array (inverse as int64;
+    values as int64 when counted). Booleans and floats are refused: a boolean array would index as a mask.
 
     When the values span at most 8 times their number (or 2^16) they are counted over min..max instead
     of sorted: a presence table (a ``bincount`` when ``counts``) whose running sum is the dense code."""
     values = np.asarray(values)
+    if values.dtype.kind not in "iu":
+        raise TypeError(f"unique_ints takes integers, not {values.dtype}")
     if len(values) == 0:
         empty = np.zeros(0, np.int64)
         return (values.astype(np.int64),) + ((empty,) if inverse else ()) + ((empty,) if counts else ())

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
+from reasonvqa.tasks.balance.balance import MULTIPLE_CHOICE_KINDS
 from reasonvqa.tasks.release.paths import ReleasePathError, check_release_name, check_release_version
 from reasonvqa.tasks.release.writer import (
     CARD, MANIFEST, MANIFEST_DIGEST, config_digest, content_hash, digest_line, manifest_bytes, sha256_file,
@@ -312,7 +313,7 @@ def _check_questions(split: str, table: pa.Table) -> list[str]:
     # free-form kinds (verified, grounded) may have no choices (null or [], as the bias report reads them);
     # templated questions always have four
     no_choices = pl.col("choices").list.len().fill_null(0) == 0
-    good = good | (no_choices & ~pl.col("kind").fill_null("template").is_in(["template"]))
+    good = good | (no_choices & ~pl.col("kind").fill_null("template").is_in(list(MULTIPLE_CHOICE_KINDS)))
     bad_choices = choices.select((~good).sum()).item()
     if bad_choices:
         problems.append(f"{split}: {bad_choices} questions whose choices are not the answer + 3 distinct distractors")

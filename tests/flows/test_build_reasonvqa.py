@@ -115,16 +115,20 @@ def test_task_runs_are_named_by_stage_and_shard(two_builds):
     from prefect import get_client
     from prefect.client.schemas.filters import FlowFilter, FlowFilterName
 
+    expected = {"read-vg-unit-00000", "read-gldv2-unit-00000", "link-shard-00000", "facts-shard-00000",
+                "questions-shard-00000", "grounded-shard-00000", "partition-spill_file"}
     deadline, names = time.monotonic() + 60, set()
     while time.monotonic() < deadline:  # task runs reach the API as events, recorded a moment later
+        names, read = set(), 0
         with get_client(sync_client=True) as client:
-            runs = client.read_task_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["build-reasonvqa"])))
-        names = {run.name for run in runs}
-        if {"partition-spill_file", "questions-shard-00000"} <= names:
+            while page := client.read_task_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["build-reasonvqa"])),
+                                                limit=200, offset=read):  # the API's page limit
+                names |= {run.name for run in page}
+                read += len(page)
+        if expected <= names:
             break
         time.sleep(1)
-    assert {"read-vg-unit-00000", "read-gldv2-unit-00000", "link-shard-00000", "facts-shard-00000",
-            "questions-shard-00000", "grounded-shard-00000", "partition-spill_file"} <= names, sorted(names)
+    assert expected <= names, sorted(names)
     unnamed = {n for n in names if not re.fullmatch(r"(read-\w+-unit|[a-z-]+-shard)-\d{5}|partition-\w+", n)}
     assert not unnamed, sorted(unnamed)
 

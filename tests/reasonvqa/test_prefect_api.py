@@ -53,8 +53,8 @@ def test_a_second_api_in_one_process_records_its_task_runs_and_the_process_exits
     # no heartbeats against the command's own server (nothing outlives it to watch them); Prefect's default after
     beats = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("heartbeat")]
     assert beats == [["inside", "None"], ["after", "180"]] * 2, done.stdout
-    # of the server's services only the task-run recorder runs (db_vacuum names what it would vacuum: events, which
-    # need the event persister, off): the rest serve a server that outlives its flows
+    # of the services the server's settings list, only the task-run recorder runs (db_vacuum names what it would
+    # vacuum: events, which need the event persister, off): the rest serve a server that outlives its flows
     services = [line.split()[2:] for line in done.stdout.splitlines() if line.startswith("services on")]
     assert services == [["task_run_recorder"]] * 2, done.stdout
 

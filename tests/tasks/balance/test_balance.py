@@ -1,9 +1,10 @@
 import io
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from reasonvqa.tasks.balance.balance import REMOVED, balance_questions
+from reasonvqa.tasks.balance.balance import REMOVED, balance_questions, no_choices
 from reasonvqa.tasks.balance.config import BalanceConfig
 from tests.tasks.balance.reference import reference_balance
 from tests.tasks.balance.conftest import MODERATE, answers_of, pool_of, question
@@ -148,6 +149,13 @@ def test_templated_question_without_choices_is_invalid():
     assert result.report["removed_by_reason"] == {"missing_answer": 1, "missing_choices": 3}
     slow = reference_balance(pool_of(rows), BalanceConfig(), seed=0)
     assert slow.removed.equals(result.removed) and slow.report == result.report
+
+
+def test_a_choices_column_of_nulls_only_is_no_choices():
+    # a pool made without the QUESTIONS schema (e.g. from polars, every choice None) has a column of Arrow type null
+    pool = pa.table({"choices": pa.nulls(2), "kind": pa.array(["template", "verified"])})
+    assert pa.types.is_null(pool["choices"].type)
+    assert no_choices(pool).to_pylist() == [True, False]
 
 
 def test_single_answer_group_is_kept_and_reported():

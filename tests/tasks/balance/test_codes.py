@@ -171,3 +171,5 @@ def test_unique_ints_by_counting_and_by_sorting():
     wide = np.array([-(1 << 40), 5, 5], dtype=np.int64)  # a range too wide to count: np.unique
     assert [a.tolist() for a in codes.unique_ints(wide, counts=True)] == [[-(1 << 40), 5], [1, 2]]
     assert [a.tolist() for a in codes.unique_ints(np.array([], np.int64), inverse=True, counts=True)] == [[], [], []]
+    with pytest.raises(TypeError, match="bool"):  # [True, False] would index the presence table as a mask
+        codes.unique_ints(np.array([True, False]))
