@@ -58,7 +58,7 @@ def main() -> None:
             assert digests == reference, f"{tree}: release files differ from the first run's"
             counts = result["counts"]
             print(f"{rep} {tree}: wall {result['s']:.2f} s, cpu {result['cpu_s']:.2f} s, peak {result['peak_mb']} MB, "
-                  f"steps {json.dumps(result['steps'])}", flush=True)
+                  f"steps {json.dumps(result['steps'])}, peak MB after each {json.dumps(result['peak_mb_after'])}", flush=True)
         if args.floor:
             result = run(trees[-1], "floor", paths[:1], out, ["--train", str(counts["train"]), "--test", str(counts["test"])])
             print(f"{rep} floor: wall {result['s']:.2f} s, cpu {result['cpu_s']:.2f} s, peak {result['peak_mb']} MB", flush=True)

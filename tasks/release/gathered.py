@@ -138,9 +138,10 @@ def write_joint(views: list[tuple[str, JointSource]], size: int, threads: Execut
 
 def write_pieces(members: list[Member], chunks: Iterator[list[pa.Table]], size: int, threads: Executor,
                  write_part: WritePart, schema: pa.Schema) -> None:
-    """Write each member's rows as part files of ``size`` rows: ``chunks`` yields one piece per member
-    (its next rows, in order; pieces of any length), produced only when at most WAITING files are
-    still being encoded on ``threads``. A member with no rows gets one empty file (of ``schema``)."""
+    """Write each member's rows as part files of ``size`` rows: ``chunks`` yields a list of one piece per
+    member (its next rows, in order; pieces of any length), asked for only when at most WAITING files are
+    still being encoded on ``threads``; the pieces are taken out of the list (the producer may still hold
+    it). A member with no rows gets one empty file (of ``schema``)."""
     futures: list[Future] = []
     while True:
         while len(waiting := [f for f in futures if not f.done()]) > WAITING:
@@ -151,10 +152,10 @@ def write_pieces(members: list[Member], chunks: Iterator[list[pa.Table]], size: 
         futures = [f for f in futures if not f.done()]
         pieces = next(chunks, None)
         last = pieces is None
-        for member, piece in zip(members, pieces or [None] * len(members)):
-            if piece is not None:
-                member.pending.append(piece)
-                member.held += piece.num_rows
+        for member in members:
+            if not last:  # taken out of the list: a chunk is freed once its files are written
+                member.pending.append(pieces.pop(0))
+                member.held += member.pending[-1].num_rows
             while member.held >= size or (last and (member.held or not member.files)):  # an empty view: one empty file
                 futures.append(threads.submit(write_part, [_first_rows(member, size, schema)], member.folder, member.files))
                 member.files += 1
