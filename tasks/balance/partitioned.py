@@ -10,9 +10,9 @@ synthetic pool: 11 GB at 42 M questions). Here the pool stays in its Parquet fil
 2. Spill: the pool is streamed in record batches; each row goes, with its rank in question_id
    order and its destination (train, test, removed), to the spill file of the pool part file it
    belongs to (rank // ROWS_PER_FILE), as uncompressed Arrow IPC.
-3. Write: ``SpilledRows`` sources read one spill file at a time (memory-mapped), order it by
-   rank and give ``write_release`` the pool's, train's or test's rows chunk by chunk, so the
-   release files are byte-identical to the in-memory path's (tested).
+3. Write: ``SpilledRows`` sources read one spill part at a time (memory-mapped), order it by
+   rank and give ``write_release`` the pool's, train's and test's rows together, the part gathered
+   once (``joint_chunks``), so the release files are byte-identical to the in-memory path's (tested).
 
 Statistics (``stats.write_stats``) are counted one spill part at a time (``SpilledRows.part_views``):
 counts added up, images counted on integer codes spilled with the rows, the bias report's question

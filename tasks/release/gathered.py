@@ -8,6 +8,9 @@ view takes its rows out of every gathered chunk with ascending indices (a sequen
 buffered until a part file is full (so up to a part file of rows per view is held besides
 the chunk). Each file holds the same rows in the same order and is encoded from one chunk per
 column, so the files are the same bytes as when every view is gathered on its own.
+``write_pieces`` does the buffering and file cutting for any producer of such chunks; the partitioned
+path's spilled sources (a ``JointSource``: one spill part read and ordered once for the pool, train and
+test) use it through ``write_joint``.
 """
 
 from __future__ import annotations
