@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--engine", choices=("project", "partitioned"), default="project")
     parser.add_argument("--floor", action="store_true")
+    parser.add_argument("--save", type=Path, help="write the first run's file digests here (to compare separate runs)")
     args = parser.parse_args()
     trees = [tree.resolve() for tree in args.trees]
     paths = pool_files(args.size)
@@ -63,6 +64,8 @@ def main() -> None:
             result = run(trees[-1], "floor", paths[:1], out, ["--train", str(counts["train"]), "--test", str(counts["test"])])
             print(f"{rep} floor: wall {result['s']:.2f} s, cpu {result['cpu_s']:.2f} s, peak {result['peak_mb']} MB", flush=True)
     shutil.rmtree(out, ignore_errors=True)
+    if args.save:
+        args.save.write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
     print("load after:", open("/proc/loadavg").read().strip())
     print(f"identical release and stats files in every run ({len(reference)} files)")
 
