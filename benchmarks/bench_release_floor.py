@@ -13,8 +13,9 @@ Per pool size (synthetic, tests/tasks/balance/synthetic.py; 1/7 as many images a
 * polars: benchmarks/polars_release.py, a straightforward polars rewrite of the same semantics
   writing train/test/pool (no stats); its files are asserted byte-identical to the project's;
 * project: the build's path (flows/build_reasonvqa.finish_release without Prefect): read ->
-  ``plan_release`` -> ``write_stats`` (stats JSON, bias report, 5 PNGs) -> ``write_release``;
-  the column "without stats" subtracts its measured stats step.
+  ``plan_release`` -> ``start_stats`` (stats JSON, bias report) -> ``write_release`` with the 5 PNGs
+  rendered beside its Parquet writes; the column "without stats" subtracts its measured stats step
+  (the PNGs are in the write step).
 
 Then the partitioned path (tasks/balance/partitioned.py: pool kept in Parquet files, key columns
 in memory, rows spilled per output file) once per ``--partitioned-sizes``; its release files are
@@ -140,14 +141,16 @@ def run_project(pool_path: Path, out: Path) -> dict:
 
 
 def stats_and_release(done, out: Path, steps: Steps) -> dict:
-    """``write_stats`` then ``write_release`` of a planned release, as the build flow does; the worker's result."""
-    from reasonvqa.tasks.balance.stats import write_stats
+    """The statistics then ``write_release`` of a planned release, as the build flow does (the PNG figures
+    rendered beside the Parquet writes: counted in "write"); the worker's result."""
+    from reasonvqa.tasks.balance.stats import start_stats
     from reasonvqa.tasks.release.writer import write_release
 
-    write_stats(done.pool, done.balance, done.split, out / "stats")
-    steps.mark("stats")
-    write_release(out, "bench", "1.0.0", {"train": done.split.train, "test": done.split.test}, pool=done.pool,
-                  stats_dir=out / "stats", config={}, inputs={})
+    with ThreadPoolExecutor(max_workers=1) as figures:
+        _, rendered = start_stats(done.pool, done.balance, done.split, out / "stats", figures)
+        steps.mark("stats")
+        write_release(out, "bench", "1.0.0", {"train": done.split.train, "test": done.split.test}, pool=done.pool,
+                      stats_dir=out / "stats", config={}, inputs={}, stats_ready=rendered.result)
     steps.mark("write")
     counts = {"train": done.split.train.num_rows, "test": done.split.test.num_rows, "pool": done.pool.num_rows}
     return {"s": steps.total(), "steps": dict(steps), "peak_mb_after": steps.peaks, "counts": counts}

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -366,7 +367,7 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
     A ``PoolFiles`` pool (``merged_pool``) goes to the partitioned path as its files."""
     from reasonvqa.tasks.balance.partitioned import in_process, plan_partitioned, write_pool_files
     from reasonvqa.tasks.balance.pipeline import plan_release
-    from reasonvqa.tasks.balance.stats import write_stats
+    from reasonvqa.tasks.balance.stats import start_stats
     from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
     from reasonvqa.tasks.release.writer import require_nonempty_splits, write_release
     from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, write_decisions_file
@@ -390,28 +391,30 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
     stats_dir = work_dir / "stats"
     if stats_dir.exists():
         shutil.rmtree(stats_dir)
-    stats_files = write_stats(done.pool, done.balance, done.split, stats_dir)
-    stats_files.update(write_breakdown(released_questions(done.split.train, done.split.test),
-                                       (tables or {}).get("regions"), stats_dir, embedded_lookup((tables or {}).get("images"))))
-    write_json(release_stage_counts(report), stats_dir / "stages.json")
-    stats_files["stages.json"] = stats_dir / "stages.json"
-    if applied is not None:
-        stats_files[DECISIONS_FILE] = write_decisions_file(applied, stats_dir)
-    write_json(report, work_dir / RUN_REPORT)  # with the run-dependent figures, outside the release
-    publish_run_report(report)
-    # an empty split cannot be loaded by `datasets`: fail, pointing at the stage counts and rejects
-    require_nonempty_splits(config.release.name, config.release.version,
-                            {"train": done.split.train, "test": done.split.test}, done.pool.num_rows,
-                            f"; stage counts in {work_dir / RUN_REPORT}, dropped records in {work_dir}/*/_rejects/")
-    release = write_release(
-        out_dir, config.release.name, config.release.version,
-        {"train": done.split.train, "test": done.split.test},
-        pool=done.pool, stats_dir=stats_dir, config=json.loads(config.canonical_json()),
-        config_hash=config.config_hash(), inputs=inputs,
-        stats_files={k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in stats_files.items()},
-        overwrite=overwrite, tables=tables,
-        annotations=applied.manifest_entry() if applied is not None else None,
-    )
+    with ThreadPoolExecutor(max_workers=1) as figures:  # the PNGs render beside the release's Parquet writes
+        stats_files, rendered = start_stats(done.pool, done.balance, done.split, stats_dir, figures)
+        stats_files.update(write_breakdown(released_questions(done.split.train, done.split.test),
+                                           (tables or {}).get("regions"), stats_dir, embedded_lookup((tables or {}).get("images"))))
+        write_json(release_stage_counts(report), stats_dir / "stages.json")
+        stats_files["stages.json"] = stats_dir / "stages.json"
+        if applied is not None:
+            stats_files[DECISIONS_FILE] = write_decisions_file(applied, stats_dir)
+        write_json(report, work_dir / RUN_REPORT)  # with the run-dependent figures, outside the release
+        publish_run_report(report)
+        # an empty split cannot be loaded by `datasets`: fail, pointing at the stage counts and rejects
+        require_nonempty_splits(config.release.name, config.release.version,
+                                {"train": done.split.train, "test": done.split.test}, done.pool.num_rows,
+                                f"; stage counts in {work_dir / RUN_REPORT}, dropped records in {work_dir}/*/_rejects/")
+        release = write_release(
+            out_dir, config.release.name, config.release.version,
+            {"train": done.split.train, "test": done.split.test},
+            pool=done.pool, stats_dir=stats_dir, config=json.loads(config.canonical_json()),
+            config_hash=config.config_hash(), inputs=inputs,
+            stats_files={k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in stats_files.items()},
+            overwrite=overwrite, tables=tables,
+            annotations=applied.manifest_entry() if applied is not None else None,
+            stats_ready=rendered.result,
+        )
     shutil.rmtree(partition_dir, ignore_errors=True)
     publish_artifacts(release)
     return release

@@ -11,9 +11,9 @@ synthetic pool: 11 GB at 42 M questions). Here the pool stays in its Parquet fil
 2. Spill: the pool is streamed in record batches; each row goes, with its rank in question_id
    order and its destination (train, test, removed), to the spill file of the pool part file it
    belongs to (rank // ROWS_PER_FILE), as uncompressed Arrow IPC.
-3. Write: ``SpilledRows`` sources read one spill file at a time (memory-mapped), order it by
-   rank and give ``write_release`` the pool's, train's or test's rows chunk by chunk, so the
-   release files are byte-identical to the in-memory path's (tested).
+3. Write: ``SpilledRows`` sources read one spill part at a time (memory-mapped), order it by
+   rank and give ``write_release`` the pool's, train's and test's rows together, the part gathered
+   once (``joint_chunks``), so the release files are byte-identical to the in-memory path's (tested).
 
 Statistics (``stats.write_stats``) are counted one spill part at a time (``SpilledRows.part_views``):
 counts added up, images counted on integer codes spilled with the rows, the bias report's question
@@ -25,6 +25,7 @@ question plus each part's dictionary of choice texts, kept until every part is c
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from reasonvqa.tasks.balance.balance import NO_CHOICES, no_choices
 from reasonvqa.tasks.balance.codes import combined, take_rows
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.pipeline import BalancedSplit, decide, question_answer_pairs
+from reasonvqa.tasks.release.gathered import gather_rows
 from reasonvqa.tasks.release.writer import ROWS_PER_FILE
 
 KEY_COLUMNS = ["question_id", "image_id", "property_id", "answer", "n_hop"]
@@ -198,6 +200,31 @@ class SpilledRows:
     @property
     def images(self) -> int:
         return self.spill.images
+
+    @property
+    def joint(self) -> _Spill:
+        """The spill: the pool's, train's and test's rows are written in one pass over it (``joint_chunks``)."""
+        return self.spill
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.spill.schema
+
+    def joint_chunks(self, sources: list["SpilledRows"], threads: Executor) -> Iterator[list[pa.Table]]:
+        """Per pool part in order: each of ``sources``' rows in it by rank. The part is read, ordered and
+        gathered once (one task per column on ``threads``), each source's rows taken out of that
+        (``gathered.gather_rows``), where writing each source on its own reads the spill once per source."""
+        names = self.spill.schema.names
+        for part in self.spill.files:
+            with _mapped(part, names + [RANK, DEST]) as table:
+                if table is None:
+                    continue
+                order = np.argsort(table[RANK].to_numpy(), kind="stable")
+                dest = table[DEST].to_numpy()[order]
+                within = [None if source.dest is None else np.flatnonzero(dest == source.dest) for source in sources]
+                pieces = gather_rows(table.select(names), order, within, threads)  # copied out of the maps
+                del table
+            yield pieces
 
     @property
     def scratch(self) -> Path:

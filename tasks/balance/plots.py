@@ -2,7 +2,9 @@
 
 Rendered with matplotlib's Agg canvas (no pyplot, no global backend switch) under fixed
 rc settings (matplotlib defaults + DejaVu Sans at fixed sizes) and saved without the
-"Software" metadata, so the same stats give byte-identical PNGs.
+"Software" metadata, so the same stats give byte-identical PNGs. matplotlib is imported when
+the first figure is rendered (about 0.25 s), so a caller rendering on a thread beside other
+work (``stats.start_stats``) pays it there.
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 RC = {
     "font.family": "DejaVu Sans",
@@ -27,6 +29,13 @@ RC = {
 }
 COLORS = ("#4C72B0", "#DD8452")
 LABEL_CHARS = 28
+FIGURES = {  # file name -> size (inches)
+    "answers_before_after.png": (12, 7),
+    "answers_train_test.png": (12, 7),
+    "entropy_before_after.png": (5, 5),
+    "divergence_train_test.png": (7, 7),
+    "counts_by_split.png": (12, 8),
+}
 
 
 def write_plots(stats: dict, largest_groups: list[str], out_dir: Path) -> dict[str, Path]:
@@ -38,22 +47,19 @@ def write_plots(stats: dict, largest_groups: list[str], out_dir: Path) -> dict[s
         "divergence_train_test.png": lambda fig: _divergence(fig, stats["train_test_divergence"], largest_groups),
         "counts_by_split.png": lambda fig: _counts(fig, stats["counts"]),
     }
-    sizes = {
-        "answers_before_after.png": (12, 7),
-        "answers_train_test.png": (12, 7),
-        "entropy_before_after.png": (5, 5),
-        "divergence_train_test.png": (7, 7),
-        "counts_by_split.png": (12, 8),
-    }
     out = {}
     for name, draw in figures.items():
         out[name] = out_dir / name
-        render(draw, sizes[name], out[name])
+        render(draw, FIGURES[name], out[name])
     return out
 
 
 def render(draw, size: tuple[float, float], path: Path) -> None:
     """Draw on a fresh figure under the fixed rc settings and save deterministic PNG bytes."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     with matplotlib.rc_context():
         matplotlib.rcdefaults()
         matplotlib.rcParams.update(RC)

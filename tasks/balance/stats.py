@@ -6,7 +6,7 @@ sorted keys and rounded floats, PNGs rendered without timestamps (see tasks/bala
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
@@ -43,11 +43,26 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
     counted once for pool, balanced, train and test (rows labelled removed / train / test). From ``partitioned.plan_partitioned`` they are ``SpilledRows``: counts and the
     bias report add up over slices of the spill parts (same bytes, memory independent of the pool).
     """
+    with ThreadPoolExecutor(max_workers=1) as figures:
+        files, rendered = start_stats(pool, balance, split, out_dir, figures)
+        rendered.result()
+    return files
+
+
+def start_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir: Path,
+                figures: Executor) -> tuple[dict[str, Path], Future]:
+    """``write_stats`` but for the PNG figures, which are rendered on ``figures``: ({relative name: path},
+    the figures' future: its ``result()`` returns when they are written, or raises what rendering raised).
+
+    The figures (matplotlib: about 1 CPU s, mostly Python under the GIL, whatever the pool size) need only
+    the counts, so a caller can render them beside the release's Parquet writes, whose gathers and encoding
+    release the GIL (``write_release(..., stats_ready=future.result)``), instead of before them.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     partwise = hasattr(pool, "part_views")  # a partitioned.SpilledRows: counted one spill part at a time
     with ThreadPoolExecutor(max_workers=2) as threads:
-        # the bias report (Arrow gathers, polars) releases the GIL: it runs beside the counts and the
-        # plots (numpy, then matplotlib in Python), so both cores work
+        # the bias report (Arrow gathers, polars) releases the GIL: it runs beside the counts (numpy), so
+        # both cores work
         bias = threads.submit(_bias_partwise, pool) if partwise else threads.submit(_bias, split.train, split.test)
         removed = threads.submit(write_parquet, balance.removed, out_dir / "balance_removed.parquet")
         stats, largest = _stats_partwise(pool, balance, split) if partwise else _stats(pool, balance, split)
@@ -61,12 +76,13 @@ def write_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
         write_json(stats, files["stats.json"])
         write_json(balance.report, files["balance_report.json"])
         write_json(split.report, files["split_report.json"])
-        files.update(plots.write_plots(stats, largest, out_dir))
+        rendered = figures.submit(plots.write_plots, stats, largest, out_dir)
+        files.update({name: out_dir / name for name in plots.FIGURES})
         write_json(bias.result(), files["bias.json"])
         removed.result()
     files["SUMMARY.md"] = out_dir / "SUMMARY.md"
     files["SUMMARY.md"].write_text(summary_markdown(stats, files), encoding="utf-8")
-    return dict(sorted(files.items()))
+    return dict(sorted(files.items())), rendered
 
 
 def _bias(train: Rows, test: Rows) -> dict:

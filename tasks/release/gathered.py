@@ -8,6 +8,9 @@ view takes its rows out of every gathered chunk with ascending indices (a sequen
 buffered until a part file is full (so up to a part file of rows per view is held besides
 the chunk). Each file holds the same rows in the same order and is encoded from one chunk per
 column, so the files are the same bytes as when every view is gathered on its own.
+``write_pieces`` does the buffering and file cutting for any producer of such chunks; the partitioned
+path's spilled sources (a ``JointSource``: one spill part read and ordered once for the pool, train and
+test) use it through ``write_joint``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, Iterator, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -40,7 +43,7 @@ class View(Protocol):
 
 
 @dataclass
-class _Member:
+class Member:
     """One folder's view and where its rows sit in the group's base view (ascending positions)."""
 
     folder: str
@@ -56,7 +59,7 @@ class Group:
 
     shared: SharedTable
     base: View
-    members: list[_Member]
+    members: list[Member]
 
 
 def subsequence_positions(where: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
@@ -82,11 +85,11 @@ def plan_groups(views: list[tuple[str, View]]) -> list[Group]:
         where[base.rows] = np.arange(base.num_rows)
         if np.count_nonzero(where >= 0) != base.num_rows:  # the base repeats rows
             continue
-        members = [_Member(base_folder, None)]
+        members = [Member(base_folder, None)]
         for folder, view in same:
             positions = None if view is base else subsequence_positions(where, view.rows)
             if positions is not None:
-                members.append(_Member(folder, positions))
+                members.append(Member(folder, positions))
         if len(members) > 1:
             groups.append(Group(base.shared, base, members))
     return groups
@@ -97,28 +100,75 @@ def write_group(group: Group, size: int, threads: Executor, write_part: WritePar
     task per column on ``threads``), the files encoded on ``threads`` while the next chunk is
     gathered; at most WAITING files are unwritten when the next gather starts."""
     table = group.shared.single_chunk()
-    futures: list[Future] = []
     n = group.base.num_rows
-    for start in range(0, max(n, 1), size):
+
+    def chunks() -> Iterator[list[pa.Table]]:
+        for start in range(0, max(n, 1), size):
+            rows = group.base.rows[start:start + size]
+            within = [None if m.positions is None else _rows_within(m.positions, start, len(rows)) for m in group.members]
+            yield gather_rows(table, rows, within, threads)
+
+    write_pieces(group.members, chunks(), size, threads, write_part, table.schema)
+
+
+class JointSource(Protocol):
+    """A row source that gives its rows together with those of the other sources of the same ``joint``
+    (e.g. a spilled pool's train, test and pool), reading what they share once."""
+
+    joint: object  # the sources with the same object are written together
+    schema: pa.Schema
+    num_rows: int
+
+    def joint_chunks(self, sources: list["JointSource"], threads: Executor) -> Iterator[list[pa.Table]]:
+        """Per step, the next rows of each of ``sources`` (same joint; pieces of any length, in order)."""
+        ...
+
+
+def write_joint(views: list[tuple[str, JointSource]], size: int, threads: Executor, write_part: WritePart) -> set[str]:
+    """Write the (folder, source) pairs whose sources share a ``joint`` with another, one pass per joint
+    (``write_pieces``); return the folders written (the others are left to the caller)."""
+    by_joint: dict[int, list[tuple[str, JointSource]]] = {}
+    for folder, source in views:
+        by_joint.setdefault(id(source.joint), []).append((folder, source))
+    written = set()
+    for same in (pairs for pairs in by_joint.values() if len(pairs) > 1):
+        sources = [source for _, source in same]
+        members = [Member(folder, None) for folder, _ in same]
+        write_pieces(members, sources[0].joint_chunks(sources, threads), size, threads, write_part, sources[0].schema)
+        written.update(folder for folder, _ in same)
+    return written
+
+
+def write_pieces(members: list[Member], chunks: Iterator[list[pa.Table]], size: int, threads: Executor,
+                 write_part: WritePart, schema: pa.Schema) -> None:
+    """Write each member's rows as part files of ``size`` rows: ``chunks`` yields a list of one piece per
+    member (its next rows, in order; pieces of any length), asked for only when at most WAITING files are
+    still being encoded on ``threads``; the pieces are taken out of the list (the producer may still hold
+    it). A member with no rows gets one empty file (of ``schema``)."""
+    futures: list[Future] = []
+    while True:
         while len(waiting := [f for f in futures if not f.done()]) > WAITING:
             wait(waiting, return_when=FIRST_COMPLETED)
         for future in futures:
             if future.done():
                 future.result()  # a writer thread's error stops the gathering
         futures = [f for f in futures if not f.done()]
-        rows, last = group.base.rows[start:start + size], start + size >= n
-        within = [None if m.positions is None else _rows_within(m.positions, start, len(rows)) for m in group.members]
-        for member, piece in zip(group.members, _gather(table, rows, within, threads)):
-            member.pending.append(piece)
-            member.held += piece.num_rows
+        pieces = next(chunks, None)
+        last = pieces is None
+        for member in members:
+            if not last:  # taken out of the list: a chunk is freed once its files are written
+                member.pending.append(pieces.pop(0))
+                member.held += member.pending[-1].num_rows
             while member.held >= size or (last and (member.held or not member.files)):  # an empty view: one empty file
-                futures.append(threads.submit(write_part, [_first_rows(member, size)], member.folder, member.files))
+                futures.append(threads.submit(write_part, [_first_rows(member, size, schema)], member.folder, member.files))
                 member.files += 1
+        if last:
+            break
     for future in futures:
         future.result()  # raises a writer thread's error
 
 
-def _gather(table: pa.Table, rows: np.ndarray, within: list[np.ndarray | None], threads: Executor) -> list[pa.Table]:
+def gather_rows(table: pa.Table, rows: np.ndarray, within: list[np.ndarray | None], threads: Executor) -> list[pa.Table]:
     """``table``'s ``rows`` and, per entry of ``within``, those of them at its positions (None: all).
     One task per column (the threads share the columns as they come), which also takes the
     members' rows out of that column."""
@@ -172,8 +222,10 @@ def _rows_within(positions: np.ndarray, start: int, n: int) -> np.ndarray:
     return positions[lo:hi] - start
 
 
-def _first_rows(member: _Member, size: int) -> pa.Table:
+def _first_rows(member: Member, size: int, schema: pa.Schema) -> pa.Table:
     """The first ``size`` (or fewer, at the end) rows held for ``member``; the rest stay held."""
+    if not member.pending:
+        return schema.empty_table()
     if len(member.pending) == 1 and member.held <= size:
         table = member.pending.pop()
     else:

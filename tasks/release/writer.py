@@ -13,7 +13,7 @@ import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator, Protocol, Union, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, Union, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +26,7 @@ from reasonvqa.tasks.release.card import render_card
 from reasonvqa.tasks.release.croissant import write_croissant
 from reasonvqa.tasks.release.embed import ROWS_PER_FILE as IMAGE_ROWS_PER_FILE
 from reasonvqa.tasks.release.embed import RELEASE_IMAGES, as_release_images, images_summary, release_schema
-from reasonvqa.tasks.release.gathered import plan_groups, write_group
+from reasonvqa.tasks.release.gathered import plan_groups, write_group, write_joint
 from reasonvqa.tasks.release.paths import inside, release_dir
 
 MANIFEST = "manifest.json"
@@ -248,6 +248,7 @@ def write_release(
     overwrite: bool = False,
     tables: dict[str, Rows] | None = None,
     annotations: dict[str, Any] | None = None,
+    stats_ready: Callable[[], object] | None = None,
 ) -> Path:
     """Write ``<out_root>/<name>/<version>/`` and return its path.
 
@@ -257,6 +258,8 @@ def write_release(
     are written ``WRITERS`` at a time.
     ``tables`` are further record tables named as in ``schemas.TABLES`` (e.g. ``regions``), one folder each.
     ``annotations`` (the human decisions applied, see annotation_exports/apply.py) goes into the manifest.
+    ``stats_ready`` is called after the Parquet folders are written and before ``stats_dir`` is copied:
+    e.g. the ``result`` of figures still rendering beside the writes (``balance.stats.start_stats``).
     If the version exists with identical content it is left as is; with different
     content a ReleaseExistsError is raised unless ``overwrite``. ``name`` and ``version`` are
     checked (ReleasePathError) and every path written resolves inside ``out_root``.
@@ -274,14 +277,15 @@ def write_release(
         return _write_aside_and_publish(tmp, final, splits, pool=pool, stats_dir=stats_dir, config=config,
                                         config_hash=config_hash, inputs=inputs, card_notes=card_notes,
                                         stats_files=stats_files, overwrite=overwrite, tables=tables,
-                                        annotations=annotations)
+                                        annotations=annotations, stats_ready=stats_ready)
 
 
 def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *, pool: Rows,
                              stats_dir: Path | None, config: dict[str, Any], config_hash: str,
                              inputs: dict[str, str], card_notes: str, stats_files: dict[str, str] | None,
                              overwrite: bool, tables: dict[str, Rows] | None = None,
-                             annotations: dict[str, Any] | None = None) -> Path:
+                             annotations: dict[str, Any] | None = None,
+                             stats_ready: Callable[[], object] | None = None) -> Path:
     name, version = final.parent.name, final.name
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -295,6 +299,8 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
         counts = {folder: table.num_rows for folder, table, _ in jobs}
         write_folders(tmp, jobs)
         images = images_summary(tmp / "images") if "images" in (tables or {}) else None  # what is embedded, why not
+        if stats_ready is not None:
+            stats_ready()
         if stats_dir is not None and stats_dir.exists():
             shutil.copytree(stats_dir, tmp / "stats")
         bias_file = tmp / "stats" / "bias.json"
@@ -339,20 +345,27 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
 def write_folders(root: Path, jobs: list[tuple[str, Rows, pa.Schema]]) -> None:
     """Write each (folder, rows, schema) under ``root``, question tables sorted by question_id, on
     ``WRITERS`` threads (Arrow and Parquet release the GIL). Question folders that are row views of
-    one table (``plan_release``'s pool, train and test) are written together, each row gathered
-    once (gathered.py); the other folders then ``WRITERS`` at a time, largest first."""
+    one table (``plan_release``'s pool, train and test) or sources of one ``joint`` (the partitioned
+    path's spill) are written together, each row gathered once (gathered.py); the other folders then
+    ``WRITERS`` at a time, largest first."""
     def write(job: tuple[str, Rows, pa.Schema]) -> None:
         folder, table, schema = job
         write_table_files(_sort_by_question_id(table) if schema is schemas.QUESTIONS else table, root / folder, schema)
 
-    groups = plan_groups([(folder, rows) for folder, rows, schema in jobs
-                          if schema is schemas.QUESTIONS and isinstance(rows, TableRows)])
+    questions = [(folder, rows) for folder, rows, schema in jobs if schema is schemas.QUESTIONS]
+    groups = plan_groups([(folder, rows) for folder, rows in questions if isinstance(rows, TableRows)])
+    joint = [(folder, rows) for folder, rows in questions if hasattr(rows, "joint")]  # gathered.JointSource
     grouped = {member.folder for group in groups for member in group.members}
+    for folder in grouped | {folder for folder, _ in joint}:
+        (root / folder).mkdir(parents=True, exist_ok=True)
+
+    def part(held: list[pa.Table], folder: str, number: int) -> None:
+        write_part(held, root / folder, number)
+
     with ThreadPoolExecutor(max_workers=WRITERS) as threads:
         for group in groups:
-            for member in group.members:
-                (root / member.folder).mkdir(parents=True, exist_ok=True)
-            write_group(group, ROWS_PER_FILE, threads, lambda held, folder, number: write_part(held, root / folder, number))
+            write_group(group, ROWS_PER_FILE, threads, part)
+        grouped |= write_joint(joint, ROWS_PER_FILE, threads, part)
         rest = [job for job in jobs if job[0] not in grouped]
         list(threads.map(write, sorted(rest, key=lambda job: -job[1].num_rows)))
 

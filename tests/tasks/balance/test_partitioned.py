@@ -145,3 +145,24 @@ def test_edge_pools_give_the_same_release_on_both_paths(name, tmp_path):
 def test_no_pool_file_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no pool file"):
         plan_partitioned([], BalanceConfig(), SplitConfig(), 0, tmp_path / "work")
+
+
+def test_the_write_reads_each_spill_part_once_for_pool_train_and_test(pool, tmp_path, monkeypatch):
+    monkeypatch.setattr(writer, "ROWS_PER_FILE", ROWS_PER_FILE)
+    path = tmp_path / "pool.parquet"
+    pq.write_table(pool, path)
+    done = plan_partitioned([path], BalanceConfig(), SplitConfig(), 0, tmp_path / "work", rows_per_file=ROWS_PER_FILE)
+    reads = []
+    mapped = partitioned._mapped
+
+    def counted(part, columns):
+        reads.append(part.name)
+        return mapped(part, columns)
+
+    monkeypatch.setattr(partitioned, "_mapped", counted)
+    out = write_release(tmp_path / "out", "syn", "1.0.0", {"train": done.split.train, "test": done.split.test},
+                        pool=done.pool, stats_dir=None, config={"seed": 0}, inputs={})
+    assert reads == [f"{k:05d}" for k in range(6)]  # 6,000 rows: six parts, each read once
+    expected = release(balance_and_split(pool, BalanceConfig(), SplitConfig(), 0), tmp_path / "a", tmp_path / "sa")
+    for folder in ("pool", "train", "test"):
+        assert contents(out / folder) == contents(expected / folder)

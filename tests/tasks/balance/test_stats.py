@@ -1,11 +1,12 @@
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from reasonvqa.tasks.balance.balance import balance_questions
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.split import split_images
-from reasonvqa.tasks.balance.stats import write_stats
+from reasonvqa.tasks.balance.stats import start_stats, write_stats
 from tests.tasks.balance.conftest import MODERATE, pool_of, question
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -71,6 +72,17 @@ def test_same_inputs_give_identical_bytes(tmp_path, release_parts):
     second = write_stats(pool, balanced, split, tmp_path / "b")
     for name in first:
         assert first[name].read_bytes() == second[name].read_bytes(), name
+
+
+def test_figures_rendered_on_a_thread_are_the_same_files(tmp_path, release_parts):
+    pool, balanced, split = release_parts
+    expected = write_stats(pool, balanced, split, tmp_path / "a")
+    with ThreadPoolExecutor(max_workers=1) as figures:
+        files, rendered = start_stats(pool, balanced, split, tmp_path / "b", figures)
+        assert sorted(files) == sorted(expected)  # the PNGs are named before they exist
+        rendered.result()
+    for name in expected:
+        assert files[name].read_bytes() == expected[name].read_bytes(), name
 
 
 def test_degenerate_release_still_gets_stats(tmp_path):

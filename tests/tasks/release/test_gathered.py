@@ -7,7 +7,7 @@ import pytest
 
 from reasonvqa import schemas
 from reasonvqa.tasks.release import writer
-from reasonvqa.tasks.release.gathered import plan_groups, subsequence_positions
+from reasonvqa.tasks.release.gathered import Member, plan_groups, subsequence_positions, write_pieces
 from reasonvqa.tasks.release.writer import TableRows, write_folders, write_release
 from tests.tasks.release.conftest import question
 
@@ -122,3 +122,20 @@ def test_gathering_in_source_order_gives_the_rows_in_their_order():
     assert _SourceOrder(rows).take(column).to_pylist() == [["d"], ["a"], [], None, ["b", "c"]]
     assert _variable_width(column) and _variable_width(pa.chunked_array([["x"]]))
     assert not _variable_width(pa.chunked_array([[1, 2]])) and not _variable_width(pa.chunked_array([[None]], pa.string()))
+
+
+def test_pieces_of_any_length_are_cut_into_files_of_the_size():
+    from concurrent.futures import ThreadPoolExecutor
+
+    table = pa.table({"n": list(range(9))})
+    lengths = {"a": [3, 0, 5, 1], "b": [0, 0, 0, 0]}  # b: no rows at all -> one empty file
+    starts = {name: np.cumsum([0, *sizes]) for name, sizes in lengths.items()}
+    chunks = iter([[table.slice(starts[name][i], lengths[name][i]) for name in lengths] for i in range(4)])
+    files = {}
+
+    def write_part(held, folder, number):
+        files[(folder, number)] = held.pop()["n"].to_pylist()
+
+    with ThreadPoolExecutor(max_workers=2) as threads:
+        write_pieces([Member("a", None), Member("b", None)], chunks, 4, threads, write_part, table.schema)
+    assert files == {("a", 0): [0, 1, 2, 3], ("a", 1): [4, 5, 6, 7], ("a", 2): [8], ("b", 0): []}

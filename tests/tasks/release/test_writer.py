@@ -96,3 +96,20 @@ def test_a_rebuild_with_the_same_content_on_another_day_is_not_republished(tmp_p
         write("2026-03-02", changed)
     write("2026-03-02", changed, overwrite=True)
     assert json.loads((path / "manifest.json").read_text())["inputs"]["knowledge_date"] == "2026-03-02"
+
+
+def test_stats_ready_is_called_before_the_stats_folder_is_copied(tmp_path, splits):
+    stats = tmp_path / "stats"
+    stats.mkdir()
+    (stats / "stats.json").write_text("{}")
+    written = []
+
+    def ready():  # e.g. figures finishing on a thread: what it writes reaches the release
+        written.append(sorted(p.name for p in (tmp_path / "out").rglob("part-*.parquet")))
+        (stats / "late.png").write_bytes(b"png")
+
+    path = write_release(tmp_path / "out", "demo", "1.0.0", splits, pool=pa.concat_tables(list(splits.values())),
+                         stats_dir=stats, config={"seed": 0}, inputs={}, stats_ready=ready)
+    assert written == [["part-00000.parquet"] * 3]  # pool, train and test written first
+    assert (path / "stats" / "late.png").read_bytes() == b"png"
+    assert "stats/late.png" in json.loads((path / "manifest.json").read_text())["files"]
