@@ -36,7 +36,8 @@ def worker(pool_path: Path, out: Path) -> dict:
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     start, cpu = time.perf_counter(), time.process_time()
-    from reasonvqa.tasks.balance.stats import write_stats  # as a build imports it: counted (matplotlib, polars)
+    from reasonvqa.tasks.balance.stats import write_stats  # as a build imports it: counted (polars; matplotlib is
+    # imported when the first figure renders, so since perf7 its ~0.25 s is in wall_s, not import_s)
 
     imported = time.perf_counter()
     write_stats(done.pool, done.balance, done.split, out)

@@ -10,6 +10,7 @@ work (``stats.start_stats``) pays it there.
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,13 +55,16 @@ def write_plots(stats: dict, largest_groups: list[str], out_dir: Path) -> dict[s
     return out
 
 
+_RENDERING = threading.Lock()  # rcParams and the warnings filters are process-wide: one figure at a time
+
+
 def render(draw, size: tuple[float, float], path: Path) -> None:
     """Draw on a fresh figure under the fixed rc settings and save deterministic PNG bytes."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context():
+    with _RENDERING, matplotlib.rc_context():
         matplotlib.rcdefaults()
         matplotlib.rcParams.update(RC)
         fig = Figure(figsize=size)

@@ -303,6 +303,10 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
             stats_ready()
         if stats_dir is not None and stats_dir.exists():
             shutil.copytree(stats_dir, tmp / "stats")
+        # a stats file the card links to must be there (e.g. figures still rendering when stats_ready was not given)
+        absent = sorted(f for f in (stats_files or {}).values() if not (tmp / f).is_file())
+        if absent:
+            raise FileNotFoundError(f"release {name} {version}: stats files not written: {', '.join(absent)}")
         bias_file = tmp / "stats" / "bias.json"
         bias = json.loads(bias_file.read_text(encoding="utf-8")) if bias_file.exists() else None
         breakdown_file = tmp / "stats" / "breakdown.json"  # tasks/release/breakdown.py

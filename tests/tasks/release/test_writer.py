@@ -113,3 +113,15 @@ def test_stats_ready_is_called_before_the_stats_folder_is_copied(tmp_path, split
     assert written == [["part-00000.parquet"] * 3]  # pool, train and test written first
     assert (path / "stats" / "late.png").read_bytes() == b"png"
     assert "stats/late.png" in json.loads((path / "manifest.json").read_text())["files"]
+
+
+def test_a_stats_file_the_card_links_to_must_be_written(tmp_path, splits):
+    # e.g. figures still rendering on their thread when the caller forgot stats_ready: no release half-made
+    stats = tmp_path / "stats"
+    stats.mkdir()
+    (stats / "stats.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match="stats files not written: stats/answers_train_test.png"):
+        write_release(tmp_path / "out", "demo", "1.0.0", splits, pool=pa.concat_tables(list(splits.values())),
+                      stats_dir=stats, config={"seed": 0}, inputs={},
+                      stats_files={"stats.json": "stats/stats.json", "answers_train_test.png": "stats/answers_train_test.png"})
+    assert not (tmp_path / "out" / "demo" / "1.0.0").exists()
