@@ -77,6 +77,9 @@ class BalanceResult:
     kept_rows: np.ndarray | None = None
     removed_rows: np.ndarray | None = None
     question_id_order: np.ndarray | None = None  # every pool row, by question_id (stable, nulls last)
+    # from ``plan_release``: the decision's codes of some pool columns per pool row, {column: (code as int32, -1 for
+    # null; the distinct values)}, which the statistics count instead of encoding the column again
+    pool_codes: dict[str, tuple[np.ndarray, pa.Array]] | None = None
 
 
 def check_columns(pool: pa.Table) -> None:

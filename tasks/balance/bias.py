@@ -35,6 +35,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from reasonvqa.tasks.balance import codes
+
 CHOICE_ONLY_MARGIN = 0.10
 QUESTION_PRIOR_MAX = 0.50
 MIN_JUDGED_N = 100  # questions a target is judged on (see the module docstring)
@@ -223,10 +225,32 @@ def _question_prior(tr: pl.DataFrame, te: pl.DataFrame, tally: "_Tally") -> None
     """Credits of the test questions of one bucket: the most common train answer(s) of the same text (1/k when
     the answer is one of k tied ones; a text not in train, or a null one, is answered at chance).
 
-    On integer codes (question and answer texts dictionary-encoded together for train and test; a null answer
-    is a value of its own): (question, answer) pairs counted by a sort, looked up by binary search."""
+    Only the texts whose 64-bit hash occurs on both sides can be shared (``_hash_shared``): the other test rows
+    are answered at chance without encoding their texts, the rest go to ``_prior_credits`` (exact codes)."""
     if not te.height:
         return
+    nc = te["nc"].to_numpy()
+    credit, covered = 1.0 / nc, np.zeros(te.height)
+    shared_test, shared_train = _hash_shared(tr["question"], te["question"])
+    if shared_test.any():
+        credit[shared_test], covered[shared_test] = _prior_credits(tr.filter(pl.Series(shared_train)),
+                                                                   te.filter(pl.Series(shared_test)))
+    tally.add("question_prior", pl.DataFrame({"credit": credit}))
+    tally.add("question_prior_coverage", pl.DataFrame({"covered": covered}))
+
+
+def _hash_shared(train: pl.Series, test: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(test rows whose text's hash occurs in ``train``, train rows whose text's hash occurs in ``test``): equal
+    texts hash equal, so a test text outside the first mask is not in train and no train row outside the
+    second shares a test text. Colliding texts stay in both masks; the exact codes tell them apart."""
+    train_hash, test_hash = train.hash(seed=0).to_numpy(), test.hash(seed=0).to_numpy()
+    return codes.is_in(test_hash, train_hash), codes.is_in(train_hash, test_hash)
+
+
+def _prior_credits(tr: pl.DataFrame, te: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(credit, covered as 0.0 / 1.0) per test row of the question prior, on exact integer codes (question and
+    answer texts dictionary-encoded together for train and test; a null answer is a value of its own):
+    (question, answer) pairs counted by a sort, looked up by binary search."""
     question = _codes(tr["question"], te["question"])
     answer = _codes(tr["answer"], te["answer"]) + 1  # a null answer (-1) is code 0
     answers = int(answer.max(initial=0)) + 1
@@ -245,8 +269,7 @@ def _question_prior(tr: pl.DataFrame, te: pl.DataFrame, tally: "_Tally") -> None
     hit = (pairs[at] == test_pair) & top[at] if len(pairs) else np.zeros(len(test_pair), dtype=bool)
     nc = te["nc"].to_numpy()
     credit = np.where(k_test == 0, 1.0 / nc, np.where(hit, 1.0 / np.maximum(k_test, 1), 0.0))
-    tally.add("question_prior", pl.DataFrame({"credit": credit}))
-    tally.add("question_prior_coverage", pl.DataFrame({"covered": (k_test > 0).astype(np.float64)}))
+    return credit, (k_test > 0).astype(np.float64)
 
 
 def _codes(train: pl.Series, test: pl.Series) -> np.ndarray:

@@ -47,7 +47,7 @@ DECISION_COLUMNS = ("question_id", "image_id", "property_id", "answer", "n_hop",
 
 
 def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int,
-           seen_in_train: SeenCheck | None = None) -> tuple[BalanceResult, SplitResult]:
+           seen_in_train: SeenCheck | None = None, keep_codes: tuple[str, ...] = ()) -> tuple[BalanceResult, SplitResult]:
     """Balance, hop mix, split and the seen-in-train check as row numbers into ``pool``; nothing
     is materialized (``kept``, ``train``, ``test`` are None). ``pool`` needs the columns
     question_id, image_id, property_id, answer, n_hop (hop mix), kind, task_type and
@@ -55,7 +55,8 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
     hallucination share: groups.py, hallucination_share.py) and, unless ``seen_in_train`` (test
     rows, train rows -> mask of the test rows whose (question, answer) pair is in train) is
     given, question; choices (or a ``balance.NO_CHOICES`` column) to remove multiple-choice rows without
-    choices. The release keeps each row's own property_id (null for kinds without one)."""
+    choices. The release keeps each row's own property_id (null for kinds without one). ``keep_codes``: columns
+    whose codes (untouched by the group keys: not property_id) go to ``BalanceResult.pool_codes``."""
     keyed = with_group_keys(pool.select([c for c in DECISION_COLUMNS if c in pool.column_names]))
     flags = no_choices(pool)
     if flags is not None and NO_CHOICES not in keyed.column_names:
@@ -78,6 +79,9 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
         result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded)
         if split.drop_test_pairs_seen_in_train:
             _drop_test_rows(keyed, balanced, result, seen_in_train(result.test_rows, result.train_rows), coded)
+        if keep_codes:
+            balanced.pool_codes = {name: (coded.dense(name)[0].astype(np.int32), coded.dense(name)[1])
+                                   for name in keep_codes if name in keyed.column_names}
     check_partition(pool.num_rows, result.train_rows, result.test_rows, balanced.removed_rows)
     return balanced, result
 
@@ -89,6 +93,9 @@ def check_partition(n: int, *parts: np.ndarray) -> None:
         raise AssertionError("train + test + removed do not partition the pool")  # accounting invariant
 
 
+POOL_CODES = ("image_id", "answer")  # the columns whose codes plan_release hands to the statistics' counts
+
+
 def plan_release(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int) -> BalancedSplit:
     """``balance_and_split`` without copying the pool: train, test and the pool (question_id
     order) as ``TableRows`` of ``pool``, for ``write_stats`` and ``write_release``.
@@ -97,7 +104,7 @@ def plan_release(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, see
     release. Callers should drop their own reference to ``pool``: the views hold it, and the
     writer then combines its chunks column by column without a second copy of the pool.
     """
-    balanced, result = decide(pool, balance, split, seed)
+    balanced, result = decide(pool, balance, split, seed, keep_codes=POOL_CODES)
     view = TableRows(pool, balanced.question_id_order)
     result.train, result.test = view.with_rows(result.train_rows), view.with_rows(result.test_rows)
     return BalancedSplit(pool=view, balance=balanced, split=result)

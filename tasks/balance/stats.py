@@ -148,8 +148,11 @@ def _bias_partwise(pool) -> dict:
 
 def _stats(pool: Rows, balance: BalanceResult, split: SplitResult) -> tuple[dict, list[str]]:
     """The stats.json content and the property groups by pool size (largest first)."""
-    table, label, subsets = _labelled(pool, split.train, split.test)
-    answers, counts = labelled_counts(table, label, subsets)
+    one_table = _one_table(pool, split.train, split.test)
+    table, label, subsets = _labelled(pool, split.train, split.test, one_table)
+    # the decision's codes are per row of the pool table: usable when the rows counted are that table's own
+    known = balance.pool_codes if one_table and _per_row(balance.pool_codes, table.num_rows) else None
+    answers, counts = labelled_counts(table, label, subsets, known=known)
     del table, label
     return _stats_of(answers, counts, balance, split)
 
@@ -227,16 +230,14 @@ def _labels(n: int, train_rows: np.ndarray, test_rows: np.ndarray) -> np.ndarray
     return label
 
 
-def _labelled(pool: Rows, train: Rows, test: Rows) -> tuple[pa.Table, np.ndarray, dict]:
+def _labelled(pool: Rows, train: Rows, test: Rows, one_table: bool) -> tuple[pa.Table, np.ndarray, dict]:
     """(table, label per row, subsets) to count pool, balanced, train and test in one pass per column.
 
     Views of one table whose pool view holds every row once (``plan_release``) are counted on that table,
     labelled removed / train / test; other inputs are concatenated (pool, then train, then test) and each
-    part labelled as its own table."""
-    if all(isinstance(t, TableRows) for t in (pool, train, test)) and pool.table is train.table is test.table:
-        n = pool.table.num_rows
-        if len(pool.rows) == n and np.count_nonzero(np.bincount(pool.rows, minlength=n)) == n:
-            return pool.table.select(_present(pool.table)), _labels(n, train.rows, test.rows), SUBSETS
+    part labelled as its own table. ``one_table``: ``_one_table(pool, train, test)``."""
+    if one_table:
+        return pool.table.select(_present(pool.table)), _labels(pool.table.num_rows, train.rows, test.rows), SUBSETS
     columns = [c for c in COUNT_COLUMNS if all(c in (t.table if isinstance(t, TableRows) else t).column_names
                                                for t in (pool, train, test))]
     tables = [t.select(columns) for t in (pool, train, test)]  # a view gathers its rows
@@ -245,25 +246,40 @@ def _labelled(pool: Rows, train: Rows, test: Rows) -> tuple[pa.Table, np.ndarray
     return pa.concat_tables(tables, promote_options="permissive"), label, CONCATENATED
 
 
+def _one_table(pool: Rows, train: Rows, test: Rows) -> bool:
+    """True for views of one table whose pool view holds every row of it once (``plan_release``)."""
+    if not (all(isinstance(t, TableRows) for t in (pool, train, test)) and pool.table is train.table is test.table):
+        return False
+    n = pool.table.num_rows
+    return len(pool.rows) == n and np.count_nonzero(np.bincount(pool.rows, minlength=n)) == n
+
+
+def _per_row(known: Known | None, n: int) -> bool:
+    """True when ``known`` holds codes of ``n`` rows for every column it has."""
+    return bool(known) and all(len(code) == n for code, _ in known.values())
+
+
 def _present(table: pa.Table) -> list[str]:
     """The COUNT_COLUMNS ``table`` has (a column it lacks is not counted)."""
     return [c for c in COUNT_COLUMNS if c in table.column_names]
 
 
 def labelled_counts(table: pa.Table, label: np.ndarray, subsets: dict[str, tuple[int, ...]],
-                    images: bool = True) -> tuple[dict, dict]:
+                    images: bool = True, known: Known | None = None) -> tuple[dict, dict]:
     """({subset: answer counts}, {subset: table counts}) of the rows of ``table`` whose label is among the subset's.
 
     Each column is dictionary-encoded once (hash codes; the outputs are sorted by value afterwards) and
     counted per label with one ``bincount``: no gather of rows and no second pass per subset.
     Answer counts: {property_id: {answer: count}} over rows that have both. Table counts: questions, images
     (unless not ``images``) and per-column breakdowns (columns the table lacks are skipped); a list column
-    (domains) counts each value of each row, a row with no value counts as "<none>".
+    (domains) counts each value of each row, a row with no value counts as "<none>". ``known``: codes of some
+    columns per row of ``table`` already at hand (the decision's, ``BalanceResult.pool_codes``), used instead of
+    encoding those columns again.
     """
     per_label = np.bincount(label, minlength=LABELS)
     counts: dict[str, dict] = {name: {"questions": int(per_label[list(labels)].sum())} for name, labels in subsets.items()}
     if images and "image_id" in table.column_names:
-        image, distinct = _hash_codes(table["image_id"])
+        image, distinct = _codes_of(table, "image_id", known, names=False)
         present = _by_label(image, label, len(distinct))[1:] > 0
         for name, labels in subsets.items():
             counts[name]["images"] = int(np.count_nonzero(present[:, list(labels)].any(axis=1)))
@@ -281,13 +297,14 @@ def labelled_counts(table: pa.Table, label: np.ndarray, subsets: dict[str, tuple
             found = _by_label(values, label, len(distinct))
         for name, labels in subsets.items():
             counts[name][key] = _named(found[:, list(labels)].sum(axis=1), [str(v) for v in distinct])
-    return _answer_counts(table, label, subsets), counts
+    return _answer_counts(table, label, subsets, known), counts
 
 
-def _answer_counts(table: pa.Table, label: np.ndarray, subsets: dict[str, tuple[int, ...]]) -> dict:
+def _answer_counts(table: pa.Table, label: np.ndarray, subsets: dict[str, tuple[int, ...]],
+                   known: Known | None = None) -> dict:
     """{subset: {property_id: {answer: count}}} over rows that have both."""
     prop, props = _hash_codes(table["property_id"])
-    answer, answers = _hash_codes(table["answer"])
+    answer, answers = _codes_of(table, "answer", known)
     valid = (prop >= 0) & (answer >= 0)
     encoded = pc.dictionary_encode(pa.array(prop * len(answers) + answer, mask=~valid))
     del prop, answer, valid
@@ -307,6 +324,18 @@ def _hash_codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list]:
     """(code per row, -1 for null; the distinct values as Python objects, in order of first occurrence)."""
     encoded = pc.dictionary_encode(codes.combined(column))
     return pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int64), encoded.dictionary.to_pylist()
+
+
+Known = dict[str, tuple[np.ndarray, pa.Array]]  # column -> (code per row, -1 for null; the distinct values)
+
+
+def _codes_of(table: pa.Table, name: str, known: Known | None, names: bool = True) -> tuple[np.ndarray, list | range]:
+    """``_hash_codes`` of the column ``name``, from ``known`` when it has the column (the distinct values as a
+    list only when ``names``, else a range of their number: image ids are only counted)."""
+    if not known or name not in known:
+        return _hash_codes(table[name])
+    code, values = known[name]
+    return code.astype(np.int64), values.to_pylist() if names else range(len(values))
 
 
 def _by_label(values: np.ndarray, label: np.ndarray, distinct: int) -> np.ndarray:

@@ -176,3 +176,35 @@ def test_choices_that_are_all_null_are_never_picked():
     report = bias_report(_table(rows), _table(rows[:1]))
     assert report["questions"] == 3 and report["chance"] == round((1 + 1 / 2 + 1) / 3, 4)
     assert report["baselines"]["most_frequent_choice"] == 0.0 and report["baselines"]["question_prior"] == 1.0
+
+
+def test_hash_shared_keeps_only_texts_on_both_sides():
+    import polars as pl
+
+    from reasonvqa.tasks.balance.bias import _hash_shared
+
+    train = pl.Series(["q", "r", "q", None, "t"])
+    test = pl.Series(["s", "q", None, "t", "u"])
+    shared_test, shared_train = _hash_shared(train, test)
+    # equal texts hash equal (null included): only q, t and the null are on both sides
+    assert shared_test.tolist() == [False, True, True, True, False]
+    assert shared_train.tolist() == [True, False, True, True, True]
+
+
+def test_question_prior_is_the_same_without_the_hash_filter(monkeypatch):
+    """Every row passed to the exact codes (as if every hash collided) gives the same credits."""
+    import numpy as np
+    import polars as pl
+
+    from reasonvqa.tasks.balance import bias
+
+    train = pl.DataFrame({"question": ["q", "q", "r", "x", None], "answer": ["a", "b", "b", "a", "a"]})
+    test = pl.DataFrame({"question": ["q", "r", "s", None, "x"], "answer": ["a", "c", "b", "a", "a"],
+                         "nc": pl.Series([2, 4, 5, 2, 4], dtype=pl.UInt32)})
+    filtered, unfiltered = bias._Tally(), bias._Tally()
+    bias._question_prior(train, test, filtered)
+    monkeypatch.setattr(bias, "_hash_shared", lambda tr, te: (np.ones(len(te), bool), np.ones(len(tr), bool)))
+    bias._question_prior(train, test, unfiltered)
+    assert filtered.credits == unfiltered.credits
+    assert filtered.credits["question_prior"] == {0.5: 2, 0.0: 1, 0.2: 1, 1.0: 1}  # q ties a/b; r wrong; s, null: chance; x hit
+    assert filtered.credits["question_prior_coverage"] == {1.0: 3, 0.0: 2}

@@ -149,3 +149,26 @@ def test_splits_with_other_string_widths_than_the_pool_are_counted(release_parts
 
     wide = dataclasses.replace(split, train=widened(split.train), test=widened(split.test))
     assert stats._stats(pool, balanced, wide) == stats._stats(pool, balanced, split)
+
+
+def test_counts_on_the_decisions_codes_equal_counts_on_the_columns(release_parts):
+    """plan_release hands its image_id and answer codes to the counts: same stats as encoding the columns again,
+    and the codes are the ones counted (a changed code changes the counts)."""
+    import dataclasses
+
+    import numpy as np
+
+    from reasonvqa.tasks.balance import stats
+    from reasonvqa.tasks.balance.pipeline import POOL_CODES, plan_release
+
+    pool, _, _ = release_parts
+    done = plan_release(pool, MODERATE, SplitConfig(), 0)
+    assert sorted(done.balance.pool_codes) == sorted(POOL_CODES)
+    code, values = done.balance.pool_codes["answer"]
+    assert code.dtype == np.int32 and len(code) == pool.num_rows and values.to_pylist() == ["Europe", "Paris", "Rome"]
+    without = dataclasses.replace(done.balance, pool_codes=None)
+    assert stats._stats(done.pool, done.balance, done.split) == stats._stats(done.pool, without, done.split)
+    everything_rome = {"answer": (np.full(pool.num_rows, 2, np.int32), values)}
+    answers = stats._stats(done.pool, dataclasses.replace(done.balance, pool_codes=everything_rome), done.split)[0]
+    assert answers["top_answers"]["P36"]["questions"]["pool"] == 40
+    assert [a["answer"] for a in answers["top_answers"]["P30"]["before_order"]] == ["Rome"]
