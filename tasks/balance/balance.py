@@ -80,6 +80,7 @@ class BalanceResult:
     # from ``plan_release``: the decision's codes of some pool columns per pool row, {column: (code as int32, -1 for
     # null; the distinct values)}, which the statistics count instead of encoding the column again
     pool_codes: dict[str, tuple[np.ndarray, pa.Array]] | None = None
+    pool_codes_of: object = None  # the table they code (``plan_release``: its views' shared table), checked by identity
 
 
 def check_columns(pool: pa.Table) -> None:

@@ -79,6 +79,9 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
         result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded)
         if split.drop_test_pairs_seen_in_train:
             _drop_test_rows(keyed, balanced, result, seen_in_train(result.test_rows, result.train_rows), coded)
+        if unknown := set(keep_codes) - (set(DECISION_COLUMNS) - {"property_id"}):
+            # property_id: the group keys rewrite it for kinds without one (not the pool's values)
+            raise ValueError(f"decide keeps no codes of {sorted(unknown)}")
         if keep_codes:
             balanced.pool_codes = {name: (coded.dense(name)[0].astype(np.int32), coded.dense(name)[1])
                                    for name in keep_codes if name in keyed.column_names}
@@ -106,6 +109,7 @@ def plan_release(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, see
     """
     balanced, result = decide(pool, balance, split, seed, keep_codes=POOL_CODES)
     view = TableRows(pool, balanced.question_id_order)
+    balanced.pool_codes_of = view.shared  # the statistics use the codes only for views of this very table
     result.train, result.test = view.with_rows(result.train_rows), view.with_rows(result.test_rows)
     return BalancedSplit(pool=view, balance=balanced, split=result)
 
@@ -132,7 +136,11 @@ SEEN_IN_TRAIN = "seen_in_train"
 
 def question_answer_pairs(table: pa.Table) -> pa.Array | pa.ChunkedArray:
     """The (question, answer) pair of each row as one string (what ``seen_in_train`` compares)."""
-    return pc.binary_join_element_wise(table["question"], table["answer"], "\x1f")
+    question, answer = table["question"], table["answer"]
+    if pa.large_string() in (question.type, answer.type):  # Arrow joins one type, separator included
+        question, answer = question.cast(pa.large_string()), answer.cast(pa.large_string())
+        return pc.binary_join_element_wise(question, answer, pa.scalar("\x1f", pa.large_string()))
+    return pc.binary_join_element_wise(question, answer, "\x1f")
 
 
 def pairs_seen_in_train(pool: pa.Table, test_rows: np.ndarray, train_rows: np.ndarray,

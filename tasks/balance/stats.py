@@ -150,8 +150,9 @@ def _stats(pool: Rows, balance: BalanceResult, split: SplitResult) -> tuple[dict
     """The stats.json content and the property groups by pool size (largest first)."""
     one_table = _one_table(pool, split.train, split.test)
     table, label, subsets = _labelled(pool, split.train, split.test, one_table)
-    # the decision's codes are per row of the pool table: usable when the rows counted are that table's own
-    known = balance.pool_codes if one_table and _per_row(balance.pool_codes, table.num_rows) else None
+    # the decision's codes are per row of the pool table: usable when the rows counted are that very table's
+    mine = one_table and balance.pool_codes_of is not None and balance.pool_codes_of is pool.shared
+    known = balance.pool_codes if mine and _per_row(balance.pool_codes, table.num_rows) else None
     answers, counts = labelled_counts(table, label, subsets, known=known)
     del table, label
     return _stats_of(answers, counts, balance, split)
@@ -330,8 +331,9 @@ Known = dict[str, tuple[np.ndarray, pa.Array]]  # column -> (code per row, -1 fo
 
 
 def _codes_of(table: pa.Table, name: str, known: Known | None, names: bool = True) -> tuple[np.ndarray, list | range]:
-    """``_hash_codes`` of the column ``name``, from ``known`` when it has the column (the distinct values as a
-    list only when ``names``, else a range of their number: image ids are only counted)."""
+    """``_hash_codes`` of the column ``name``, or its codes from ``known`` when it has the column (there the
+    distinct values are sorted, not in first-occurrence order: the counts are sorted by value afterwards); the
+    distinct values as a list only when ``names``, else a range of their number (image ids are only counted)."""
     if not known or name not in known:
         return _hash_codes(table[name])
     code, values = known[name]

@@ -52,3 +52,23 @@ def test_a_null_hop_count_is_a_hop_of_its_own_in_the_hop_mix():
     assert mix["before"] == {"<none>": 3, "1": 4, "2": 5} and mix["after"] == {"<none>": 3, "1": 4, "2": 4}
     assert balanced.report["removed_by_reason"]["hop_mix"] == 1
     assert pipeline._hops(pa.array([2, None, 0], pa.int8())).tolist() == [2, pipeline.NO_HOP, 0]
+
+
+def test_question_answer_pairs_join_string_and_large_string_columns():
+    for question_type, answer_type in [(pa.large_string(), pa.large_string()), (pa.string(), pa.large_string()),
+                                       (pa.string(), pa.string())]:
+        table = pa.table({"question": pa.array(["Where?", None], question_type), "answer": pa.array(["Paris", "x"], answer_type)})
+        assert pipeline.question_answer_pairs(table).to_pylist() == ["Where?\x1fParis", None]
+
+
+def test_decide_keeps_codes_only_of_columns_the_group_keys_leave_alone():
+    import pytest
+
+    from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+    from tests.tasks.balance.conftest import pool_of, question
+
+    pool = pool_of([question(f"q{i}", f"vg:{i}", "P17", "France") for i in range(4)])
+    kept, _ = pipeline.decide(pool, BalanceConfig(), SplitConfig(), 0, keep_codes=("answer",))
+    assert kept.pool_codes["answer"][1].to_pylist() == ["France"]
+    with pytest.raises(ValueError, match="property_id"):  # the group keys rewrite it for kinds without one
+        pipeline.decide(pool, BalanceConfig(), SplitConfig(), 0, keep_codes=("property_id",))

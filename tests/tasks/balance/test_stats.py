@@ -172,3 +172,24 @@ def test_counts_on_the_decisions_codes_equal_counts_on_the_columns(release_parts
     answers = stats._stats(done.pool, dataclasses.replace(done.balance, pool_codes=everything_rome), done.split)[0]
     assert answers["top_answers"]["P36"]["questions"]["pool"] == 40
     assert [a["answer"] for a in answers["top_answers"]["P30"]["before_order"]] == ["Rome"]
+
+
+def test_the_decisions_codes_are_not_counted_for_views_of_another_table(release_parts):
+    """Views of another table with as many rows (here the pool reversed) are counted on their own columns: the
+    decision's codes number the rows of the table it saw."""
+    import dataclasses
+
+    import numpy as np
+
+    from reasonvqa.tasks.balance import stats
+    from reasonvqa.tasks.balance.pipeline import plan_release
+    from reasonvqa.tasks.release.writer import TableRows
+
+    pool, _, _ = release_parts
+    done = plan_release(pool, MODERATE, SplitConfig(), 0)
+    flipped = TableRows(pool.take(np.arange(pool.num_rows)[::-1]), done.pool.rows)
+    split = dataclasses.replace(done.split, train=flipped.with_rows(done.split.train_rows),
+                                test=flipped.with_rows(done.split.test_rows))
+    without = dataclasses.replace(done.balance, pool_codes=None)
+    assert stats._stats(flipped, done.balance, split) == stats._stats(flipped, without, split)
+    assert done.balance.pool_codes_of is done.pool.shared is not flipped.shared
