@@ -34,11 +34,10 @@ from typing import Callable, Iterator
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa.tasks.balance.balance import NO_CHOICES, no_choices
-from reasonvqa.tasks.balance.codes import combined, take_rows
+from reasonvqa.tasks.balance.codes import take_rows
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.pipeline import BalancedSplit, decide, question_answer_pairs
 from reasonvqa.tasks.release.gathered import gather_rows
@@ -123,12 +122,13 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
     keys = read_columns(paths, KEY_COLUMNS + [c for c in KIND_COLUMNS + ["choices"] if c in present])
     starts = file_starts(paths)
     seen = _SeenInTrain(paths, starts, work_dir / "pairs", run)
-    balanced, result = decide(keys, balance, split, seed, seen_in_train=seen)
+    # the decision's image codes (-1 for null): the statistics count images per part on them
+    balanced, result = decide(keys, balance, split, seed, seen_in_train=seen, keep_codes=("image_id",))
+    del keys
     order = balanced.question_id_order
-    images = pc.dictionary_encode(combined(keys["image_id"]))  # hash codes: statistics count images per part
-    image = pc.fill_null(images.indices, -1).to_numpy().astype(np.int32)
-    n_images = len(images.dictionary)
-    del keys, images
+    (image, distinct), balanced.pool_codes = balanced.pool_codes["image_id"], None
+    n_images = len(distinct)
+    del distinct
     n = len(order)
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
