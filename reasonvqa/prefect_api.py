@@ -82,8 +82,8 @@ RECORDER_SETTINGS = {"PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "20
                      "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1"}
 # services with nothing to do on a server that lives for one command's flows: no deployments to schedule,
 # no workers, no automations, nobody to browse its UI or event feed; the task-run recorder stays
-IDLE_SERVICES = ("CANCELLATION_CLEANUP", "CLEANUP_RECONCILER", "EVENT_PERSISTER", "FOREMAN", "LATE_RUNS", "PAUSE_EXPIRATIONS",
-                 "REPOSSESSOR", "SCHEDULER", "TRIGGERS")
+IDLE_SERVICES = ("CANCELLATION_CLEANUP", "CLEANUP_RECONCILER", "EVENT_PERSISTER", "FOREMAN", "LATE_RUNS",
+                 "PAUSE_EXPIRATIONS", "REPOSSESSOR", "SCHEDULER", "TRIGGERS")
 SERVER_SETTINGS = RECORDER_SETTINGS | {f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in IDLE_SERVICES} | {
     "PREFECT_SERVER_UI_ENABLED": "false", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
