@@ -3,7 +3,6 @@ import json
 import pytest
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from reasonvqa import schemas
 from reasonvqa.config import sample_config
