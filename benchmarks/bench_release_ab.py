@@ -15,26 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
-from benchmarks.bench_release_floor import TMP, file_digests, pool_files, release_folder
+from benchmarks.bench_release_floor import TMP, file_digests, measured, pool_files, release_folder
 
 
 def run(tree: Path, engine: str, paths: list[Path], out: Path, extra: list[str]) -> dict:
-    """One worker of ``tree``: its JSON result with cpu_s and peak_mb."""
-    shutil.rmtree(out, ignore_errors=True)
-    cmd = [str(tree / ".venv" / "bin" / "python"), "-m", "benchmarks.bench_release_floor", "--worker", engine,
-           "--pool", *map(str, paths), "--out", str(out), *extra]
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=tree)
-    output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    if os.waitstatus_to_exitcode(status):
-        raise RuntimeError(f"{tree} {engine} worker failed")
-    result = json.loads(output.strip().splitlines()[-1])
-    return result | {"cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "peak_mb": round(usage.ru_maxrss / 1024)}
+    """One worker of ``tree``: its JSON result with cpu_s and peak_mb (its children's included)."""
+    result = measured(engine, paths, out, extra, python=str(tree / ".venv" / "bin" / "python"), cwd=tree)
+    return result | {"peak_mb": result["peak_rss_mb"]}
 
 
 def main() -> None:
@@ -48,6 +38,8 @@ def main() -> None:
     args = parser.parse_args()
     trees = [tree.resolve() for tree in args.trees]
     paths = pool_files(args.size)
+    if args.floor and len(paths) > 1:  # the floor's worker reads one pool file
+        parser.error(f"--floor takes a pool of one file: {args.size} questions are {len(paths)} files")
     out = TMP / "out-ab"
     print("load before:", open("/proc/loadavg").read().strip(), flush=True)
     reference, counts = None, None
@@ -61,7 +53,7 @@ def main() -> None:
             print(f"{rep} {tree}: wall {result['s']:.2f} s, cpu {result['cpu_s']:.2f} s, peak {result['peak_mb']} MB, "
                   f"steps {json.dumps(result['steps'])}, peak MB after each {json.dumps(result['peak_mb_after'])}", flush=True)
         if args.floor:
-            result = run(trees[-1], "floor", paths[:1], out, ["--train", str(counts["train"]), "--test", str(counts["test"])])
+            result = run(trees[-1], "floor", paths, out, ["--train", str(counts["train"]), "--test", str(counts["test"])])
             print(f"{rep} floor: wall {result['s']:.2f} s, cpu {result['cpu_s']:.2f} s, peak {result['peak_mb']} MB", flush=True)
     shutil.rmtree(out, ignore_errors=True)
     if args.save:

@@ -157,20 +157,23 @@ def stats_and_release(done, out: Path, steps: Steps) -> dict:
     return {"s": steps.total(), "steps": dict(steps), "peak_mb_after": steps.peaks, "counts": counts}
 
 
-def measured(engine: str, pool_path: Path | list[Path], out: Path, extra: list[str] = ()) -> dict:
-    """Run one engine in a fresh interpreter; its JSON result plus its peak RSS (with children)."""
+def measured(engine: str, pool_path: Path | list[Path], out: Path, extra: list[str] = (), python: str = sys.executable,
+             cwd: Path | None = None) -> dict:
+    """Run one engine in a fresh interpreter (``python``, in the checkout ``cwd``: its own code and benchmark);
+    its JSON result plus its peak RSS (with children) and CPU seconds (user + system, all threads)."""
     shutil.rmtree(out, ignore_errors=True)
     paths = pool_path if isinstance(pool_path, list) else [pool_path]
-    cmd = [sys.executable, "-m", "benchmarks.bench_release_floor", "--worker", engine, "--pool", *map(str, paths),
+    cmd = [python, "-m", "benchmarks.bench_release_floor", "--worker", engine, "--pool", *map(str, paths),
            "--out", str(out), *extra]
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=cwd)
     output = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
         raise RuntimeError(f"{engine} worker failed ({child.returncode})")
     result = json.loads(output.strip().splitlines()[-1])
-    result["peak_rss_mb"] = round((usage.ru_maxrss + result.pop("children_rss_kb")) / 1024)
+    result["peak_rss_mb"] = round((usage.ru_maxrss + result.pop("children_rss_kb", 0)) / 1024)
+    result["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 2)
     return result
 
 
