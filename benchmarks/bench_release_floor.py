@@ -148,7 +148,6 @@ def stats_and_release(done, out: Path, steps: Steps) -> dict:
 
     with ThreadPoolExecutor(max_workers=1) as figures:
         _, rendered = start_stats(done.pool, done.balance, done.split, out / "stats", figures)
-        done.balance.pool_codes = None  # counted: not held through the writes (as finish_release does)
         steps.mark("stats")
         write_release(out, "bench", "1.0.0", {"train": done.split.train, "test": done.split.test}, pool=done.pool,
                       stats_dir=out / "stats", config={}, inputs={}, stats_ready=rendered.result)

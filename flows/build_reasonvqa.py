@@ -393,7 +393,6 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
         shutil.rmtree(stats_dir)
     with ThreadPoolExecutor(max_workers=1) as figures:  # the PNGs render beside the release's Parquet writes
         stats_files, rendered = start_stats(done.pool, done.balance, done.split, stats_dir, figures)
-        done.balance.pool_codes = None  # the decision's codes are counted: not held through the writes
         stats_files.update(write_breakdown(released_questions(done.split.train, done.split.test),
                                            (tables or {}).get("regions"), stats_dir, embedded_lookup((tables or {}).get("images"))))
         write_json(release_stage_counts(report), stats_dir / "stages.json")

@@ -107,7 +107,6 @@ def resplit(
     with tempfile.TemporaryDirectory(prefix="resplit-stats-") as tmp:
         stats_dir = Path(tmp) / "stats"
         files = write_stats(pool, balanced, split, stats_dir)
-        balanced.pool_codes = None  # the decision's codes are counted: not held through the writes
         files.update(write_breakdown(released_questions(split.train, split.test), tables.get("regions"), stats_dir,
                                      embedded_lookup(tables.get("images"))))
         _write_json(filter_report, stats_dir / "filter_report.json")

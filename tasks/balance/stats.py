@@ -54,6 +54,7 @@ def start_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
     """``write_stats`` but for the PNG figures, which are rendered on ``figures``: ({relative name: path},
     the figures' future: its ``result()`` returns when they are written, or raises what rendering raised).
 
+    ``balance.pool_codes`` (the decision's codes, used by the counts) is dropped once they are counted.
     The figures (matplotlib: about 1 CPU s, mostly Python under the GIL, whatever the pool size) need only
     the counts, so a caller can render them beside the release's Parquet writes, whose gathers and encoding
     release the GIL (``write_release(..., stats_ready=future.result)``), instead of before them.
@@ -66,6 +67,7 @@ def start_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
         bias = threads.submit(_bias_partwise, pool) if partwise else threads.submit(_bias, split.train, split.test)
         removed = threads.submit(write_parquet, balance.removed, out_dir / "balance_removed.parquet")
         stats, largest = _stats_partwise(pool, balance, split) if partwise else _stats(pool, balance, split)
+        balance.pool_codes = None  # the decision's codes are counted: not held through the release's writes
         files = {
             "bias.json": out_dir / "bias.json",
             "stats.json": out_dir / "stats.json",

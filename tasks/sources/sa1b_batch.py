@@ -305,10 +305,12 @@ def _same_extra_type(parts: list[tuple[dict[str, pa.Array], int, int, bytes]], n
     if all(pa.types.is_integer(_leaf_type(regions[name].type)) for regions, *_ in parts):
         return True
     ends = np.cumsum([stop - start for _, start, stop, _ in parts])
-    texts = [bytes(doc) for *_, doc in parts]  # a doc may be a view into the block: one copy each, not one per row
+    texts: dict[int, bytes] = {}  # a doc may be a view into the block: copied once, when first sampled
     for row in range(0, int(ends[-1]), max(1, int(ends[-1]) // 64)):
         part = int(np.searchsorted(ends, row, side="right"))
-        _, start, stop, _ = parts[part]
+        _, start, stop, doc = parts[part]
+        if part not in texts:
+            texts[part] = bytes(doc)
         text = _value_text(texts[part], name, row - int(ends[part]) + (stop - start), stop - start)
         if text is None:
             return False
