@@ -57,6 +57,9 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
     given, question; choices (or a ``balance.NO_CHOICES`` column) to remove multiple-choice rows without
     choices. The release keeps each row's own property_id (null for kinds without one). ``keep_codes``: columns
     whose codes (untouched by the group keys: not property_id) go to ``BalanceResult.pool_codes``."""
+    if unknown := set(keep_codes) - (set(DECISION_COLUMNS) - {"property_id"}):
+        # property_id: the group keys rewrite it for kinds without one (not the pool's values)
+        raise ValueError(f"decide keeps no codes of {sorted(unknown)}")
     keyed = with_group_keys(pool.select([c for c in DECISION_COLUMNS if c in pool.column_names]))
     flags = no_choices(pool)
     if flags is not None and NO_CHOICES not in keyed.column_names:
@@ -79,9 +82,6 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
         result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded)
         if split.drop_test_pairs_seen_in_train:
             _drop_test_rows(keyed, balanced, result, seen_in_train(result.test_rows, result.train_rows), coded)
-        if unknown := set(keep_codes) - (set(DECISION_COLUMNS) - {"property_id"}):
-            # property_id: the group keys rewrite it for kinds without one (not the pool's values)
-            raise ValueError(f"decide keeps no codes of {sorted(unknown)}")
         if keep_codes:
             balanced.pool_codes = {name: (coded.dense(name)[0].astype(np.int32), coded.dense(name)[1])
                                    for name in keep_codes if name in keyed.column_names}
@@ -143,15 +143,13 @@ def question_answer_pairs(table: pa.Table) -> pa.Array | pa.ChunkedArray:
     return pc.binary_join_element_wise(question, answer, "\x1f")
 
 
-def pairs_seen_in_train(pool: pa.Table, test_rows: np.ndarray, train_rows: np.ndarray,
-                        coded: codes.ColumnCodes | None = None) -> np.ndarray:
+def pairs_seen_in_train(pool: pa.Table, test_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
     """Mask of ``test_rows`` whose (question, answer) pair occurs among ``train_rows`` of ``pool``.
 
     Rows are matched on a 64-bit hash of the pair first; only the test rows whose hash occurs in
     train (the seen ones, and hash collisions) are compared as text with ``pairs_seen_as_text``.
-    ``coded``: codes of a table with ``pool``'s answer column, when the caller has them.
     """
-    key = _pair_keys(pool, coded or codes.ColumnCodes(pool.select(["answer"])))
+    key = _pair_keys(pool, codes.ColumnCodes(pool.select(["answer"])))
     return _seen_by_keys(pool, key, test_rows, train_rows)
 
 

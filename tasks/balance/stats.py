@@ -153,8 +153,7 @@ def _stats(pool: Rows, balance: BalanceResult, split: SplitResult) -> tuple[dict
     one_table = _one_table(pool, split.train, split.test)
     table, label, subsets = _labelled(pool, split.train, split.test, one_table)
     # the decision's codes are per row of the pool table: usable when the rows counted are that very table's
-    mine = one_table and balance.pool_codes_of is not None and balance.pool_codes_of is pool.shared
-    known = balance.pool_codes if mine and _per_row(balance.pool_codes, table.num_rows) else None
+    known = balance.pool_codes if one_table and balance.pool_codes_of is pool.shared else None
     answers, counts = labelled_counts(table, label, subsets, known=known)
     del table, label
     return _stats_of(answers, counts, balance, split)
@@ -255,11 +254,6 @@ def _one_table(pool: Rows, train: Rows, test: Rows) -> bool:
         return False
     n = pool.table.num_rows
     return len(pool.rows) == n and np.count_nonzero(np.bincount(pool.rows, minlength=n)) == n
-
-
-def _per_row(known: Known | None, n: int) -> bool:
-    """True when ``known`` holds codes of ``n`` rows for every column it has."""
-    return bool(known) and all(len(code) == n for code, _ in known.values())
 
 
 def _present(table: pa.Table) -> list[str]:

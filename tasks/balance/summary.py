@@ -46,17 +46,13 @@ def js_divergence_bits(p: Mapping[str, int], q: Mapping[str, int]) -> float | No
     return round(max(total, 0.0), 6)
 
 
-def bound_violations(counts: Mapping[str, int], config: BalanceConfig) -> list[dict]:
-    """Answers of one group whose count exceeds ``head_tail_bound`` times their tail mass.
+def _violations_of_ranked(items: list[tuple[str, int]], config: BalanceConfig) -> list[dict]:
+    """Answers of one group (``items`` ranked) whose count exceeds ``head_tail_bound`` times their tail mass.
 
     Only the ``top_k`` answers with a non-empty tail are bounded. With ``min_ratio`` 1 a
     converged balancing leaves none; a larger ``min_ratio`` may keep an answer above the
     bound to preserve the order margin, and then it is listed here.
     """
-    return _violations_of_ranked(ranked(counts), config)
-
-
-def _violations_of_ranked(items: list[tuple[str, int]], config: BalanceConfig) -> list[dict]:
     tail = sum(c for _, c in items)
     out = []
     for rank, (answer, count) in enumerate(items):
