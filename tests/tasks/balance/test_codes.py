@@ -133,6 +133,10 @@ def test_mutual_in_masks_by_value():
     a_in_b, b_in_a = codes.mutual_in(np.array([5, 1, 7, 5, 0], np.uint64), np.array([7, 3, 5, 5], np.uint64))
     assert a_in_b.tolist() == [True, False, True, True, False]
     assert b_in_a.tolist() == [True, False, True, True]
+    b_in_a, a_in_b = codes.mutual_in(np.array([7, 3, 5, 5], np.uint64), np.array([5, 1, 7, 5, 0], np.uint64))
+    assert (a_in_b.tolist(), b_in_a.tolist()) == ([True, False, True, True, False], [True, False, True, True])  # swapped
+    disjoint = codes.mutual_in(np.array([1, 2], np.uint64), np.array([3, 4, 5], np.uint64))  # nothing shared
+    assert [m.tolist() for m in disjoint] == [[False, False], [False, False, False]]
     empty_in, none_in = codes.mutual_in(np.zeros(0, np.uint64), np.array([1], np.uint64))
     assert empty_in.tolist() == [] and none_in.tolist() == [False]
 
