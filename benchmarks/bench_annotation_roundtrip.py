@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.bench_balance_split import peak_rss_mb
+from benchmarks._measure import peak_rss_mb
 
 TMP = Path(__file__).resolve().parent / "_tmp" / "annotation"
 

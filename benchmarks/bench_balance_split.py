@@ -28,14 +28,9 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks._measure import peak_rss_mb
+
 TMP = Path(__file__).resolve().parent / "_tmp" / "balance_split"
-
-
-def peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def pool_file(questions: int, images: int, groups: int, seed: int = 0) -> Path:

@@ -135,28 +135,32 @@ _NOOP_FLOW = None
 
 def count_task_runs(api: str) -> dict[str, int]:
     """Task runs the API recorded by task name (every flow run of this benchmark's private API)."""
-    import collections
-
     from prefect.client.orchestration import get_client
 
-    counts: collections.Counter = collections.Counter()
+    runs: list = []
     with get_client(sync_client=True) as client:
-        while page := client.read_task_runs(limit=200, offset=sum(counts.values())):  # the API's page limit
-            counts.update(task_of_run(run.name) for run in page)
-    return dict(sorted(counts.items()))
+        while page := client.read_task_runs(limit=200, offset=len(runs)):  # the API's page limit
+            runs += page
+    return runs_by_task(runs, loaded_tasks())
 
 
-def task_of_run(run_name: str) -> str:
-    """The task of a run by the run's name: ``link-shard-00003`` -> ``link-shard``, ``read-vg-unit-00000`` ->
-    ``read-source-unit``, ``partition-spill_file`` -> ``partition-step`` (the flows name runs by stage and shard or
-    step), ``noop-a1b`` -> ``noop`` (Prefect's suffix)."""
-    import re
+def runs_by_task(runs: list, tasks: list) -> dict[str, int]:
+    """Count ``runs`` (task runs) by the name of the task (of ``tasks``, Prefect ``Task`` objects) whose
+    ``task_key`` they carry, whatever the runs are named; a run of another task counts under its key."""
+    import collections
 
-    if re.fullmatch(r"read-.+-unit-\d+", run_name):
-        return "read-source-unit"
-    if run_name.startswith("partition-"):  # partition-spill_file, partition-seen_in_bucket, ...
-        return "partition-step"
-    return run_name.rsplit("-", 1)[0]
+    names = {task.task_key: task.name for task in tasks}
+    return dict(sorted(collections.Counter(names.get(run.task_key, run.task_key) for run in runs).items()))
+
+
+def loaded_tasks() -> list:
+    """The Prefect tasks defined at the top level of the project's loaded modules (the build's stages)."""
+    import sys
+
+    from prefect.tasks import Task
+
+    return [value for name, module in list(sys.modules.items()) if name.startswith(("reasonvqa.", "tasks.", "flows."))
+            for value in vars(module).values() if isinstance(value, Task)]
 
 
 def scaled_sample(folder: Path, copies: int, shard_size: int):

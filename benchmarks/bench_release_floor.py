@@ -29,7 +29,6 @@ parent with ``os.wait4``. The table prints medians and ratios to the floor and t
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import resource
@@ -41,6 +40,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from benchmarks._measure import sha256_files
 from benchmarks.bench_balance_split import pool_file
 
 TMP = Path(__file__).resolve().parent / "_tmp" / "release_floor"
@@ -104,14 +104,20 @@ class Steps(dict):
 def run_floor(pool_path: Path, out: Path, n_train: int, n_test: int) -> dict:
     import pyarrow.parquet as pq
 
-    from reasonvqa.tasks.release.writer import WRITERS, write_table_files
-
     start = time.perf_counter()
     pool = pq.read_table(pool_path)
+    write_floor(pool, out, n_train, n_test)
+    return {"s": time.perf_counter() - start, "counts": {"train": n_train, "test": n_test, "pool": pool.num_rows}}
+
+
+def write_floor(pool, out: Path, n_train: int, n_test: int) -> None:
+    """The floor's write: ``pool`` as read, and train and test as its first ``n_train`` and next ``n_test`` rows
+    (contiguous slices: no gather), in the release's file layout on its writer threads."""
+    from reasonvqa.tasks.release.writer import WRITERS, write_table_files
+
     jobs = [("pool", pool), ("train", pool.slice(0, n_train)), ("test", pool.slice(n_train, n_test))]
     with ThreadPoolExecutor(max_workers=WRITERS) as threads:
         list(threads.map(lambda job: write_table_files(job[1], out / job[0]), jobs))
-    return {"s": time.perf_counter() - start, "counts": {"train": n_train, "test": n_test, "pool": pool.num_rows}}
 
 
 def run_polars(pool_path: Path, out: Path) -> dict:
@@ -181,7 +187,7 @@ def file_digests(folder: Path) -> dict[str, str]:
     project release, of every file of its stats folder (stats JSON, bias report, plots)."""
     files = sorted(p for name in ("train", "test", "pool") for p in folder.rglob(f"{name}/part-*.parquet"))
     files += sorted(p for p in (folder / "stats").rglob("*") if p.is_file()) if (folder / "stats").is_dir() else []
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+    return sha256_files(folder, files)
 
 
 def release_folder(engine: str, out: Path) -> Path:

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.bench_sa1b_ingest import peak_rss_mb
+from benchmarks._measure import peak_rss_mb
 
 TMP = Path(__file__).resolve().parent / "_tmp" / "pixels"
 WIDTH, HEIGHT = 640, 480

@@ -15,7 +15,6 @@ its read: the same row counts written as contiguous slices of the pool as read, 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import resource
@@ -24,6 +23,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
+
+from benchmarks._measure import status_mb
+from benchmarks.bench_release_floor import file_digests, release_folder, write_floor
 
 TMP = Path(__file__).resolve().parent / "_tmp" / "release_write"
 PACKAGES = {"reasonvqa": "reasonvqa", "reasonvqa.tasks": "tasks", "reasonvqa.flows": "flows",
@@ -56,42 +59,29 @@ def worker(pool_path: Path, out: Path, floor: bool = False) -> dict:
         return floor_write(pool, out, (done.split.train.num_rows, done.split.test.num_rows))
     del pool
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-    at_start = _status_mb("VmRSS")
-    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM: the peak of the write alone follows
-    wall, cpu = time.perf_counter(), time.process_time()
-    release = writer.write_release(out, "bench", "1.0.0", {"train": done.split.train, "test": done.split.test},
-                                   pool=done.pool, stats_dir=None, config={}, inputs={})
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    files = sorted(release.rglob("part-*.parquet"))
-    digests = {p.relative_to(release).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
-    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "peak_mb_before_write": before,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, "rss_mb_at_write": at_start,
-            "write_peak_mb": _status_mb("VmHWM"), "digests": digests,
-            "writer": writer.__file__}
+    result = timed_write(lambda: writer.write_release(
+        out, "bench", "1.0.0", {"train": done.split.train, "test": done.split.test}, pool=done.pool, stats_dir=None,
+        config={}, inputs={}))
+    digests = file_digests(release_folder("project", out))
+    return result | {"peak_mb_before_write": before, "digests": digests, "writer": writer.__file__}
 
 
 def floor_write(pool, out: Path, counts: tuple[int, int]) -> dict:
-    """The floor's write of ``counts`` (train, test) rows and the pool, timed like the write step."""
-    from concurrent.futures import ThreadPoolExecutor
+    """bench_release_floor's write of ``counts`` (train, test) rows and the pool, timed like the write step."""
+    result = timed_write(lambda: write_floor(pool, out, *counts))
+    return result | {"peak_mb_before_write": result["rss_mb_at_write"], "digests": None}
 
-    from reasonvqa.tasks.release.writer import WRITERS, write_table_files
 
-    at_start = _status_mb("VmRSS")
-    Path("/proc/self/clear_refs").write_text("5")
+def timed_write(write: Callable[[], object]) -> dict:
+    """Wall and CPU seconds of ``write()``, the RSS it starts from and the peak RSS during it (MB)."""
+    at_start = round(status_mb("VmRSS"))
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM: the peak of the write alone follows
     wall, cpu = time.perf_counter(), time.process_time()
-    jobs = [("pool", pool), ("train", pool.slice(0, counts[0])), ("test", pool.slice(counts[0], counts[1]))]
-    with ThreadPoolExecutor(max_workers=WRITERS) as threads:
-        list(threads.map(lambda job: write_table_files(job[1], out / job[0]), jobs))
+    write()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "peak_mb_before_write": at_start,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, "rss_mb_at_write": at_start,
-            "write_peak_mb": _status_mb("VmHWM"), "digests": None}
-
-
-def _status_mb(key: str) -> int:
-    """A ``/proc/self/status`` memory figure (VmRSS, VmHWM) in MB."""
-    line = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith(key + ":"))
-    return int(line.split()[1]) // 1024
+    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "rss_mb_at_write": at_start,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+            "write_peak_mb": round(status_mb("VmHWM"))}
 
 
 def run(tree: Path, pool_path: Path, out: Path, floor: bool = False) -> dict:

@@ -41,15 +41,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._measure import peak_rss_mb
+
 TMP = Path(__file__).resolve().parent / "_tmp" / "sa1b"
 ONE_CORE_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "ARROW_NUM_THREADS": "1"}
-
-
-def peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def generate(size_mb: float, annotations: int) -> Path:

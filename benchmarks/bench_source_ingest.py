@@ -65,21 +65,19 @@ def generate(folder: Path, size_mb: float, seed: int = 0) -> None:
     (folder / "objects.json.tmp").rename(folder / "objects.json")
 
 
-# Child programs: each prints one JSON line with its timing and peak RSS in KiB. Peak RSS is
-# VmHWM of /proc/self/status: ru_maxrss would carry over the parent's peak across fork+exec.
+# Child programs (run in the repository root): each prints one JSON line with its timing and peak RSS
+# (benchmarks._measure: VmHWM) in KiB.
 _CHILD_PRELUDE = """
 import json, resource, sys, time
 from pathlib import Path
+from benchmarks._measure import status_kib
 folder = Path(sys.argv[1]); out = Path(sys.argv[2]); shard_size = int(sys.argv[3])
 import ijson, pyarrow, tasks.sources.vg
 def cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 def peak_kib():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return status_kib("VmHWM")
 base = peak_kib()
 start, cpu_start = time.perf_counter(), cpu()
 """

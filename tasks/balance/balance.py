@@ -124,11 +124,10 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, mater
     removed, removed_rows = _removed_table(coded, invalid, qid_order, enc.rows, state)
     props = enc.props_sorted.take(pa.array(enc.pair_group)).to_pylist()
     answers = enc.answers_sorted.take(pa.array(enc.pair_answer)).to_pylist()
-    images_before = np.bincount(enc.image, minlength=enc.n_images) > 0
-    images_after = np.bincount(enc.image[state.alive], minlength=enc.n_images) > 0
+    images_before, images_after = state.image_counts_before > 0, state.image_counts > 0
     report = balance_report(
-        _nested_counts(props, answers, np.bincount(enc.pair, minlength=enc.n_pairs)),
-        _nested_counts(props, answers, np.bincount(enc.pair[state.alive], minlength=enc.n_pairs)),
+        _nested_counts(props, answers, state.pair_counts_before),
+        _nested_counts(props, answers, state.pair_counts),
         config,
         seed,
         questions_in=pool.num_rows,
@@ -186,16 +185,23 @@ class _RoundsState:
     removed_reason: np.ndarray
     rounds: list[dict]
     converged: bool
+    # questions per pair and per image code, before the rounds and surviving them (what the rounds track)
+    pair_counts_before: np.ndarray
+    pair_counts: np.ndarray
+    image_counts_before: np.ndarray
+    image_counts: np.ndarray
 
 
 def _run_rounds(enc: _Encoded, config: BalanceConfig) -> _RoundsState:
     """Balancing rounds until a fixed point or ``config.rounds``."""
     n = len(enc.rows)
-    state = _RoundsState(np.ones(n, dtype=bool), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int8), [], False)
+    pairs_before = np.bincount(enc.pair, minlength=enc.n_pairs)
+    images_before = np.bincount(enc.image, minlength=enc.n_images)
+    # surviving questions per pair and per image, updated in place by each round's removals
+    counts, image_count = pairs_before.copy(), images_before.copy()
+    state = _RoundsState(np.ones(n, dtype=bool), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int8), [], False,
+                         pairs_before, counts, images_before, image_count)
     alive = state.alive
-    # surviving questions per pair and per image, updated by each round's removals
-    counts = np.bincount(enc.pair, minlength=enc.n_pairs)
-    image_count = np.bincount(enc.image, minlength=enc.n_images)
     left = n
     for round_no in range(1, config.rounds + 1 if config.enabled else 1):
         target, reason = pair_targets(counts, enc.pair_group, config)

@@ -243,8 +243,7 @@ def _hash_shared(train: pl.Series, test: pl.Series) -> tuple[np.ndarray, np.ndar
     """(test rows whose text's hash occurs in ``train``, train rows whose text's hash occurs in ``test``): equal
     texts hash equal, so a test text outside the first mask is not in train and no train row outside the
     second shares a test text. Colliding texts stay in both masks; the exact codes tell them apart."""
-    train_hash, test_hash = train.hash(seed=0).to_numpy(), test.hash(seed=0).to_numpy()
-    return codes.is_in(test_hash, train_hash), codes.is_in(train_hash, test_hash)
+    return codes.mutual_in(test.hash(seed=0).to_numpy(), train.hash(seed=0).to_numpy())
 
 
 def _prior_credits(tr: pl.DataFrame, te: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -29,7 +29,7 @@ from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 import polars as pl
@@ -51,6 +51,7 @@ STATS_ROWS = 262_144  # rows the statistics count at a time (their working memor
 INPUT_ROWS_PER_FILE = 1_000_000  # rows per Parquet file when an in-memory pool is written out
 REMOVED, TRAIN, TEST = 0, 1, 2
 RANK, DEST, IMAGE = "__rank", "__dest", "__image"  # IMAGE: the image_id's integer code (-1: null)
+T = TypeVar("T")
 
 
 def read_columns(paths: list[Path], columns: list[str]) -> pa.Table:
@@ -214,17 +215,11 @@ class SpilledRows:
         """Per pool part in order: each of ``sources``' rows in it by rank. The part is read, ordered and
         gathered once (one task per column on ``threads``), each source's rows taken out of that
         (``gathered.gather_rows``), where writing each source on its own reads the spill once per source."""
-        names = self.spill.schema.names
-        for part in self.spill.files:
-            with _mapped(part, names + [RANK, DEST]) as table:
-                if table is None:
-                    continue
-                order = np.argsort(table[RANK].to_numpy(), kind="stable")
-                dest = table[DEST].to_numpy()[order]
-                within = [None if source.dest is None else np.flatnonzero(dest == source.dest) for source in sources]
-                pieces = gather_rows(table.select(names), order, within, threads)  # copied out of the maps
-                del table
-            yield pieces
+        def gather(table: pa.Table, order: np.ndarray, dest: np.ndarray) -> list[pa.Table]:
+            within = [None if source.dest is None else np.flatnonzero(dest == source.dest) for source in sources]
+            return gather_rows(table, order, within, threads)
+
+        return self._by_rank(self.spill.schema.names, gather)
 
     @property
     def scratch(self) -> Path:
@@ -263,6 +258,8 @@ class SpilledRows:
             yield from (piece.slice(start, size) for start in range(0, piece.num_rows, size))
 
     def chunks(self, size: int) -> Iterator[pa.Table]:
+        """These rows in question_id order, ``size`` at a time (the last chunk shorter; one empty table when
+        there are no rows), read one spill part at a time."""
         pending: list[pa.Table] = []
         held = 0
         emitted = False
@@ -280,16 +277,22 @@ class SpilledRows:
 
     def _pieces(self, columns: list[str]) -> Iterator[pa.Table]:
         """Per pool part in order: its rows of this destination, by rank, only ``columns``."""
+        def take(table: pa.Table, order: np.ndarray, dest: np.ndarray) -> pa.Table:
+            return take_rows(table, order if self.dest is None else order[dest == self.dest]).combine_chunks()
+
+        return self._by_rank(columns, take)
+
+    def _by_rank(self, columns: list[str], cut: Callable[[pa.Table, np.ndarray, np.ndarray], T]) -> Iterator[T]:
+        """Per pool part in order: ``cut(its columns, its rows' order by rank, their destinations in that
+        order)``, which must copy what it keeps out of the part (memory-mapped only while ``cut`` runs)."""
         for part in self.spill.files:
             with _mapped(part, columns + [RANK, DEST]) as table:
                 if table is None:
                     continue
                 order = np.argsort(table[RANK].to_numpy(), kind="stable")
-                if self.dest is not None:
-                    order = order[table[DEST].to_numpy()[order] == self.dest]
-                piece = take_rows(table.select(columns), order).combine_chunks()  # copied out of the maps
+                out = cut(table.select(columns), order, table[DEST].to_numpy()[order])
                 del table
-            yield piece
+            yield out  # after the part's maps are closed
 
 
 @contextmanager

@@ -64,9 +64,6 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
     flags = no_choices(pool)
     if flags is not None and NO_CHOICES not in keyed.column_names:
         keyed = keyed.append_column(NO_CHOICES, flags)
-    if "question_id" in keyed.column_names:  # one chunk: Arrow's take from many chunks joins them first, per call
-        keyed = keyed.set_column(keyed.schema.get_field_index("question_id"), "question_id",
-                                 codes.combined(keyed["question_id"]))
     # a second thread hashes the columns (and the pairs for seen-in-train) while this one sorts the ids
     with ThreadPoolExecutor(max_workers=1) as background:
         coded = codes.ColumnCodes(keyed, background)  # each column's codes once, for all the steps
@@ -157,11 +154,10 @@ def _seen_by_keys(pool: pa.Table, key: np.ndarray | None, test_rows: np.ndarray,
     """``pairs_seen_in_train`` from the rows' ``_pair_keys``."""
     if key is None:
         return pairs_seen_as_text(pool, test_rows, train_rows)
-    test_key, train_key = key[test_rows], key[train_rows]
-    maybe = codes.is_in(test_key, train_key)
+    # a train key occurs among the test keys exactly when it occurs among the test keys found in train
+    maybe, partners = codes.mutual_in(key[test_rows], key[train_rows])
     seen = np.zeros(len(test_rows), dtype=bool)
     if maybe.any():
-        partners = codes.is_in(train_key, test_key[maybe])
         seen[maybe] = pairs_seen_as_text(pool, test_rows[maybe], train_rows[partners])
     return seen
 

@@ -221,3 +221,23 @@ def test_config_rejects_inconsistent_ratios():
 def test_reference_matches_on_literal_pool(skewed_pool, config):
     fast, slow = balance_questions(skewed_pool, config, 2), reference_balance(skewed_pool, config, 2)
     assert fast.kept.equals(slow.kept) and fast.removed.equals(slow.removed) and fast.report == slow.report
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_rounds_track_the_counts_a_recount_gives(seed):
+    """The pair and image counts the rounds keep up to date equal a bincount of the surviving rows."""
+    import numpy as np
+
+    from reasonvqa.tasks.balance import codes
+    from reasonvqa.tasks.balance.balance import _encode, _run_rounds
+    from tests.tasks.balance.synthetic import synthetic_pool
+
+    pool = synthetic_pool(3_000, 300, 12, seed=seed)
+    enc = _encode(codes.ColumnCodes(pool), np.arange(pool.num_rows), seed)
+    state = _run_rounds(enc, BalanceConfig())
+    assert len(state.rounds) > 1 and not state.alive.all()  # balancing removed rows over several rounds
+    for tracked, column, n in ((state.pair_counts, enc.pair, enc.n_pairs), (state.image_counts, enc.image, enc.n_images)):
+        assert tracked.tolist() == np.bincount(column[state.alive], minlength=n).tolist()
+    assert state.pair_counts_before.tolist() == np.bincount(enc.pair, minlength=enc.n_pairs).tolist()
+    assert state.image_counts_before.tolist() == np.bincount(enc.image, minlength=enc.n_images).tolist()
+    assert int(state.pair_counts.sum()) == int(state.alive.sum()) < int(state.pair_counts_before.sum()) == pool.num_rows

@@ -120,11 +120,25 @@ def test_column_codes_order_of_rows_equals_sorting_the_taken_rows(values, data):
     assert coded.order_of("q", rows).tolist() == expected  # from the column's sort
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 9)), st.lists(st.integers(0, 9)))
-def test_is_in_equals_numpy_isin(values, among):
-    values, among = np.array(values, dtype=np.uint64), np.array(among, dtype=np.uint64)
-    assert codes.is_in(values, among).tolist() == np.isin(values, among).tolist()
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 9), st.integers(0, (1 << 64) - 1))),
+       st.lists(st.one_of(st.integers(0, 9), st.integers(0, (1 << 64) - 1))))
+def test_mutual_in_equals_numpy_isin_both_ways(a, b):
+    a, b = np.array(a, dtype=np.uint64), np.array(b, dtype=np.uint64)
+    a_in_b, b_in_a = codes.mutual_in(a, b)
+    assert a_in_b.tolist() == np.isin(a, b).tolist() and b_in_a.tolist() == np.isin(b, a).tolist()
+
+
+def test_mutual_in_masks_by_value():
+    a_in_b, b_in_a = codes.mutual_in(np.array([5, 1, 7, 5, 0], np.uint64), np.array([7, 3, 5, 5], np.uint64))
+    assert a_in_b.tolist() == [True, False, True, True, False]
+    assert b_in_a.tolist() == [True, False, True, True]
+    b_in_a, a_in_b = codes.mutual_in(np.array([7, 3, 5, 5], np.uint64), np.array([5, 1, 7, 5, 0], np.uint64))
+    assert (a_in_b.tolist(), b_in_a.tolist()) == ([True, False, True, True, False], [True, False, True, True])  # swapped
+    disjoint = codes.mutual_in(np.array([1, 2], np.uint64), np.array([3, 4, 5], np.uint64))  # nothing shared
+    assert [m.tolist() for m in disjoint] == [[False, False], [False, False, False]]
+    empty_in, none_in = codes.mutual_in(np.zeros(0, np.uint64), np.array([1], np.uint64))
+    assert empty_in.tolist() == [] and none_in.tolist() == [False]
 
 
 def test_column_codes_take_through_dense_codes_equals_arrow_take():
@@ -139,6 +153,18 @@ def test_column_codes_take_through_dense_codes_equals_arrow_take():
     empty = codes.ColumnCodes(pa.table({"a": pa.array([None], pa.string())}))
     empty.dense("a")
     assert empty.take("a", np.array([0, 0])).to_pylist() == [None, None]
+
+
+def test_column_codes_join_a_column_once_for_every_take():
+    table = pa.table({"a": pa.chunked_array([["x", None], ["", "y", "x"]])})
+    coded = codes.ColumnCodes(table)
+    joined = coded.combined("a")
+    assert joined.to_pylist() == ["x", None, "", "y", "x"] and coded.combined("a") is joined
+    assert coded.take("a", np.array([3, 0], np.int64)).to_pylist() == ["y", "x"]
+    assert coded.combined("a") is joined  # the take went through the joined column, not a new join
+    single = pa.table({"a": ["p", "q"]})
+    same_data = codes.ColumnCodes(single).combined("a").buffers()[2].address == single["a"].chunk(0).buffers()[2].address
+    assert same_data  # one chunk: not copied
 
 
 def test_column_codes_prefetch_in_the_background_gives_the_same_codes():

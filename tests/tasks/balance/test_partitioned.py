@@ -166,3 +166,21 @@ def test_the_write_reads_each_spill_part_once_for_pool_train_and_test(pool, tmp_
     expected = release(balance_and_split(pool, BalanceConfig(), SplitConfig(), 0), tmp_path / "a", tmp_path / "sa")
     for folder in ("pool", "train", "test"):
         assert contents(out / folder) == contents(expected / folder)
+
+
+def test_spilled_rows_chunks_are_the_rows_in_question_id_order_cut_to_the_size(pool, tmp_path):
+    path = tmp_path / "pool.parquet"
+    pq.write_table(pool, path)
+    done = plan_partitioned([path], BalanceConfig(), SplitConfig(), 0, tmp_path / "work", rows_per_file=ROWS_PER_FILE)
+    expected = balance_and_split(pool, BalanceConfig(), SplitConfig(), 0)
+    for spilled, table in ((done.split.train, expected.split.train), (done.split.test, expected.split.test)):
+        chunks = list(spilled.chunks(700))  # pieces of 1,000-row parts cut across part boundaries
+        assert [c.num_rows for c in chunks[:-1]] == [700] * (len(chunks) - 1) and 0 < chunks[-1].num_rows <= 700
+        assert sum(c.num_rows for c in chunks) == spilled.num_rows == table.num_rows
+        assert pa.concat_tables(chunks).equals(table, check_metadata=False)
+    pool_chunks = list(done.pool.chunks(1_000))  # 6,000 rows: six full chunks, no empty one after them
+    assert [c.num_rows for c in pool_chunks] == [1_000] * 6
+    ids = pa.concat_tables(pool_chunks)["question_id"].to_pylist()
+    assert ids == pool["question_id"].take(done.balance.question_id_order).to_pylist()
+    nothing = list(partitioned.SpilledRows(done.pool.spill, -1, 0).chunks(700))  # a destination without rows
+    assert len(nothing) == 1 and nothing[0].num_rows == 0 and nothing[0].schema.equals(done.pool.schema)
