@@ -7,6 +7,7 @@ make a rerun skip finished work; Prefect's own cache is not used.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -231,7 +232,7 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     inputs = input_snapshots(config, as_of)
     work_dir = work_path or out_dir / ".work" / work_key(config, inputs)
     work_dir.mkdir(parents=True, exist_ok=True)
-    on_wait = lambda m: _tell(logger, m)  # noqa: E731
+    on_wait = functools.partial(_tell, logger)
     lock = (lease_lock(work.rstrip("/"), "build work folder", on_wait=on_wait) if workstore.is_mirrored(work_dir)
             else exclusive_lock(work_dir / ".lock", "build work folder", on_wait=on_wait))
     with lock:

@@ -9,6 +9,9 @@ Layout of a stage folder ``<work>/<stage>/``::
 
 Every shard must account for every record: ``rows_in == rows_out + rejected``.
 The runner refuses (raises ``AccountingError``) a result that does not add up.
+
+In a work folder on an fsspec URL (a mirror path, ``reasonvqa.workstore``) every file written here is
+also PUT to the URL, the marker last; markers, listings and reads are answered by the URL.
 """
 
 from __future__ import annotations

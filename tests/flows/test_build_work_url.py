@@ -11,6 +11,8 @@ from reasonvqa.config import sample_config
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.storage import RemoteWorkFolder
+from reasonvqa.tasks.balance import partitioned
+from reasonvqa.tasks.balance.config import PartitionConfig
 from reasonvqa.tasks.questions.grounded_config import VLMConfig
 from tests.moto_s3 import s3_filesystem, s3_server
 
@@ -45,8 +47,13 @@ def builds(tmp_path_factory):
         forget_mirror(patch)
         again = Path(build_reasonvqa(sample_config(), str(root / "again"), "s3://builds/work"))
         after = shard_objects(fs, "builds/work")
+        # on Dask, also balanced and split from disk (partitioned: the pool's files in the flow's mirror)
         on_dask = build_reasonvqa.with_options(task_runner=make_task_runner(dask_workers=2))
-        dask = Path(on_dask(sample_config(), str(root / "dask"), "s3://builds/dask-work"))
+        config = sample_config()
+        config.partitioned = PartitionConfig(mode="on")
+        patch.setattr(partitioned, "INPUT_ROWS_PER_FILE", 40)
+        patch.setattr(partitioned, "ROWS_PER_FILE", 30)
+        dask = Path(on_dask(config, str(root / "dask"), "s3://builds/dask-work"))
         # the workers wrote every marker in mirrors of their own: the flow's process only asked the URL
         flow_markers = [p for p in workstore.local_path("s3://builds/dask-work").rglob("*") if "_done" in p.parts]
         yield {"local": local, "url": on_url, "again": again, "dask": dask, "before": before, "after": after,
