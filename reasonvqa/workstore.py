@@ -99,8 +99,8 @@ def portable(fn: Callable) -> Callable:
     def run(*args, **kwargs):
         args, kwargs = rebase(args), rebase(kwargs)
         for value in [*args, *kwargs.values()]:
-            if isinstance(value, Path) and value.suffix and is_mirrored(value):
-                fetch(value)
+            if isinstance(value, Path) and value.suffix:
+                refresh(value)
         return fn(*args, **kwargs)
 
     return run
@@ -108,12 +108,37 @@ def portable(fn: Callable) -> Callable:
 
 def fetch(path: Path) -> bool:
     """Make a mirror path's file present locally (a GET on a miss); False when the URL lacks it.
-    Any other path: whether it exists."""
+    Any other path: whether it exists. For the files a stage's shard writes once (markers vouch for them)."""
     path = Path(path)
     found = _missing(path)
     if found is None:
         return path.exists()
+    return _get(*found, path)
+
+
+def refresh(path: Path) -> None:
+    """Make a mirror path's local copy the URL's current version (a HEAD, and a GET when it changed since
+    this process fetched it): for the files a build rewrites (merged facts, corpus tables), which a
+    long-lived Dask worker may hold from an earlier build."""
+    found = remote(path)
+    if found is None:
+        return
     fs, key = found
+    fs.invalidate_cache(key)
+    try:
+        version = fs.ukey(key)
+    except FileNotFoundError:
+        return
+    if _versions.get(Path(path)) != version or not Path(path).exists():
+        _get(fs, key, Path(path))
+        _versions[Path(path)] = version
+
+
+_versions: dict[Path, str] = {}  # the version of each file ``refresh`` fetched, by its mirror path
+
+
+def _get(fs, key: str, path: Path) -> bool:
+    """GET ``key`` into ``path`` (aside, then renamed); False when the URL lacks it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.get")
     try:
@@ -144,6 +169,7 @@ def push(path: Path) -> None:
     found = remote(path)
     if found is not None:
         found[0].put_file(str(path), found[1])
+        _versions.pop(Path(path), None)  # this process's copy is the URL's: ``refresh`` asks once more
 
 
 def listing(folder: Path, pattern: str) -> list[Path]:

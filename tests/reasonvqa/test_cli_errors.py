@@ -73,6 +73,15 @@ def test_an_out_url_without_its_backend_names_the_extra(tmp_path):
                     "pip install 'reasonvqa-pipeline[s3]' (installs s3fs)")
 
 
+@pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="gcsfs is installed here")
+def test_a_work_url_without_its_backend_names_the_extra(tmp_path):
+    result = runner.invoke(app, ["build", "--sample", "--out", str(tmp_path / "out"), "--work", "gs://bucket/work"])
+    line = one_error_line(result, 2)
+    assert line == ("error: gs://bucket/work: no gs:// filesystem installed; "
+                    "pip install 'reasonvqa-pipeline[gcs]' (installs gcsfs)")
+    assert files_under(tmp_path) == []
+
+
 def test_domains_that_name_nothing(tmp_path):
     result = runner.invoke(app, ["build", "--sample", "--out", str(tmp_path), "--domains", ","])
     assert "empty domain name; valid domains: Places & Locations (places)" in one_error_line(result, 2)

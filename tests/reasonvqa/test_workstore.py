@@ -2,6 +2,7 @@ import threading
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from reasonvqa import lease, workstore
@@ -76,3 +77,20 @@ def test_an_expired_lease_of_a_dead_build_is_taken_over(s3):
     s3_filesystem().pipe_file("unit/w5/.lock", b'{"owner": "gone:1:x", "expires": 0}')
     with lease.lease_lock("s3://unit/w5", "build work folder"):
         assert "gone" not in s3_filesystem().cat_file("unit/w5/.lock").decode()
+
+
+def test_a_task_in_another_process_gets_the_current_version_of_a_rewritten_file(s3, monkeypatch):
+    from reasonvqa.stage import write_parquet
+
+    facts = work_folder("s3://unit/w6") / "facts_merged.parquet"
+    write_parquet(pa.table({"qid": ["Q1"]}), facts)  # the flow's process, first build
+    seen = []
+    task = workstore.portable(lambda path: seen.append(pq.read_table(path)["qid"].to_pylist()))
+    monkeypatch.setattr(workstore, "_base", None)  # a long-lived worker with a mirror of its own
+    task(facts)
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"qid": ["Q2"]}), sink)
+    s3_filesystem().pipe_file("unit/w6/facts_merged.parquet", sink.getvalue().to_pybytes())  # the next build's
+    task(facts)
+    task(facts)
+    assert seen == [["Q1"], ["Q2"], ["Q2"]]
