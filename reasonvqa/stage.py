@@ -239,8 +239,7 @@ def stage_stats(stage_dir: Path) -> list[dict]:
 
 def fetched(paths: list[Path]) -> list[Path]:
     """``paths``, each present locally (fetched from the work folder URL when it is on one)."""
-    for path in paths:
-        workstore.fetch(path)
+    workstore.fetch_all(paths)
     return paths
 
 

@@ -116,6 +116,25 @@ def fetch(path: Path) -> bool:
     return _get(*found, path)
 
 
+def fetch_all(paths: list[Path]) -> None:
+    """``fetch`` each of ``paths``, the missing ones of one URL in one concurrent ``get`` (a stage's
+    stats or shards, read by the flow's process: thousands of small GETs one by one would take minutes)."""
+    wanted: dict[int, tuple[Any, list[str], list[str]]] = {}
+    for path in map(Path, paths):
+        found = _missing(path)
+        if found is not None:
+            fs, key = found
+            path.parent.mkdir(parents=True, exist_ok=True)
+            group = wanted.setdefault(id(fs), (fs, [], []))
+            group[1].append(key)
+            group[2].append(path)
+    for fs, keys, targets in wanted.values():
+        aside = [target.with_name(f"{target.name}.{uuid.uuid4().hex}.get") for target in targets]
+        fs.get(keys, [str(p) for p in aside])
+        for tmp, target in zip(aside, targets):  # whole files only, for a reader in another thread
+            os.replace(tmp, target)
+
+
 def refresh(path: Path) -> None:
     """Make a mirror path's local copy the URL's current version (a HEAD, and a GET when it changed since
     this process fetched it): for the files a build rewrites (merged facts, corpus tables), which a
