@@ -7,6 +7,7 @@ make a rerun skip finished work; Prefect's own cache is not used.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -24,7 +25,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.context import FlowRunContext
 
-from reasonvqa import progress, sources, storage
+from reasonvqa import progress, sources, storage, workstore
 from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.knowledge.endpoint import (
     facts_content_id, knowledge_date, knowledge_endpoint, knowledge_snapshot, source_cache_key,
@@ -32,6 +33,7 @@ from reasonvqa.knowledge.endpoint import (
 from reasonvqa.knowledge.rate_limit import query_throttle, require_rate_limit
 from reasonvqa.knowledge.refresh import utc_now
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
+from reasonvqa.lease import lease_lock
 from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.release.embed import EmbeddedImages, embedded_lookup
 from reasonvqa.tasks.release.images import release_images
@@ -49,6 +51,7 @@ from reasonvqa.tasks.sources.ingest import (
 
 
 @task(name="read-source-unit", task_run_name="read-{config.kind}-{stage_dir.name}", cache_policy=NO_CACHE)
+@workstore.portable
 def read_source_unit(config: sources.SourceConfig, unit: Any, stage_dir: Path, shard_size: int) -> list[dict]:
     """Read one work unit of a source into its stage folder, one shard per ``shard_size`` images."""
     source = sources.get(config.kind, scratch_dir=stage_dir.parent)
@@ -56,6 +59,7 @@ def read_source_unit(config: sources.SourceConfig, unit: Any, stage_dir: Path, s
 
 
 @task(name="link-shard", task_run_name="link-shard-{shard.number:05d}", cache_policy=NO_CACHE)
+@workstore.portable
 def link_shard(shard: SourceShard, stage_dir: Path, endpoint: str, config: KnowledgeConfig,
                cache_dir: Path, cache_key: str | None) -> dict:
     """Link one source shard's objects to Wikidata items (written as link shard ``shard.number``)."""
@@ -71,6 +75,7 @@ def link_shard(shard: SourceShard, stage_dir: Path, endpoint: str, config: Knowl
 
 
 @task(name="facts-shard", task_run_name="facts-shard-{shard:05d}", cache_policy=NO_CACHE)
+@workstore.portable
 def facts_shard(qids: list[str], shard: int, stage_dir: Path, endpoint: str, config: KnowledgeConfig,
                 cache_dir: Path, cache_key: str | None, properties: list[str]) -> dict:
     """Fetch up to 3 hops of facts for one batch of linked items."""
@@ -85,6 +90,7 @@ def facts_shard(qids: list[str], shard: int, stage_dir: Path, endpoint: str, con
 
 
 @task(name="questions-shard", task_run_name="questions-shard-{shard.number:05d}", cache_policy=NO_CACHE)
+@workstore.portable
 def questions_shard(shard: SourceShard, link_dir: Path, stage_dir: Path, facts_path: Path,
                     config: QuestionConfig, seed: int, knowledge_snapshot: str) -> dict:
     """Generate templated questions for one source shard of images (questions shard ``shard.number``)."""
@@ -210,7 +216,9 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     builds of one period reuse its facts, the first build of a new period fetches them again.
     """
     logger = get_run_logger()
-    work_path = storage.local_work_folder(work) if work else None  # a URL is refused, saying why
+    work_path = storage.work_folder(work) if work else None  # a URL: this process's mirror of it
+    if work_path is not None and workstore.is_mirrored(work_path):
+        refuse_on_url(config, work)
     check_build_inputs(config)
     require_rate_limit(config.knowledge)
     if storage.protocol(out):  # an fsspec URL: build into a local folder, then upload the release
@@ -224,8 +232,21 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     inputs = input_snapshots(config, as_of)
     work_dir = work_path or out_dir / ".work" / work_key(config, inputs)
     work_dir.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(work_dir / ".lock", "build work folder", on_wait=lambda m: _tell(logger, m)):
+    on_wait = functools.partial(_tell, logger)
+    lock = (lease_lock(work.rstrip("/"), "build work folder", on_wait=on_wait) if workstore.is_mirrored(work_dir)
+            else exclusive_lock(work_dir / ".lock", "build work folder", on_wait=on_wait))
+    with lock:
         return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of)
+
+
+def refuse_on_url(config: BuildConfig, work: str) -> None:
+    """Refuse, naming it, a stage that cannot yet keep its shards at a work folder URL: the model
+    stages (region proposals, grounded VLM questions) write their shards and call caches as local files."""
+    for name, on in (("proposals", config.proposals is not None and config.proposals.enabled),
+                     ("grounded.vlm", config.grounded.enabled and config.grounded.vlm is not None)):
+        if on:
+            raise storage.RemoteWorkFolder(f"work folder {work}: {name} is not supported with a work folder URL "
+                                           f"(its model stage writes local files); give a local or mounted --work")
 
 
 def local_staging(out_url: str) -> Path:
@@ -383,8 +404,10 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
         paths = write_pool_files(pool, partition_dir / "input") if on_disk else None
     if paths is not None:
         del pool
+        # the steps share spill files through the work folder's disk: on a URL's mirror they run in this process
+        on_runner = FlowRunContext.get() is not None and not workstore.is_mirrored(work_dir)
         done = plan_partitioned(paths, config.balance, config.split, config.seed, partition_dir / "work",
-                                run=run_partition_steps if FlowRunContext.get() else in_process)
+                                run=run_partition_steps if on_runner else in_process)
     else:
         done = plan_release(pool, config.balance, config.split, config.seed)  # views of pool: no copy until written
         del pool

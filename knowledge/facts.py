@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Iterable
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from reasonvqa.knowledge import queries
 from reasonvqa.knowledge.config import KnowledgeConfig
@@ -39,7 +38,7 @@ from reasonvqa.knowledge.ids import batched, check_pid, id_sort_key, is_qid, qid
 from reasonvqa.knowledge.lookups import labels_for
 from reasonvqa.knowledge.wikidata import Binding, SparqlClient
 from reasonvqa import schemas
-from reasonvqa.stage import Rejects, StageResult, read_table
+from reasonvqa.stage import Rejects, StageResult, read_table, write_parquet
 
 STAGE = "facts"
 WD = "http://www.wikidata.org/entity/"
@@ -279,5 +278,5 @@ def merge_fact_shards(stage_dir: Path, out: Path) -> Path:
     merged = facts.group_by(keys).agg(pl.col("hop").min()).select(schemas.FACTS.names).sort(
         ["subject_qid", "property_id", "value_qid", "value_label", "amount", "time"], nulls_last=True
     )
-    pq.write_table(schemas.conform(merged.to_arrow(), schemas.FACTS), out, compression="zstd")
+    write_parquet(schemas.conform(merged.to_arrow(), schemas.FACTS), out)  # shared with the questions tasks
     return out

@@ -114,7 +114,7 @@ def build(
                                           "OUT/<name>/<version>/.")] = "out",
     domains: Annotated[Optional[str], typer.Option(
         help='Comma-separated domains (names or slugs, any case), e.g. "Places & Locations,food".')] = None,
-    work: Annotated[Optional[str], typer.Option(help="Work folder, a local path or a mount every Dask worker sees "
+    work: Annotated[Optional[str], typer.Option(help="Work folder: a local path, a mount every Dask worker sees, or an fsspec URL (s3://...) "
                                                      "(default OUT/.work/<hash of config, inputs and code>).")] = None,
     version: Annotated[Optional[str], typer.Option(help="Release version (overrides the config).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing release version.")] = False,
@@ -138,7 +138,7 @@ def build(
         storage.filesystem(out)  # a MissingBackend (exit 2) names the extra to install
     else:
         _check_out_folder(Path(out))
-    work_dir = storage.local_work_folder(work) if work is not None else None  # a URL: exit 2, saying why
+    work_dir = storage.work_folder(work) if work is not None else None  # a URL: its mirror; a bad one exits 2
     cfg = sample_config() if sample else _load_config_or_exit(config)
     if domains is not None:
         cfg.questions.domains = _domain_list(domains, strict=True)
@@ -167,8 +167,8 @@ def build(
     runner = make_task_runner(dask_workers, dask_address)
     try:
         with local_prefect_api(), progress.bars(not _debug()):  # a local API unless one is configured
-            release = build_reasonvqa.with_options(task_runner=runner)(cfg, out, str(work_dir) if work_dir else None,
-                                                                      overwrite)
+            release = build_reasonvqa.with_options(task_runner=runner)(
+                cfg, out, (work if storage.protocol(work) else str(work_dir)) if work_dir else None, overwrite)
     except (FileNotFoundError, ReleaseExistsError, EmptySplitError) as exc:  # missing input, version taken, no questions
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)

@@ -9,13 +9,15 @@ Layout of a stage folder ``<work>/<stage>/``::
 
 Every shard must account for every record: ``rows_in == rows_out + rejected``.
 The runner refuses (raises ``AccountingError``) a result that does not add up.
+
+In a work folder on an fsspec URL (a mirror path, ``reasonvqa.workstore``) every file written here is
+also PUT to the URL, the marker last; markers, listings and reads are answered by the URL.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ from typing import Any, Callable, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reasonvqa import schemas
+from reasonvqa import schemas, workstore
 from reasonvqa.table_check import check_table
 
 
@@ -121,24 +123,26 @@ def part_name(shard: int) -> str:
 
 
 def is_done(stage_dir: Path, shard: int) -> bool:
-    """True when the shard's completion marker exists."""
-    return (stage_dir / "_done" / part_name(shard)).exists()
+    """True when the shard's completion marker exists (at the URL, for a work folder on one)."""
+    return workstore.exists(stage_dir / "_done" / part_name(shard))
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
-    """Write a zstd Parquet file atomically (write aside, then rename)."""
+    """Write a zstd Parquet file atomically (write aside, then rename; then one PUT for a work folder URL)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp, compression="zstd", write_statistics=True)
     os.replace(tmp, path)
+    workstore.push(path)
 
 
 def write_json(obj: Any, path: Path) -> None:
-    """Write JSON atomically with sorted keys (deterministic bytes)."""
+    """Write JSON atomically with sorted keys (deterministic bytes; then one PUT for a work folder URL)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+    workstore.push(path)
 
 
 def write_shard(stage_dir: Path, shard: int, result: StageResult, seconds: float = 0.0) -> dict:
@@ -174,10 +178,15 @@ def write_shard(stage_dir: Path, shard: int, result: StageResult, seconds: float
         **result.extra,
     }
     write_json(stats, stage_dir / "_stats" / f"{name}.json")
-    marker = stage_dir / "_done" / name
+    write_marker(stage_dir / "_done" / name)
+    return stats
+
+
+def write_marker(marker: Path) -> None:
+    """Write a completion marker, after everything it vouches for (pushed last to a work folder URL)."""
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text("")
-    return stats
+    workstore.push(marker)
 
 
 def run_shard(stage_dir: Path, shard: int, compute: Callable[[], StageResult]) -> dict:
@@ -194,7 +203,7 @@ def run_stream(stage_dir: Path, results: Iterable[StageResult]) -> list[dict]:
 
     A finished stream leaves ``_done/ALL``; a rerun then only re-reads stats.
     """
-    if (stage_dir / "_done" / "ALL").exists():
+    if workstore.exists(stage_dir / "_done" / "ALL"):
         return stage_stats(stage_dir)
     clear_stage(stage_dir)
     stats = []
@@ -203,15 +212,13 @@ def run_stream(stage_dir: Path, results: Iterable[StageResult]) -> list[dict]:
         now = time.perf_counter()
         stats.append(write_shard(stage_dir, shard, result, now - start))
         start = now
-    (stage_dir / "_done").mkdir(parents=True, exist_ok=True)
-    (stage_dir / "_done" / "ALL").write_text("")
+    write_marker(stage_dir / "_done" / "ALL")
     return stats
 
 
 def clear_stage(stage_dir: Path) -> None:
-    """Remove a stage folder's contents (used before a stream is rewritten from scratch)."""
-    if stage_dir.exists():
-        shutil.rmtree(stage_dir)
+    """Remove a stage folder's contents (used before a stream is rewritten from scratch), at its URL too."""
+    workstore.remove_tree(stage_dir)
 
 
 def clear_shard_scratch(path: Path) -> None:
@@ -220,15 +227,20 @@ def clear_shard_scratch(path: Path) -> None:
 
 
 def read_stats(stage_dir: Path, shard: int) -> dict:
-    return json.loads((stage_dir / "_stats" / f"{part_name(shard)}.json").read_text())
+    path = stage_dir / "_stats" / f"{part_name(shard)}.json"
+    workstore.fetch(path)
+    return json.loads(path.read_text())
 
 
 def stage_stats(stage_dir: Path) -> list[dict]:
     """All shard stats of a stage, in shard order."""
-    folder = stage_dir / "_stats"
-    if not folder.exists():
-        return []
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("part-*.json"))]
+    return [json.loads(p.read_text()) for p in fetched(workstore.listing(stage_dir / "_stats", "part-*.json"))]
+
+
+def fetched(paths: list[Path]) -> list[Path]:
+    """``paths``, each present locally (fetched from the work folder URL when it is on one)."""
+    workstore.fetch_all(paths)
+    return paths
 
 
 def summarize(stats: list[dict]) -> dict:
@@ -247,7 +259,7 @@ def summarize(stats: list[dict]) -> dict:
 
 def read_table(stage_dir: Path, table_name: str, schema: pa.Schema | None = None) -> pa.Table:
     """Concatenate every shard of one output table (empty table of ``schema`` if none)."""
-    parts = sorted((stage_dir / table_name).glob("part-*.parquet"))
+    parts = shard_paths(stage_dir, table_name)
     if not parts:
         if schema is None:
             raise FileNotFoundError(f"no shards of table {table_name!r} under {stage_dir}")
@@ -257,5 +269,5 @@ def read_table(stage_dir: Path, table_name: str, schema: pa.Schema | None = None
 
 
 def shard_paths(stage_dir: Path, table_name: str) -> list[Path]:
-    """Paths of every shard of one output table, in shard order."""
-    return sorted((stage_dir / table_name).glob("part-*.parquet"))
+    """Paths of every shard of one output table, in shard order (present locally)."""
+    return fetched(workstore.listing(stage_dir / table_name, "part-*.parquet"))

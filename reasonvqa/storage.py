@@ -1,9 +1,15 @@
 """Output locations: a local folder or an fsspec URL (s3://, gs://, az://, memory://, ...).
 
-A build writes its shards and the release into local folders (the work folder must be one all
-task-runner workers reach: a local disk for threads and a LocalCluster, a shared mount for a
-remote Dask cluster); a release whose ``out`` is a URL is then uploaded there with fsspec.
-A work folder given as a URL is refused (``local_work_folder``).
+The release is written into a local folder; one whose ``out`` is a URL is then uploaded there
+with fsspec (``upload_release``, manifest last). The work folder (shards, stats, markers) of
+``build-reasonvqa`` is a folder every task-runner worker reaches (a local disk for threads and a
+LocalCluster, a shared mount for a remote Dask cluster) or an fsspec URL (``work_folder``): its
+shards then live at the URL and each process works through a private local mirror
+(``reasonvqa.workstore``), under a lease instead of an ``fcntl`` lock (``reasonvqa.lease``).
+The endpoint and credentials of a URL come from its backend's settings in every process (for S3
+``AWS_ENDPOINT_URL`` or ``FSSPEC_S3_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``:
+set them where the Dask workers start too). ``build-verified-qa`` still takes a local work folder
+only (``local_work_folder``).
 """
 
 from __future__ import annotations
@@ -48,22 +54,38 @@ def filesystem(url: str):
 
 
 class RemoteWorkFolder(UsageError):
-    """A work folder given as an fsspec URL."""
+    """A work folder given as an fsspec URL where one is not supported."""
+
+
+PROCESS_LOCAL = ("memory",)  # fsspec file systems that live in one process: Dask workers would not share them
+
+
+def work_folder(work: str) -> Path:
+    """The local folder a build works in: ``work`` itself for a path (``file://`` stripped), this
+    process's mirror of it for an fsspec URL (``reasonvqa.workstore``). MissingBackend names the
+    extra to install; a process-local file system (memory://) is refused."""
+    from reasonvqa import workstore
+
+    scheme = protocol(work)
+    if not scheme:
+        return Path(work.removeprefix("file://"))
+    if scheme in PROCESS_LOCAL:
+        raise RemoteWorkFolder(f"work folder {work}: a {scheme}:// file system lives in one process, so Dask "
+                               f"workers would not see it; give a local path or a shared URL (s3://, gs://)")
+    filesystem(work)
+    return workstore.local_path(work.rstrip("/"))
 
 
 def local_work_folder(work: str) -> Path:
-    """``work`` as a local path (``file://`` stripped); RemoteWorkFolder for any other URL.
-
-    Shard markers need what a POSIX file system gives and object stores do not: the build holds an
-    ``fcntl`` lock on the work folder, and every shard file appears by an atomic rename, so a
-    crashed or concurrent task never leaves a half-written file that looks finished.
+    """``work`` as a local path (``file://`` stripped); RemoteWorkFolder for any other URL
+    (``build-verified-qa``, whose model stages write their shards and call caches as local files).
     """
     scheme = protocol(work)
     if scheme:
         raise RemoteWorkFolder(
             f"work folder {work}: give a local path, or a shared mount every worker sees (NFS, a shared disk), "
-            f"not a {scheme}:// URL: shard markers need fcntl locks and atomic renames, which object stores "
-            f"lack; an fsspec URL is accepted for --out (the release), not for --work")
+            f"not a {scheme}:// URL: build-verified-qa's model stages write their shards and call caches "
+            f"as local files; a URL work folder is supported by build-reasonvqa only")
     return Path(work.removeprefix("file://"))
 
 

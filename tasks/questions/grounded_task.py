@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from reasonvqa import schemas
+from reasonvqa import schemas, workstore
 from reasonvqa.model_stage import instance, run_model_shard
 from reasonvqa.stage import part_name, read_table, run_shard, summarize, write_parquet
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig, VLMConfig
@@ -41,6 +41,7 @@ def write_corpus_relations(shards: list[SourceShard], path: Path) -> Path:
 
 
 @task(name="grounded-shard", task_run_name="grounded-shard-{shard.number:05d}", cache_policy=NO_CACHE)
+@workstore.portable
 def grounded_shard(shard: SourceShard, proposals_dir: Path | None, stage_dir: Path, corpus_path: Path,
                    corpus_relations_path: Path, config: GroundedConfig) -> dict:
     """Grounded and hallucination questions of one source shard (written as shard ``shard.number``)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reasonvqa.stage import StageResult, part_name
+from reasonvqa.stage import StageResult, fetched, part_name
 from reasonvqa.tasks.questions.bank import TEMPLATES_DIR, TemplateBank, load_bank
 from reasonvqa.tasks.questions.config import QuestionConfig
 from reasonvqa.tasks.questions.fact_choices import prefetch
@@ -63,7 +63,7 @@ def shared_index(facts_path: Path, config: QuestionConfig) -> KnowledgeIndex:
 
 def shard_links(link_dir: Path, shard: SourceShard) -> pa.Table:
     """The entity links the linking stage wrote for ``shard`` (under its build-wide number)."""
-    return pq.read_table(Path(link_dir) / "entity_links" / f"{part_name(shard.number)}.parquet")
+    return pq.read_table(fetched([Path(link_dir) / "entity_links" / f"{part_name(shard.number)}.parquet"])[0])
 
 
 def questions_for_shard(shard: SourceShard, link_dir: Path, facts_path: Path, config: QuestionConfig,

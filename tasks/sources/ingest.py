@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reasonvqa import schemas
+from reasonvqa import schemas, workstore
 from reasonvqa.sources import RereadUnit, Source, SourceConfig, with_source_columns
 from reasonvqa.stage import StageResult, part_name, run_stream, stage_stats, write_json
 
@@ -33,7 +33,7 @@ def unit_dir(source_dir: Path, unit_index: int) -> Path:
 
 def unit_dirs(source_dir: Path) -> list[Path]:
     """The unit stage folders of a source folder, in unit order."""
-    return sorted(p for p in Path(source_dir).glob(f"{UNIT_PREFIX}*") if p.is_dir())
+    return workstore.subfolders(Path(source_dir), UNIT_PREFIX)
 
 
 def source_stats(source_dir: Path) -> list[dict]:
@@ -48,7 +48,7 @@ def ingest_unit(source: Source, config: SourceConfig, unit: Any, stage_dir: Path
     the shards written so far and reads the unit again as the source asks.
     """
     stage_dir = Path(stage_dir)
-    if (stage_dir / "_done" / "ALL").exists():
+    if workstore.exists(stage_dir / "_done" / "ALL"):
         return stage_stats(stage_dir)
     if shard_size < 1:
         raise ValueError(f"shard_size must be >= 1, got {shard_size}")
@@ -83,7 +83,7 @@ class SourceShard:
     def table(self, name: str) -> pa.Table:
         """The shard's table ``name`` (``schemas.TABLES``), empty when the source wrote none."""
         path = self.file(name)
-        return pq.read_table(path) if path.exists() else schemas.TABLES[name].empty_table()
+        return pq.read_table(path) if workstore.fetch(path) else schemas.TABLES[name].empty_table()
 
 
 def list_shards(units: list[tuple[str, int, Path]]) -> list[SourceShard]:

@@ -339,6 +339,6 @@ def test_a_build_resumed_with_a_warm_query_cache_gives_the_same_release(two_buil
 def test_a_work_folder_url_fails_the_run_before_any_work(tmp_path):
     from reasonvqa.storage import RemoteWorkFolder
 
-    with pytest.raises(RemoteWorkFolder, match=r"^work folder memory://shared/work: give a local path"):
+    with pytest.raises(RemoteWorkFolder, match=r"^work folder memory://shared/work: a memory:// file system lives in one process"):
         build_reasonvqa(sample_config(), str(tmp_path / "out"), "memory://shared/work")
     assert not (tmp_path / "out").exists()

@@ -51,15 +51,17 @@ def test_out_that_is_a_file(tmp_path):
     assert "exists and is not a folder" in one_error_line(result, 2)
 
 
-@pytest.mark.parametrize("command", [["build", "--sample"], ["build-verified-qa", "--config", "{config}"]])
-def test_a_work_folder_url_is_refused_before_any_work(tmp_path, command):
+@pytest.mark.parametrize("command, work, says", [
+    (["build", "--sample"], "memory://bucket/work", "a memory:// file system lives in one process"),
+    (["build-verified-qa", "--config", "{config}"], "s3://bucket/work", "give a local path, or a shared mount"),
+])
+def test_a_work_folder_url_is_refused_before_any_work(tmp_path, command, work, says):
     config = tmp_path / "verified.yaml"
     config.write_text("graphs: {kind: vg, path: vg}\n")
     args = [a.format(config=config) for a in command]
-    result = runner.invoke(app, [*args, "--out", str(tmp_path / "out"), "--work", "s3://bucket/work"])
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "out"), "--work", work])
     line = one_error_line(result, 2)
-    assert line.startswith("error: work folder s3://bucket/work: give a local path, or a shared mount")
-    assert "fcntl locks and atomic renames" in line
+    assert line.startswith(f"error: work folder {work}: {says}")
     assert files_under(tmp_path) == ["verified.yaml"]
 
 
@@ -69,6 +71,15 @@ def test_an_out_url_without_its_backend_names_the_extra(tmp_path):
     line = one_error_line(result, 2)
     assert line == ("error: s3://bucket/releases: no s3:// filesystem installed; "
                     "pip install 'reasonvqa-pipeline[s3]' (installs s3fs)")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="gcsfs is installed here")
+def test_a_work_url_without_its_backend_names_the_extra(tmp_path):
+    result = runner.invoke(app, ["build", "--sample", "--out", str(tmp_path / "out"), "--work", "gs://bucket/work"])
+    line = one_error_line(result, 2)
+    assert line == ("error: gs://bucket/work: no gs:// filesystem installed; "
+                    "pip install 'reasonvqa-pipeline[gcs]' (installs gcsfs)")
+    assert files_under(tmp_path) == []
 
 
 def test_domains_that_name_nothing(tmp_path):

@@ -6,7 +6,9 @@ import pyarrow as pa
 import pytest
 
 from reasonvqa import schemas
-from reasonvqa.storage import MissingBackend, RemoteWorkFolder, filesystem, local_work_folder, protocol, upload_release
+from reasonvqa.storage import (
+    MissingBackend, RemoteWorkFolder, filesystem, local_work_folder, protocol, upload_release, work_folder,
+)
 from reasonvqa.tasks.release.writer import write_release
 from tests.tasks.release.conftest import question
 
@@ -73,15 +75,37 @@ def test_upload_refuses_to_replace_other_content_unless_overwrite(tmp_path):
 
 
 @pytest.mark.parametrize("url", ["s3://bucket/work", "gs://bucket/work", "memory://work", "nosuchfs://x"])
-def test_a_work_folder_url_is_refused_saying_why(url):
+def test_a_work_folder_url_is_refused_by_verified_qa_saying_why(url):
     with pytest.raises(RemoteWorkFolder) as refused:
         local_work_folder(url)
     message = str(refused.value)
     assert message.startswith(f"work folder {url}: give a local path, or a shared mount")
-    assert "fcntl locks and atomic renames" in message and "\n" not in message
+    assert "supported by build-reasonvqa only" in message and "\n" not in message
 
 
 def test_a_work_folder_path_is_kept_and_file_urls_become_paths(tmp_path):
-    assert local_work_folder(str(tmp_path / "w")) == tmp_path / "w"
-    assert local_work_folder("relative/w") == Path("relative/w")
-    assert local_work_folder(f"file://{tmp_path}/w") == tmp_path / "w"
+    for check in (local_work_folder, work_folder):
+        assert check(str(tmp_path / "w")) == tmp_path / "w"
+        assert check("relative/w") == Path("relative/w")
+        assert check(f"file://{tmp_path}/w") == tmp_path / "w"
+
+
+def test_a_work_folder_url_becomes_this_process_mirror_of_it():
+    from reasonvqa import workstore
+
+    mirror = work_folder("s3://bucket/work/")
+    assert mirror == workstore.mirror_base() / "s3" / "bucket" / "work"
+    assert workstore.is_mirrored(mirror) and not workstore.is_mirrored(Path("/data/work"))
+
+
+def test_a_process_local_work_folder_url_is_refused():
+    with pytest.raises(RemoteWorkFolder, match=r"^work folder memory://w: a memory:// file system lives in one process"):
+        work_folder("memory://w")
+
+
+@pytest.mark.parametrize("url, extra, package", [("gs://bucket/work", "gcs", "gcsfs"), ("az://box/work", "azure", "adlfs")])
+def test_a_work_folder_url_without_its_backend_names_the_extra(url, extra, package):
+    if importlib.util.find_spec(package) is not None:
+        pytest.skip(f"{package} is installed here")
+    with pytest.raises(MissingBackend, match=rf"pip install 'reasonvqa-pipeline\[{extra}\]' \(installs {package}\)"):
+        work_folder(url)

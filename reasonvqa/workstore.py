@@ -1,0 +1,229 @@
+"""A build's work folder on an fsspec URL (``s3://bucket/work``), seen by each process through a private mirror.
+
+The URL holds every shard, stats file and completion marker; nothing else is shared between the
+flow's process and the Dask workers. Each process reads and writes through its own local folder,
+``<tmp>/rvqa-mirror.XXXX/<protocol>/<path>`` standing for ``<protocol>://<path>``:
+
+- ``stage.write_parquet``/``write_json`` and the ``_done`` markers write the local file, then PUT it
+  (``push``). One PUT is atomic on an object store (the object appears whole or not at all), and a
+  shard's outputs are put before its marker, so a marker at the URL means a finished shard; two
+  writers of one shard put the same bytes (outputs are deterministic).
+- readers ask for a file (``fetch``: a GET on a miss), a marker (``exists``) or a folder's listing
+  (``listing``) and get the URL's answer, never another process's local copy.
+- a Prefect task receives paths from the flow's process: ``portable`` rebases every mirror path among
+  its arguments onto the running process's mirror (``rebase``) and fetches the files it names.
+
+Paths outside a mirror (a local or mounted work folder) are left alone by every function here.
+The endpoint and credentials come from the backend's own settings, the same in every process: for
+S3, ``AWS_ENDPOINT_URL`` (or ``FSSPEC_S3_ENDPOINT_URL``), ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import functools
+import os
+import shutil
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+MIRROR_PREFIX = "rvqa-mirror."  # the folder name that marks a path as a mirror of a URL
+_base: Path | None = None
+_base_lock = threading.Lock()
+
+
+def mirror_base() -> Path:
+    """This process's mirror folder (created on first use, removed when the process exits)."""
+    global _base
+    with _base_lock:
+        if _base is None or not _base.exists():
+            _base = Path(tempfile.mkdtemp(prefix=MIRROR_PREFIX))
+            atexit.register(shutil.rmtree, _base, True)
+        return _base
+
+
+def local_path(url: str) -> Path:
+    """The path in this process's mirror that stands for ``url`` (``s3://b/w`` -> ``<mirror>/s3/b/w``)."""
+    scheme, _, rest = url.partition("://")
+    return mirror_base() / scheme / rest.strip("/")
+
+
+def _mirror_index(path: Path) -> int | None:
+    """Position of the mirror folder among ``path``'s parts (None outside any mirror)."""
+    for i, part in enumerate(path.parts):
+        if part.startswith(MIRROR_PREFIX):
+            return i
+    return None
+
+
+def remote(path: Path) -> tuple[Any, str] | None:
+    """``(filesystem, remote path)`` that a mirror path stands for; None for any other path."""
+    from reasonvqa.storage import filesystem
+
+    path = Path(path)
+    i = _mirror_index(path)
+    if i is None or len(path.parts) < i + 2:
+        return None
+    scheme, rest = path.parts[i + 1], "/".join(path.parts[i + 2:])
+    return filesystem(f"{scheme}://{rest}")
+
+
+def is_mirrored(path: Path) -> bool:
+    return _mirror_index(Path(path)) is not None
+
+
+def rebase(value: Any) -> Any:
+    """``value`` with each mirror path (in lists, tuples, dicts and dataclasses) moved onto this
+    process's mirror, so paths made by the flow's process name this process's copies."""
+    if isinstance(value, Path):
+        i = _mirror_index(value)
+        return value if i is None else mirror_base().joinpath(*value.parts[i + 1:])
+    if isinstance(value, (list, tuple)):
+        return type(value)(rebase(v) for v in value)
+    if isinstance(value, dict):
+        return {k: rebase(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: rebase(getattr(value, f.name)) for f in dataclasses.fields(value)
+                   if isinstance(getattr(value, f.name), Path)}
+        return dataclasses.replace(value, **changes) if changes else value
+    return value
+
+
+def portable(fn: Callable) -> Callable:
+    """A task body that may run in another process: its mirror paths rebased, the files they name fetched."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        args, kwargs = rebase(args), rebase(kwargs)
+        for value in [*args, *kwargs.values()]:
+            if isinstance(value, Path) and value.suffix:
+                refresh(value)
+        return fn(*args, **kwargs)
+
+    return run
+
+
+def fetch(path: Path) -> bool:
+    """Make a mirror path's file present locally (a GET on a miss); False when the URL lacks it.
+    Any other path: whether it exists. For the files a stage's shard writes once (markers vouch for them)."""
+    path = Path(path)
+    found = _missing(path)
+    if found is None:
+        return path.exists()
+    return _get(*found, path)
+
+
+def fetch_all(paths: list[Path]) -> None:
+    """``fetch`` each of ``paths``, the missing ones of one URL in one concurrent ``get`` (a stage's
+    stats or shards, read by the flow's process: thousands of small GETs one by one would take minutes)."""
+    wanted: dict[int, tuple[Any, list[str], list[str]]] = {}
+    for path in map(Path, paths):
+        found = _missing(path)
+        if found is not None:
+            fs, key = found
+            path.parent.mkdir(parents=True, exist_ok=True)
+            group = wanted.setdefault(id(fs), (fs, [], []))
+            group[1].append(key)
+            group[2].append(path)
+    for fs, keys, targets in wanted.values():
+        aside = [target.with_name(f"{target.name}.{uuid.uuid4().hex}.get") for target in targets]
+        fs.get(keys, [str(p) for p in aside])
+        for tmp, target in zip(aside, targets):  # whole files only, for a reader in another thread
+            os.replace(tmp, target)
+
+
+def refresh(path: Path) -> None:
+    """Make a mirror path's local copy the URL's current version (a HEAD, and a GET when it changed since
+    this process fetched it): for the files a build rewrites (merged facts, corpus tables), which a
+    long-lived Dask worker may hold from an earlier build."""
+    found = remote(path)
+    if found is None:
+        return
+    fs, key = found
+    fs.invalidate_cache(key)
+    try:
+        version = fs.ukey(key)
+    except FileNotFoundError:
+        return
+    if _versions.get(Path(path)) != version or not Path(path).exists():
+        _get(fs, key, Path(path))
+        _versions[Path(path)] = version
+
+
+_versions: dict[Path, str] = {}  # the version of each file ``refresh`` fetched, by its mirror path
+
+
+def _get(fs, key: str, path: Path) -> bool:
+    """GET ``key`` into ``path`` (aside, then renamed); False when the URL lacks it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.get")
+    try:
+        fs.get_file(key, str(tmp))
+    except FileNotFoundError:
+        tmp.unlink(missing_ok=True)
+        return False
+    os.replace(tmp, path)
+    return True
+
+
+def exists(path: Path) -> bool:
+    """Whether a file exists: locally, or at the URL for a mirror path (a completion marker)."""
+    found = _missing(Path(path))
+    if found is None:
+        return Path(path).exists()
+    found[0].invalidate_cache(found[1])  # another process may have written it since this one last looked
+    return found[0].exists(found[1])
+
+
+def _missing(path: Path) -> tuple[Any, str] | None:
+    """``remote(path)`` for a mirror path whose file is not here; None when it is here or outside a mirror."""
+    return None if path.exists() else remote(path)
+
+
+def push(path: Path) -> None:
+    """PUT a mirror path's local file to its URL (one atomic object); nothing for any other path."""
+    found = remote(path)
+    if found is not None:
+        found[0].put_file(str(path), found[1])
+        _versions.pop(Path(path), None)  # this process's copy is the URL's: ``refresh`` asks once more
+
+
+def listing(folder: Path, pattern: str) -> list[Path]:
+    """The files of ``folder`` matching ``pattern`` (a glob on names), sorted: at the URL for a
+    mirror folder (as local paths, not fetched), else on disk."""
+    folder = Path(folder)
+    found = remote(folder)
+    if found is None:
+        return sorted(p for p in folder.glob(pattern) if p.is_file())
+    fs, key = found
+    fs.invalidate_cache(key)
+    names = {Path(p).name for p in fs.glob(f"{key.rstrip('/')}/{pattern}")}
+    return sorted(folder / name for name in names if not name.endswith((".tmp", ".get")))
+
+
+def subfolders(folder: Path, prefix: str) -> list[Path]:
+    """The sub-folders of ``folder`` whose names start with ``prefix``, sorted (at the URL for a mirror folder)."""
+    folder = Path(folder)
+    found = remote(folder)
+    if found is None:
+        return sorted(p for p in folder.glob(f"{prefix}*") if p.is_dir())
+    fs, key = found
+    fs.invalidate_cache(key)
+    if not fs.exists(key):
+        return []
+    entries = fs.ls(key, detail=True)
+    return sorted(folder / Path(e["name"]).name for e in entries
+                  if e["type"] == "directory" and Path(e["name"]).name.startswith(prefix))
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove a folder locally and, for a mirror folder, at its URL."""
+    folder = Path(folder)
+    if folder.exists():
+        shutil.rmtree(folder)
+    found = remote(folder)
+    if found is not None and found[0].exists(found[1]):
+        found[0].rm(found[1], recursive=True)

@@ -1,0 +1,94 @@
+"""build-reasonvqa with its work folder on S3 (moto's server on 127.0.0.1): the threads runner and a 2-worker
+Dask LocalCluster, whose worker processes share nothing with the flow's but the URL (each has its own mirror)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reasonvqa import workstore
+from reasonvqa.config import sample_config
+from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+from reasonvqa.flows.runners import make_task_runner
+from reasonvqa.storage import RemoteWorkFolder
+from reasonvqa.tasks.balance import partitioned
+from reasonvqa.tasks.balance.config import PartitionConfig
+from reasonvqa.tasks.questions.grounded_config import VLMConfig
+from tests.moto_s3 import s3_filesystem, s3_server
+
+pytestmark = pytest.mark.integration
+
+
+def files(release: Path) -> dict[str, bytes]:
+    return {p.relative_to(release).as_posix(): p.read_bytes() for p in sorted(release.rglob("*")) if p.is_file()}
+
+
+def shard_objects(fs, root: str) -> dict[str, tuple]:
+    """Every shard file and marker at the URL, with what changes when it is written again."""
+    fs.invalidate_cache()
+    return {path: (info["ETag"], info["LastModified"]) for path, info in fs.find(root, detail=True).items()
+            if "/_done/" in path or Path(path).name.startswith("part-")}
+
+
+def forget_mirror(monkeypatch) -> None:
+    """This process starts over with an empty mirror, as a new process would."""
+    shutil.rmtree(workstore.mirror_base())
+    monkeypatch.setattr(workstore, "_base", None)
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    root = tmp_path_factory.mktemp("url-builds")
+    with s3_server("builds"), pytest.MonkeyPatch.context() as patch:
+        local = Path(build_reasonvqa(sample_config(), str(root / "local")))
+        on_url = Path(build_reasonvqa(sample_config(), str(root / "url"), "s3://builds/work"))
+        fs = s3_filesystem()
+        before = shard_objects(fs, "builds/work")
+        forget_mirror(patch)
+        again = Path(build_reasonvqa(sample_config(), str(root / "again"), "s3://builds/work"))
+        after = shard_objects(fs, "builds/work")
+        # on Dask, also balanced and split from disk (partitioned: the pool's files in the flow's mirror)
+        on_dask = build_reasonvqa.with_options(task_runner=make_task_runner(dask_workers=2))
+        config = sample_config()
+        config.partitioned = PartitionConfig(mode="on")
+        patch.setattr(partitioned, "INPUT_ROWS_PER_FILE", 40)
+        patch.setattr(partitioned, "ROWS_PER_FILE", 30)
+        dask = Path(on_dask(config, str(root / "dask"), "s3://builds/dask-work"))
+        # the workers wrote every marker in mirrors of their own: the flow's process only asked the URL
+        flow_markers = [p for p in workstore.local_path("s3://builds/dask-work").rglob("*") if "_done" in p.parts]
+        yield {"local": local, "url": on_url, "again": again, "dask": dask, "before": before, "after": after,
+               "dask_objects": shard_objects(fs, "builds/dask-work"), "lease": fs.exists("builds/work/.lock"),
+               "flow_markers": flow_markers}
+
+
+def test_a_url_work_folder_gives_the_local_release_byte_for_byte_on_threads_and_dask(builds):
+    local = files(builds["local"])
+    assert len(local) > 20
+    for name in ("url", "again", "dask"):
+        theirs = files(builds[name])
+        assert sorted(theirs) == sorted(local), name
+        assert [f for f in local if local[f] != theirs[f]] == [], name
+
+
+def test_every_shard_and_marker_lives_at_the_url(builds):
+    markers = sorted(p.split("/work/", 1)[1] for p in builds["before"] if "/_done/" in p)
+    assert {m.split("/_done/")[0] for m in markers} == {
+        "sources_vg/unit-00000", "sources_gldv2/unit-00000", "sources_sa1b/unit-00000", "sources_nuscenes/unit-00000",
+        "grounded", "link", "facts", "questions"}
+    assert "link/_done/part-00003" in markers and "questions/_done/part-00003" in markers
+    dask = sorted(p.split("/dask-work/", 1)[1] for p in builds["dask_objects"])
+    assert dask == sorted(p.split("/work/", 1)[1] for p in builds["before"])  # the same shards, by the workers
+    assert builds["flow_markers"] == []
+    assert not builds["lease"]  # released when the build ended
+
+
+def test_a_rerun_from_an_empty_mirror_reuses_every_shard(builds):
+    assert builds["after"] == builds["before"]  # no shard file or marker was written again
+
+
+def test_a_stage_that_writes_local_files_is_refused_with_a_url_work_folder(tmp_path):
+    config = sample_config()
+    config.grounded.vlm = VLMConfig()
+    with pytest.raises(RemoteWorkFolder, match=r"^work folder s3://b/w: grounded.vlm is not supported with a work"):
+        build_reasonvqa(config, str(tmp_path / "out"), "s3://b/w")
+    assert not (tmp_path / "out").exists()

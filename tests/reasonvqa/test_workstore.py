@@ -1,0 +1,96 @@
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from reasonvqa import lease, workstore
+from reasonvqa.locks import LockHeldError
+from reasonvqa.stage import Rejects, StageResult, is_done, read_table, run_shard, stage_stats
+from reasonvqa.storage import work_folder
+from tests.moto_s3 import s3_filesystem, s3_server
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with s3_server("unit") as endpoint:
+        yield endpoint
+
+
+def test_a_path_from_another_process_mirror_is_rebased_onto_this_one(tmp_path):
+    foreign = Path("/tmp/rvqa-mirror.abc123/s3/bucket/work/link/_done/part-00001")
+    assert workstore.rebase(foreign) == workstore.mirror_base() / "s3/bucket/work/link/_done/part-00001"
+    assert workstore.rebase([tmp_path, {"k": (foreign,)}]) == [tmp_path, {"k": (workstore.rebase(foreign),)}]
+
+
+def test_a_shard_goes_to_the_url_and_another_mirror_reads_it_back(s3, tmp_path, monkeypatch):
+    stage_dir = work_folder("s3://unit/w1") / "link"
+    result = StageResult({"picked": pa.table({"qid": ["Q90", "Q64"]})}, Rejects("link", 3), rows_in=2)
+    stats = run_shard(stage_dir, 3, lambda: result)
+    fs = s3_filesystem()
+    assert sorted(fs.find("unit/w1")) == ["unit/w1/link/_done/part-00003", "unit/w1/link/_rejects/part-00003.parquet",
+                                          "unit/w1/link/_stats/part-00003.json",
+                                          "unit/w1/link/picked/part-00003.parquet"]
+    monkeypatch.setattr(workstore, "_base", None)  # a new process: an empty mirror of its own
+    other = work_folder("s3://unit/w1") / "link"
+    assert other != stage_dir and not other.exists()
+    assert is_done(other, 3) and not is_done(other, 4)
+    assert stage_stats(other) == [stats]
+    assert read_table(other, "picked")["qid"].to_pylist() == ["Q90", "Q64"]
+    assert run_shard(other, 3, lambda: pytest.fail("a finished shard is computed again")) == stats
+
+
+def test_the_marker_is_put_after_the_shard_outputs(s3, monkeypatch):
+    order = []
+    monkeypatch.setattr(workstore, "push", lambda path: order.append(Path(path).parent.name))
+    run_shard(work_folder("s3://unit/w2") / "facts", 0,
+              lambda: StageResult({"picked": pa.table({"x": [1]})}, Rejects("facts", 0), rows_in=1))
+    assert order == ["picked", "_rejects", "_stats", "_done"]
+
+
+def test_the_lease_admits_one_build_and_is_gone_after_it(s3):
+    with lease.lease_lock("s3://unit/w3", "build work folder", ttl=3) as key:
+        assert key == "unit/w3/.lock"
+        with pytest.raises(LockHeldError, match=r"build work folder s3://unit/w3 is in use by .+:\d+:"):
+            with lease.lease_lock("s3://unit/w3", "build work folder", wait=False):
+                pass
+    assert not s3_filesystem().exists("unit/w3/.lock")
+
+
+def test_a_waiting_build_gets_the_lease_when_it_is_released(s3, monkeypatch):
+    monkeypatch.setattr(lease, "POLL_S", 0.1)
+    told, got = [], threading.Event()
+    def second_build():
+        with lease.lease_lock("s3://unit/w4", "build work folder", on_wait=told.append):
+            got.set()
+
+    with lease.lease_lock("s3://unit/w4", "build work folder"):
+        waiter = threading.Thread(target=second_build)
+        waiter.start()
+        assert not got.wait(0.5)
+    waiter.join(10)
+    assert got.is_set() and told and told[0].endswith("waiting for it to finish")
+
+
+def test_an_expired_lease_of_a_dead_build_is_taken_over(s3):
+    s3_filesystem().pipe_file("unit/w5/.lock", b'{"owner": "gone:1:x", "expires": 0}')
+    with lease.lease_lock("s3://unit/w5", "build work folder"):
+        assert "gone" not in s3_filesystem().cat_file("unit/w5/.lock").decode()
+
+
+def test_a_task_in_another_process_gets_the_current_version_of_a_rewritten_file(s3, monkeypatch):
+    from reasonvqa.stage import write_parquet
+
+    facts = work_folder("s3://unit/w6") / "facts_merged.parquet"
+    write_parquet(pa.table({"qid": ["Q1"]}), facts)  # the flow's process, first build
+    seen = []
+    task = workstore.portable(lambda path: seen.append(pq.read_table(path)["qid"].to_pylist()))
+    monkeypatch.setattr(workstore, "_base", None)  # a long-lived worker with a mirror of its own
+    task(facts)
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"qid": ["Q2"]}), sink)
+    s3_filesystem().pipe_file("unit/w6/facts_merged.parquet", sink.getvalue().to_pybytes())  # the next build's
+    task(facts)
+    task(facts)
+    assert seen == [["Q1"], ["Q2"], ["Q2"]]
