@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.config import BalanceConfig
+from reasonvqa.tasks.balance.rows import row_dtype, row_numbers
 from reasonvqa.tasks.balance.summary import balance_report
 
 REQUIRED_COLUMNS = ("question_id", "image_id", "property_id", "answer")
@@ -164,19 +165,30 @@ def _encode(coded: codes.ColumnCodes, rows: np.ndarray, seed: int) -> _Encoded:
     answer_all, answers_sorted = coded.dense("answer")
     group, answer = group_all[rows], answer_all[rows]
     image = coded.dense("image_id")[0][rows]
-    random_key = keys.keys_of(keys.salt(seed, "balance"), np.arange(len(rows)))
-    key_rank = np.empty(len(rows), dtype=np.int64)
-    key_rank[keys.key_order(random_key)] = np.arange(len(rows))
-    distinct_pairs, pair = codes.unique_ints(group * (int(answer.max(initial=0)) + 1) + answer, inverse=True)
+    n, dtype = len(rows), row_dtype(len(rows))
+    random_key = keys.keys_of(keys.salt(seed, "balance"), row_numbers(n))
+    key_rank = np.empty(n, dtype=dtype)
+    key_rank[keys.key_order(random_key)] = row_numbers(n)
+    del random_key
+    distinct_pairs, pair = codes.unique_ints(pair_codes(group, answer), inverse=True, dtype=dtype)
     n_pairs = len(distinct_pairs)
     first_row_of_pair = np.zeros(n_pairs, dtype=np.int64)
-    first_row_of_pair[pair[::-1]] = np.arange(len(rows))[::-1]
+    first_row_of_pair[pair[::-1]] = row_numbers(n)[::-1]
     return _Encoded(
         rows=rows, pair=pair, image=image, key_rank=key_rank,
         pair_group=group[first_row_of_pair], pair_answer=answer[first_row_of_pair],
         n_pairs=n_pairs, n_images=int(image.max(initial=-1)) + 1,
         props_sorted=props_sorted, answers_sorted=answers_sorted,
     )
+
+
+def pair_codes(group: np.ndarray, answer: np.ndarray) -> np.ndarray:
+    """One int64 per row for its (group, answer) codes, ordered like the pairs: ``group * (most answer + 1) +
+    answer``, computed in int64 (narrow codes, e.g. int32, would overflow once groups x answers pass 2^31)."""
+    pair = group.astype(np.int64)
+    pair *= int(answer.max(initial=0)) + 1
+    pair += answer
+    return pair
 
 
 @dataclass
@@ -191,7 +203,8 @@ class _RoundsState:
 def _run_rounds(enc: _Encoded, config: BalanceConfig) -> _RoundsState:
     """Balancing rounds until a fixed point or ``config.rounds``."""
     n = len(enc.rows)
-    state = _RoundsState(np.ones(n, dtype=bool), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int8), [], False)
+    round_dtype = np.int8 if config.rounds <= np.iinfo(np.int8).max else np.int32  # round numbers, not rows
+    state = _RoundsState(np.ones(n, dtype=bool), np.zeros(n, dtype=round_dtype), np.zeros(n, dtype=np.int8), [], False)
     alive = state.alive
     # surviving questions per pair and per image, updated by each round's removals
     counts = np.bincount(enc.pair, minlength=enc.n_pairs)
@@ -203,7 +216,7 @@ def _run_rounds(enc: _Encoded, config: BalanceConfig) -> _RoundsState:
         if not excess.any():
             state.converged = True
             return state
-        candidates = np.flatnonzero(alive & (excess[enc.pair] > 0))
+        candidates = np.flatnonzero(alive & (excess > 0)[enc.pair])  # a bool per row, not an int64 gather
         order = _priority_order(enc.pair[candidates], image_count[enc.image[candidates]], enc.key_rank[candidates])
         ranked = candidates[order]
         ranked_pair = enc.pair[ranked]
@@ -279,7 +292,10 @@ def _invalid_codes(pool: pa.Table, coded: codes.ColumnCodes) -> np.ndarray:
         coded.missing("answer"),
         _no_choices_rows(pool),
     ]
-    return np.select(conditions, list(range(1, len(conditions) + 1)), 0).astype(np.int8)
+    invalid = np.zeros(pool.num_rows, dtype=np.int8)  # np.select would build int64 per row first
+    for code in range(len(conditions), 0, -1):  # the first reason that applies is written last
+        invalid[conditions[code - 1]] = code
+    return invalid
 
 
 def _no_choices_rows(pool: pa.Table) -> np.ndarray:
@@ -311,8 +327,8 @@ def _removed_table(
 ) -> tuple[pa.Table, np.ndarray]:
     """Removed rows ordered by question_id (nulls last), then pool row; and their pool rows."""
     n = coded.table.num_rows
-    reason_code = invalid.astype(np.int16)  # 1..6 invalid, 7.. balance reasons, 0 kept
-    round_of = np.zeros(n, dtype=np.int32)
+    reason_code = invalid.copy()  # 1..6 invalid, 7.. balance reasons, 0 kept (int8)
+    round_of = np.zeros(n, dtype=state.removed_round.dtype)
     gone = ~state.alive
     dropped = valid_rows[gone]
     reason_code[dropped] = len(INVALID_REASONS) + state.removed_reason[gone]
