@@ -37,6 +37,8 @@ PHASES = [
     ("reasonvqa.tasks.balance.balance", "_encode", "balance encoding"),
     ("reasonvqa.tasks.balance.balance", "_run_rounds", "rounds"),
     ("reasonvqa.tasks.balance.balance", "_removed_table", "removed table"),
+    ("reasonvqa.tasks.balance.balance", "gather_removed", "removed table"),
+    ("reasonvqa.tasks.balance.pipeline", "gather_removed", "removed table"),
     ("reasonvqa.tasks.balance.balance", "balance_report", "balance report"),
     ("reasonvqa.tasks.balance.pipeline", "_apply_hop_mix", "hop mix"),
     ("reasonvqa.tasks.balance.pipeline", "split_images", "split"),

@@ -69,11 +69,12 @@ class BalanceResult:
     ``kept`` as a whole is not sorted then), and ``pipeline.plan_release`` leaves it None.
     ``kept_rows`` / ``removed_rows`` are the row numbers, in the pool given to balancing, of the
     kept questions (question_id order) and of the rows of ``removed`` (same order); ``kept`` is
-    None when balancing ran with ``materialize=False``.
+    None when balancing ran with ``materialize=False``. With ``gather_removed=False`` ``removed`` is None and
+    ``pending_removed`` holds its parts until ``gather_removed`` builds the table.
     """
 
     kept: pa.Table | None
-    removed: pa.Table
+    removed: pa.Table | None
     report: dict
     kept_rows: np.ndarray | None = None
     removed_rows: np.ndarray | None = None
@@ -82,6 +83,49 @@ class BalanceResult:
     # null; the distinct values)}, which the statistics count instead of encoding the column again
     pool_codes: dict[str, tuple[np.ndarray, pa.Array]] | None = None
     pool_codes_of: object = None  # the table they code (``plan_release``: its views' shared table), checked by identity
+    pending_removed: list[Removal] | None = None  # the parts of ``removed`` not gathered yet, in order
+
+
+@dataclass
+class Removal:
+    """Pool rows to list in REMOVED, not gathered yet: their round and their reason (a code into ``reasons``)."""
+
+    rows: np.ndarray
+    round: np.ndarray
+    reason: np.ndarray
+    reasons: pa.Array
+
+    @classmethod
+    def of(cls, rows: np.ndarray, reason: str) -> "Removal":
+        """``rows`` removed after the balancing rounds (round 0) for ``reason``."""
+        none = np.zeros(len(rows), np.int8)
+        return cls(rows, none, none, pa.array([reason], pa.string()))
+
+    def table(self, coded: codes.ColumnCodes) -> pa.Table:
+        """The REMOVED rows (``coded``: the codes of the pool the rows number)."""
+        table = removed_columns(coded, self.rows)
+        table = table.append_column("round", pa.array(self.round, pa.int32()))
+        table = table.append_column("reason", self.reasons.take(pa.array(self.reason)))
+        return table.cast(REMOVED)
+
+
+def add_removal(balanced: BalanceResult, removal: Removal, coded: codes.ColumnCodes) -> None:
+    """Append ``removal`` to ``balanced.removed`` (to its pending parts while those are kept) and its rows to
+    ``removed_rows``."""
+    if balanced.pending_removed is not None:
+        balanced.pending_removed.append(removal)
+    else:
+        balanced.removed = pa.concat_tables([balanced.removed, removal.table(coded)])
+    balanced.removed_rows = np.concatenate([balanced.removed_rows, removal.rows])
+
+
+def gather_removed(balanced: BalanceResult, coded: codes.ColumnCodes) -> None:
+    """Build ``balanced.removed`` from its pending parts (the same table, chunk for chunk, as when each part was
+    gathered as it came)."""
+    if balanced.pending_removed is not None:
+        tables = [removal.table(coded) for removal in balanced.pending_removed]
+        balanced.removed = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        balanced.pending_removed = None
 
 
 def check_columns(pool: pa.Table) -> None:
@@ -107,12 +151,14 @@ def no_choices(pool: pa.Table) -> pa.ChunkedArray | None:
 
 
 def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, materialize: bool = True,
-                      coded: codes.ColumnCodes | None = None) -> BalanceResult:
+                      coded: codes.ColumnCodes | None = None, gather: bool = True) -> BalanceResult:
     """Downsample over-frequent answers per property group; deterministic for ``seed``.
 
     ``materialize=False`` leaves ``kept`` as None (``kept_rows`` says which pool rows
     survive), for callers that split straight from the pool to save one copy of it.
     ``coded``: the codes of ``pool``'s columns, when the caller shares them with later steps.
+    ``gather=False`` leaves ``removed`` to ``gather_removed`` (the pipeline gathers it after the split, so the
+    removed rows' strings are not held through it).
     """
     check_columns(pool)
     coded = coded or codes.ColumnCodes(pool)
@@ -122,7 +168,7 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, mater
     state = _run_rounds(enc, config)
 
     kept_rows = enc.rows[state.alive]
-    removed, removed_rows = _removed_table(coded, invalid, qid_order, enc.rows, state)
+    removal = _removal(invalid, qid_order, enc.rows, state)
     props = enc.props_sorted.take(pa.array(enc.pair_group)).to_pylist()
     answers = enc.answers_sorted.take(pa.array(enc.pair_answer)).to_pylist()
     images_before = np.bincount(enc.image, minlength=enc.n_images) > 0
@@ -140,8 +186,11 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, mater
         images_emptied=int((images_before & ~images_after).sum()),
     )
     kept = codes.take_rows(pool, kept_rows) if materialize else None
-    return BalanceResult(kept=kept, removed=removed, report=report, kept_rows=kept_rows, removed_rows=removed_rows,
-                         question_id_order=qid_order)
+    result = BalanceResult(kept=kept, removed=None, report=report, kept_rows=kept_rows, removed_rows=removal.rows,
+                           question_id_order=qid_order, pending_removed=[removal])
+    if gather:
+        gather_removed(result, coded)
+    return result
 
 
 @dataclass
@@ -322,11 +371,9 @@ def removed_columns(coded: codes.ColumnCodes, rows: np.ndarray) -> pa.Table:
     return pa.table({name: coded.take(name, rows) for name in ("question_id", "property_id", "answer")})
 
 
-def _removed_table(
-    coded: codes.ColumnCodes, invalid: np.ndarray, qid_order: np.ndarray, valid_rows: np.ndarray, state: _RoundsState
-) -> tuple[pa.Table, np.ndarray]:
-    """Removed rows ordered by question_id (nulls last), then pool row; and their pool rows."""
-    n = coded.table.num_rows
+def _removal(invalid: np.ndarray, qid_order: np.ndarray, valid_rows: np.ndarray, state: _RoundsState) -> Removal:
+    """Removed rows ordered by question_id (nulls last), then pool row, with their round and reason."""
+    n = len(invalid)
     reason_code = invalid.copy()  # 1..6 invalid, 7.. balance reasons, 0 kept (int8)
     round_of = np.zeros(n, dtype=state.removed_round.dtype)
     gone = ~state.alive
@@ -335,10 +382,7 @@ def _removed_table(
     round_of[dropped] = state.removed_round[gone]
     rows = qid_order[reason_code[qid_order] > 0]
     names = pa.array(("",) + INVALID_REASONS + BALANCE_REASONS, pa.string())
-    table = removed_columns(coded, rows)
-    table = table.append_column("round", pa.array(round_of[rows], pa.int32()))
-    table = table.append_column("reason", names.take(pa.array(reason_code[rows])))
-    return table.cast(REMOVED), rows
+    return Removal(rows, round_of[rows], reason_code[rows], names)
 
 
 def _nested_counts(props: list, answers: list, counts: np.ndarray) -> dict[str, dict[str, int]]:

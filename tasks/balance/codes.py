@@ -104,7 +104,7 @@ class ColumnCodes:
         value[order[len(order) - self.table[name].null_count:]] = len(order)
         picked = value[rows]
         if len(picked) < 2 or bool((picked[1:] > picked[:-1]).all()):
-            return np.arange(len(picked))
+            return row_numbers(len(picked))
         return np.argsort(picked, kind="stable")
 
 

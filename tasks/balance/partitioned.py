@@ -70,6 +70,15 @@ def read_columns(paths: list[Path], columns: list[str]) -> pa.Table:
     return pa.Table.from_arrays(joined, schema=schema)
 
 
+def _without_unused_kinds(keys: pa.Table) -> pa.Table:
+    """``keys`` without KIND_COLUMNS when no row has a kind (templated rows of a 1.x pool): ``decide`` then finds no
+    group key to fill and no hallucination share to apply, as without the columns, which cost 4 bytes or more per
+    row each (an all-null string column keeps its offsets)."""
+    if "kind" in keys.column_names and keys["kind"].null_count == keys.num_rows:
+        return keys.drop_columns([c for c in KIND_COLUMNS if c in keys.column_names])
+    return keys
+
+
 def _flagged(table: pa.Table) -> pa.Table:
     """``table`` with its choices column (if any) replaced by the NO_CHOICES flags: a bit per row, not the lists."""
     if "choices" not in table.column_names:
@@ -130,7 +139,7 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
     present = set(pq.read_schema(paths[0]).names)
-    keys = read_columns(paths, KEY_COLUMNS + [c for c in KIND_COLUMNS + ["choices"] if c in present])
+    keys = _without_unused_kinds(read_columns(paths, KEY_COLUMNS + [c for c in KIND_COLUMNS + ["choices"] if c in present]))
     starts = file_starts(paths)
     seen = _SeenInTrain(paths, starts, work_dir / "pairs", run)
     # the decision's image codes (-1 for null): the statistics count images per part on them
