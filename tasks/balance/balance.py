@@ -69,8 +69,8 @@ class BalanceResult:
     ``kept`` as a whole is not sorted then), and ``pipeline.plan_release`` leaves it None.
     ``kept_rows`` / ``removed_rows`` are the row numbers, in the pool given to balancing, of the
     kept questions (question_id order) and of the rows of ``removed`` (same order); ``kept`` is
-    None when balancing ran with ``materialize=False``. With ``gather_removed=False`` ``removed`` is None and
-    ``pending_removed`` holds its parts until ``gather_removed`` builds the table.
+    None when balancing ran with ``materialize=False``. From ``balance_questions(gather=False)`` ``removed`` is None
+    and ``pending_removed`` holds its parts until ``gather_removed`` builds the table.
     """
 
     kept: pa.Table | None

@@ -94,8 +94,14 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
 
 def check_partition(n: int, *parts: np.ndarray) -> None:
     """Raise when the row numbers ``parts`` do not hold every row of 0..n-1 exactly once."""
-    counts = np.bincount(np.concatenate(parts), minlength=n) if n else np.zeros(0, np.int64)
-    if len(counts) != n or (n and (counts.min() != 1 or counts.max() != 1)):
+    # n rows in all, each within 0..n-1, none left out: then none twice (a flag per row, not an int64 count)
+    hit = np.zeros(n, dtype=bool)
+    for part in parts:
+        if len(part) and (part.min() < 0 or part.max() >= n):
+            hit = None
+            break
+        hit[part] = True
+    if hit is None or sum(len(part) for part in parts) != n or not hit.all():
         raise AssertionError("train + test + removed do not partition the pool")  # accounting invariant
 
 
