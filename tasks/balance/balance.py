@@ -326,7 +326,13 @@ def _priority_order(pair: np.ndarray, image_count: np.ndarray, key_rank: np.ndar
     top = int(image_count.max())
     b_key, b_cnt = int(key_rank.max()).bit_length(), top.bit_length()
     if int(pair.max()).bit_length() + b_cnt + b_key <= 63:
-        composite = (pair.astype(np.int64) << (b_cnt + b_key)) | ((top - image_count) << b_key) | key_rank
+        composite = pair.astype(np.int64)  # built in place: one int64 temporary per candidate, not four
+        composite <<= b_cnt + b_key
+        fewer = top - image_count
+        fewer <<= b_key
+        composite |= fewer
+        del fewer
+        composite |= key_rank
         return np.argsort(composite)
     return np.lexsort((key_rank, -image_count, pair))
 
