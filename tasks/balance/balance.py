@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.config import BalanceConfig
+from reasonvqa.tasks.balance.rows import row_dtype, row_numbers
 from reasonvqa.tasks.balance.summary import balance_report
 
 REQUIRED_COLUMNS = ("question_id", "image_id", "property_id", "answer")
@@ -68,11 +69,12 @@ class BalanceResult:
     ``kept`` as a whole is not sorted then), and ``pipeline.plan_release`` leaves it None.
     ``kept_rows`` / ``removed_rows`` are the row numbers, in the pool given to balancing, of the
     kept questions (question_id order) and of the rows of ``removed`` (same order); ``kept`` is
-    None when balancing ran with ``materialize=False``.
+    None when balancing ran with ``materialize=False``. From ``balance_questions(gather=False)`` ``removed`` is None
+    and ``pending_removed`` holds its parts until ``gather_removed`` builds the table.
     """
 
     kept: pa.Table | None
-    removed: pa.Table
+    removed: pa.Table | None
     report: dict
     kept_rows: np.ndarray | None = None
     removed_rows: np.ndarray | None = None
@@ -81,6 +83,49 @@ class BalanceResult:
     # null; the distinct values)}, which the statistics count instead of encoding the column again
     pool_codes: dict[str, tuple[np.ndarray, pa.Array]] | None = None
     pool_codes_of: object = None  # the table they code (``plan_release``: its views' shared table), checked by identity
+    pending_removed: list[Removal] | None = None  # the parts of ``removed`` not gathered yet, in order
+
+
+@dataclass
+class Removal:
+    """Pool rows to list in REMOVED, not gathered yet: their round and their reason (a code into ``reasons``)."""
+
+    rows: np.ndarray
+    round: np.ndarray
+    reason: np.ndarray
+    reasons: pa.Array
+
+    @classmethod
+    def of(cls, rows: np.ndarray, reason: str) -> "Removal":
+        """``rows`` removed after the balancing rounds (round 0) for ``reason``."""
+        none = np.zeros(len(rows), np.int8)
+        return cls(rows, none, none, pa.array([reason], pa.string()))
+
+    def table(self, coded: codes.ColumnCodes) -> pa.Table:
+        """The REMOVED rows (``coded``: the codes of the pool the rows number)."""
+        table = removed_columns(coded, self.rows)
+        table = table.append_column("round", pa.array(self.round, pa.int32()))
+        table = table.append_column("reason", self.reasons.take(pa.array(self.reason)))
+        return table.cast(REMOVED)
+
+
+def add_removal(balanced: BalanceResult, removal: Removal, coded: codes.ColumnCodes) -> None:
+    """Append ``removal`` to ``balanced.removed`` (to its pending parts while those are kept) and its rows to
+    ``removed_rows``."""
+    if balanced.pending_removed is not None:
+        balanced.pending_removed.append(removal)
+    else:
+        balanced.removed = pa.concat_tables([balanced.removed, removal.table(coded)])
+    balanced.removed_rows = np.concatenate([balanced.removed_rows, removal.rows])
+
+
+def gather_removed(balanced: BalanceResult, coded: codes.ColumnCodes) -> None:
+    """Build ``balanced.removed`` from its pending parts (the same table, chunk for chunk, as when each part was
+    gathered as it came)."""
+    if balanced.pending_removed is not None:
+        tables = [removal.table(coded) for removal in balanced.pending_removed]
+        balanced.removed = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        balanced.pending_removed = None
 
 
 def check_columns(pool: pa.Table) -> None:
@@ -106,12 +151,14 @@ def no_choices(pool: pa.Table) -> pa.ChunkedArray | None:
 
 
 def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, materialize: bool = True,
-                      coded: codes.ColumnCodes | None = None) -> BalanceResult:
+                      coded: codes.ColumnCodes | None = None, gather: bool = True) -> BalanceResult:
     """Downsample over-frequent answers per property group; deterministic for ``seed``.
 
     ``materialize=False`` leaves ``kept`` as None (``kept_rows`` says which pool rows
     survive), for callers that split straight from the pool to save one copy of it.
     ``coded``: the codes of ``pool``'s columns, when the caller shares them with later steps.
+    ``gather=False`` leaves ``removed`` to ``gather_removed`` (the pipeline gathers it after the split, so the
+    removed rows' strings are not held through it).
     """
     check_columns(pool)
     coded = coded or codes.ColumnCodes(pool)
@@ -121,7 +168,7 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, mater
     state = _run_rounds(enc, config)
 
     kept_rows = enc.rows[state.alive]
-    removed, removed_rows = _removed_table(coded, invalid, qid_order, enc.rows, state)
+    removal = _removal(invalid, qid_order, enc.rows, state)
     props = enc.props_sorted.take(pa.array(enc.pair_group)).to_pylist()
     answers = enc.answers_sorted.take(pa.array(enc.pair_answer)).to_pylist()
     images_before, images_after = state.image_counts_before > 0, state.image_counts > 0
@@ -138,8 +185,11 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, mater
         images_emptied=int((images_before & ~images_after).sum()),
     )
     kept = codes.take_rows(pool, kept_rows) if materialize else None
-    return BalanceResult(kept=kept, removed=removed, report=report, kept_rows=kept_rows, removed_rows=removed_rows,
-                         question_id_order=qid_order)
+    result = BalanceResult(kept=kept, removed=None, report=report, kept_rows=kept_rows, removed_rows=removal.rows,
+                           question_id_order=qid_order, pending_removed=[removal])
+    if gather:
+        gather_removed(result, coded)
+    return result
 
 
 @dataclass
@@ -163,19 +213,30 @@ def _encode(coded: codes.ColumnCodes, rows: np.ndarray, seed: int) -> _Encoded:
     answer_all, answers_sorted = coded.dense("answer")
     group, answer = group_all[rows], answer_all[rows]
     image = coded.dense("image_id")[0][rows]
-    random_key = keys.keys_of(keys.salt(seed, "balance"), np.arange(len(rows)))
-    key_rank = np.empty(len(rows), dtype=np.int64)
-    key_rank[keys.key_order(random_key)] = np.arange(len(rows))
-    distinct_pairs, pair = codes.unique_ints(group * (int(answer.max(initial=0)) + 1) + answer, inverse=True)
+    n, dtype = len(rows), row_dtype(len(rows))
+    random_key = keys.keys_of(keys.salt(seed, "balance"), row_numbers(n))
+    key_rank = np.empty(n, dtype=dtype)
+    key_rank[keys.key_order(random_key)] = row_numbers(n)
+    del random_key
+    distinct_pairs, pair = codes.unique_ints(pair_codes(group, answer), inverse=True, dtype=dtype)
     n_pairs = len(distinct_pairs)
     first_row_of_pair = np.zeros(n_pairs, dtype=np.int64)
-    first_row_of_pair[pair[::-1]] = np.arange(len(rows))[::-1]
+    first_row_of_pair[pair[::-1]] = row_numbers(n)[::-1]
     return _Encoded(
         rows=rows, pair=pair, image=image, key_rank=key_rank,
         pair_group=group[first_row_of_pair], pair_answer=answer[first_row_of_pair],
         n_pairs=n_pairs, n_images=int(image.max(initial=-1)) + 1,
         props_sorted=props_sorted, answers_sorted=answers_sorted,
     )
+
+
+def pair_codes(group: np.ndarray, answer: np.ndarray) -> np.ndarray:
+    """One int64 per row for its (group, answer) codes, ordered like the pairs: ``group * (most answer + 1) +
+    answer``, computed in int64 (narrow codes, e.g. int32, would overflow once groups x answers pass 2^31)."""
+    pair = group.astype(np.int64)
+    pair *= int(answer.max(initial=0)) + 1
+    pair += answer
+    return pair
 
 
 @dataclass
@@ -199,7 +260,8 @@ def _run_rounds(enc: _Encoded, config: BalanceConfig) -> _RoundsState:
     images_before = np.bincount(enc.image, minlength=enc.n_images)
     # surviving questions per pair and per image, updated in place by each round's removals
     counts, image_count = pairs_before.copy(), images_before.copy()
-    state = _RoundsState(np.ones(n, dtype=bool), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int8), [], False,
+    round_dtype = np.int8 if config.rounds <= np.iinfo(np.int8).max else np.int32  # round numbers, not rows
+    state = _RoundsState(np.ones(n, dtype=bool), np.zeros(n, dtype=round_dtype), np.zeros(n, dtype=np.int8), [], False,
                          pairs_before, counts, images_before, image_count)
     alive = state.alive
     left = n
@@ -209,7 +271,7 @@ def _run_rounds(enc: _Encoded, config: BalanceConfig) -> _RoundsState:
         if not excess.any():
             state.converged = True
             return state
-        candidates = np.flatnonzero(alive & (excess[enc.pair] > 0))
+        candidates = np.flatnonzero(alive & (excess > 0)[enc.pair])  # a bool per row, not an int64 gather
         order = _priority_order(enc.pair[candidates], image_count[enc.image[candidates]], enc.key_rank[candidates])
         ranked = candidates[order]
         ranked_pair = enc.pair[ranked]
@@ -270,7 +332,13 @@ def _priority_order(pair: np.ndarray, image_count: np.ndarray, key_rank: np.ndar
     top = int(image_count.max())
     b_key, b_cnt = int(key_rank.max()).bit_length(), top.bit_length()
     if int(pair.max()).bit_length() + b_cnt + b_key <= 63:
-        composite = (pair.astype(np.int64) << (b_cnt + b_key)) | ((top - image_count) << b_key) | key_rank
+        composite = pair.astype(np.int64)  # built in place: one int64 temporary per candidate, not four
+        composite <<= b_cnt + b_key
+        fewer = top - image_count
+        fewer <<= b_key
+        composite |= fewer
+        del fewer
+        composite |= key_rank
         return np.argsort(composite)
     return np.lexsort((key_rank, -image_count, pair))
 
@@ -285,7 +353,10 @@ def _invalid_codes(pool: pa.Table, coded: codes.ColumnCodes) -> np.ndarray:
         coded.missing("answer"),
         _no_choices_rows(pool),
     ]
-    return np.select(conditions, list(range(1, len(conditions) + 1)), 0).astype(np.int8)
+    invalid = np.zeros(pool.num_rows, dtype=np.int8)  # np.select would build int64 per row first
+    for code in range(len(conditions), 0, -1):  # the first reason that applies is written last
+        invalid[conditions[code - 1]] = code
+    return invalid
 
 
 def _no_choices_rows(pool: pa.Table) -> np.ndarray:
@@ -312,23 +383,18 @@ def removed_columns(coded: codes.ColumnCodes, rows: np.ndarray) -> pa.Table:
     return pa.table({name: coded.take(name, rows) for name in ("question_id", "property_id", "answer")})
 
 
-def _removed_table(
-    coded: codes.ColumnCodes, invalid: np.ndarray, qid_order: np.ndarray, valid_rows: np.ndarray, state: _RoundsState
-) -> tuple[pa.Table, np.ndarray]:
-    """Removed rows ordered by question_id (nulls last), then pool row; and their pool rows."""
-    n = coded.table.num_rows
-    reason_code = invalid.astype(np.int16)  # 1..6 invalid, 7.. balance reasons, 0 kept
-    round_of = np.zeros(n, dtype=np.int32)
+def _removal(invalid: np.ndarray, qid_order: np.ndarray, valid_rows: np.ndarray, state: _RoundsState) -> Removal:
+    """Removed rows ordered by question_id (nulls last), then pool row, with their round and reason."""
+    n = len(invalid)
+    reason_code = invalid.copy()  # 1..6 invalid, 7.. balance reasons, 0 kept (int8)
+    round_of = np.zeros(n, dtype=state.removed_round.dtype)
     gone = ~state.alive
     dropped = valid_rows[gone]
     reason_code[dropped] = len(INVALID_REASONS) + state.removed_reason[gone]
     round_of[dropped] = state.removed_round[gone]
     rows = qid_order[reason_code[qid_order] > 0]
     names = pa.array(("",) + INVALID_REASONS + BALANCE_REASONS, pa.string())
-    table = removed_columns(coded, rows)
-    table = table.append_column("round", pa.array(round_of[rows], pa.int32()))
-    table = table.append_column("reason", names.take(pa.array(reason_code[rows])))
-    return table.cast(REMOVED), rows
+    return Removal(rows, round_of[rows], reason_code[rows], names)
 
 
 def _nested_counts(props: list, answers: list, counts: np.ndarray) -> dict[str, dict[str, int]]:

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from reasonvqa.tasks.balance.rows import row_dtype, row_numbers
 
 def combined(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """One array of a (possibly chunked) column; a single chunk is not copied."""
@@ -25,10 +26,11 @@ def combined(column: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def dense_codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
-    """(code per row, distinct values sorted); code i means ``values[i]``, -1 means null."""
+    """(code per row, distinct values sorted); code i means ``values[i]``, -1 means null; codes in
+    ``rows.row_dtype`` of the column's length."""
     encoded = pc.dictionary_encode(combined(column))
     order = pc.sort_indices(encoded.dictionary).to_numpy()
-    rank = np.empty(len(order) + 1, dtype=np.int64)  # last slot: null
+    rank = np.empty(len(order) + 1, dtype=row_dtype(len(column)))  # last slot: null
     rank[order] = np.arange(len(order))
     rank[-1] = -1
     indices = encoded.indices
@@ -106,17 +108,17 @@ class ColumnCodes:
             return sort_order(column if len(rows) == len(column) and (rows == np.arange(len(rows))).all()
                               else column.take(pa.array(rows, pa.int64())))
         order, repeat = self._sorted[name]
-        value = np.empty(len(order), np.int64)  # equal values share a number, in value order; nulls last
-        value[order] = np.cumsum(~repeat[order]) - 1
+        value = np.empty(len(order), row_dtype(len(order)))  # equal values share a number, in value order; nulls last
+        value[order] = np.cumsum(~repeat[order], dtype=value.dtype) - 1
         value[order[len(order) - self.table[name].null_count:]] = len(order)
         picked = value[rows]
         if len(picked) < 2 or bool((picked[1:] > picked[:-1]).all()):
-            return np.arange(len(picked))
+            return row_numbers(len(picked))
         return np.argsort(picked, kind="stable")
 
 
 def sort_order(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """Row numbers in ascending order of ``column`` (stable; nulls last)."""
+    """Row numbers in ascending order of ``column`` (stable; nulls last), in ``rows.row_dtype``."""
     return sort_with_repeats(column)[0]
 
 
@@ -131,9 +133,9 @@ def sort_with_repeats(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, n
         return result
     array = combined(column)
     if array.null_count == 0 and is_sorted(array):
-        order = np.arange(len(array))
+        order = row_numbers(len(array))
     else:
-        order = pc.array_sort_indices(array).to_numpy().astype(np.int64)  # stable, nulls last
+        order = pc.array_sort_indices(array).to_numpy().astype(row_dtype(len(array)))  # stable, nulls last
     return order, repeats_in_order(array, order)
 
 
@@ -225,7 +227,7 @@ def byte_order(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
         return None
     repeat = np.zeros(n, bool)
     _order_ties(values, order, np.flatnonzero(tied), repeat)
-    return np.concatenate([order, _null_rows(column)]), repeat
+    return np.concatenate([order, _null_rows(column)], dtype=row_dtype(n)), repeat
 
 
 def _order_ties(values: _Bytes, order: np.ndarray, at_positions: np.ndarray, repeat: np.ndarray) -> None:
@@ -316,9 +318,10 @@ def _scattered(order: np.ndarray, in_order: np.ndarray) -> np.ndarray:
     return out
 
 
-def unique_ints(values: np.ndarray, *, inverse: bool = False, counts: bool = False) -> tuple[np.ndarray, ...]:
-    """``np.unique(values, return_inverse=inverse, return_counts=counts)`` of an integer array (inverse as int64;
-    values as int64 when counted). Booleans and floats are refused: a boolean array would index as a mask.
+def unique_ints(values: np.ndarray, *, inverse: bool = False, counts: bool = False,
+                dtype: np.dtype = np.int64) -> tuple[np.ndarray, ...]:
+    """``np.unique(values, return_inverse=inverse, return_counts=counts)`` of an integer array (inverse as ``dtype``,
+    e.g. ``rows.row_dtype(len(values))``; values as int64 when counted). Booleans and floats are refused: a boolean array would index as a mask.
 
     When the values span at most 8 times their number (or 2^16) they are counted over min..max instead
     of sorted: a presence table (a ``bincount`` when ``counts``) whose running sum is the dense code."""
@@ -327,14 +330,14 @@ def unique_ints(values: np.ndarray, *, inverse: bool = False, counts: bool = Fal
         raise TypeError(f"unique_ints takes integers, not {values.dtype}")
     if len(values) == 0:
         empty = np.zeros(0, np.int64)
-        return (values.astype(np.int64),) + ((empty,) if inverse else ()) + ((empty,) if counts else ())
+        return (values.astype(np.int64),) + ((empty.astype(dtype),) if inverse else ()) + ((empty,) if counts else ())
     low, high = int(values.min()), int(values.max())
     span = high - low + 1
     if span > max(8 * len(values), 1 << 16):
         out = np.unique(values, return_inverse=inverse, return_counts=counts)
         if not isinstance(out, tuple):
             return (out,)
-        return (out[0], out[1].astype(np.int64, copy=False), *out[2:]) if inverse else out
+        return (out[0], out[1].astype(dtype, copy=False), *out[2:]) if inverse else out
     offset = values - low if low else values
     if counts:
         count = np.bincount(offset, minlength=span)
@@ -345,7 +348,7 @@ def unique_ints(values: np.ndarray, *, inverse: bool = False, counts: bool = Fal
     out = (np.flatnonzero(present) + low,)
     if inverse:
         code = np.cumsum(present, dtype=np.int32 if span < 1 << 31 else np.int64) - 1  # int32: a table that caches better
-        out += (code[offset].astype(np.int64),)
+        out += (code[offset].astype(dtype, copy=False),)
     return out + ((count[present],) if counts else ())
 
 

@@ -36,10 +36,14 @@ def key_order(keys: np.ndarray) -> np.ndarray:
     finalizer is a bijection), so the faster unstable argsort gives the same order; equal keys
     fall back to the stable sort."""
     order = np.argsort(keys)
-    ranked = keys[order]
-    if len(keys) > 1 and not bool((ranked[1:] > ranked[:-1]).all()):
-        return np.argsort(keys, kind="stable")
+    for start in range(0, len(keys) - 1, _CHECK_ROWS):  # block by block: no second n-sized array of keys
+        ranked = keys[order[start:start + _CHECK_ROWS + 1]]
+        if not bool((ranked[1:] > ranked[:-1]).all()):
+            return np.argsort(keys, kind="stable")
     return order
+
+
+_CHECK_ROWS = 1 << 20
 
 
 def first_by_key(keys: np.ndarray, k: int) -> np.ndarray:

@@ -37,9 +37,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reasonvqa.tasks.balance.balance import NO_CHOICES, no_choices
-from reasonvqa.tasks.balance.codes import take_rows
+from reasonvqa.tasks.balance.codes import combined, take_rows
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.pipeline import BalancedSplit, decide, question_answer_pairs
+from reasonvqa.tasks.balance.rows import row_dtype, row_numbers
 from reasonvqa.tasks.release.gathered import gather_rows
 from reasonvqa.tasks.release.writer import ROWS_PER_FILE
 
@@ -56,8 +57,27 @@ T = TypeVar("T")
 
 def read_columns(paths: list[Path], columns: list[str]) -> pa.Table:
     """``columns`` of every pool file, concatenated in file order, one chunk per column; with a choices column in
-    ``columns``, each file's choices are read into ``balance.no_choices`` flags (column NO_CHOICES) instead."""
-    return pa.concat_tables([_flagged(pq.read_table(path, columns=columns)) for path in paths]).combine_chunks()
+    ``columns``, each file's choices are read into ``balance.no_choices`` flags (column NO_CHOICES) instead.
+
+    The columns are joined one at a time, each file's chunks of a column released once it is joined: a copy of
+    one column at a time, not of the whole table (``combine_chunks`` held the read chunks and the joined copy)."""
+    parts = [_flagged(pq.read_table(path, columns=columns)) for path in paths]
+    schema = pa.concat_tables([part.slice(0, 0) for part in parts]).schema
+    joined = []
+    for name in schema.names:
+        joined.append(combined(pa.chunked_array([chunk for part in parts for chunk in part[name].chunks],
+                                                schema.field(name).type)))
+        parts = [part.drop_columns([name]) for part in parts]
+    return pa.Table.from_arrays(joined, schema=schema)
+
+
+def _without_unused_kinds(keys: pa.Table) -> pa.Table:
+    """``keys`` without KIND_COLUMNS when no row has a kind (templated rows of a 1.x pool): ``decide`` then finds no
+    group key to fill and no hallucination share to apply, as without the columns, which cost 4 bytes or more per
+    row each (an all-null string column keeps its offsets)."""
+    if "kind" in keys.column_names and keys["kind"].null_count == keys.num_rows:
+        return keys.drop_columns([c for c in KIND_COLUMNS if c in keys.column_names])
+    return keys
 
 
 def _flagged(table: pa.Table) -> pa.Table:
@@ -120,7 +140,7 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
     present = set(pq.read_schema(paths[0]).names)
-    keys = read_columns(paths, KEY_COLUMNS + [c for c in KIND_COLUMNS + ["choices"] if c in present])
+    keys = _without_unused_kinds(read_columns(paths, KEY_COLUMNS + [c for c in KIND_COLUMNS + ["choices"] if c in present]))
     starts = file_starts(paths)
     seen = _SeenInTrain(paths, starts, work_dir / "pairs", run)
     # the decision's image codes (-1 for null): the statistics count images per part on them
@@ -131,8 +151,8 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
     n_images = len(distinct)
     del distinct
     n = len(order)
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n)
+    rank = np.empty(n, dtype=row_dtype(n))  # spilled as the __rank column (int32 below 2^31 rows)
+    rank[order] = row_numbers(n)
     dest = np.zeros(n, dtype=np.int8)
     dest[result.train_rows] = TRAIN
     dest[result.test_rows] = TEST

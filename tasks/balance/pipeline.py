@@ -16,8 +16,10 @@ from reasonvqa.splitmix import mix64
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.groups import with_group_keys
 from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_share
-from reasonvqa.tasks.balance.balance import NO_CHOICES, REMOVED, BalanceResult, balance_questions, no_choices, removed_columns
+from reasonvqa.tasks.balance.balance import (NO_CHOICES, BalanceResult, Removal, add_removal, balance_questions,
+                                              gather_removed, no_choices)
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.balance.rows import row_numbers
 from reasonvqa.tasks.balance.split import SplitResult, split_images
 from reasonvqa.tasks.release.writer import TableRows
 
@@ -73,14 +75,15 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
             # prefetch must stay queued first, or this task would wait on work queued behind it
             pair_keys = background.submit(_pair_keys, pool, coded)
             seen_in_train = lambda test, train: _seen_by_keys(pool, pair_keys.result(), test, train)  # noqa: E731
-        balanced = balance_questions(keyed, balance, seed, materialize=False, coded=coded)
+        balanced = balance_questions(keyed, balance, seed, materialize=False, coded=coded, gather=False)
         _apply_hop_mix(keyed, balanced, balance.hop_shares, seed, coded)
         apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, partial(_add_removed, coded=coded))
         result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded)
         if split.drop_test_pairs_seen_in_train:
             _drop_test_rows(keyed, balanced, result, seen_in_train(result.test_rows, result.train_rows), coded)
+        gather_removed(balanced, coded)  # after the split: the removed rows' strings are not held through it
         if keep_codes:
-            balanced.pool_codes = {name: (coded.dense(name)[0].astype(np.int32), coded.dense(name)[1])
+            balanced.pool_codes = {name: (coded.dense(name)[0].astype(np.int32, copy=False), coded.dense(name)[1])
                                    for name in keep_codes if name in keyed.column_names}
     check_partition(pool.num_rows, result.train_rows, result.test_rows, balanced.removed_rows)
     return balanced, result
@@ -88,8 +91,14 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
 
 def check_partition(n: int, *parts: np.ndarray) -> None:
     """Raise when the row numbers ``parts`` do not hold every row of 0..n-1 exactly once."""
-    counts = np.bincount(np.concatenate(parts), minlength=n) if n else np.zeros(0, np.int64)
-    if len(counts) != n or (n and (counts.min() != 1 or counts.max() != 1)):
+    # n rows in all, each within 0..n-1, none left out: then none twice (a flag per row, not an int64 count)
+    hit = np.zeros(n, dtype=bool)
+    for part in parts:
+        if len(part) and (part.min() < 0 or part.max() >= n):
+            hit = None
+            break
+        hit[part] = True
+    if hit is None or sum(len(part) for part in parts) != n or not hit.all():
         raise AssertionError("train + test + removed do not partition the pool")  # accounting invariant
 
 
@@ -219,10 +228,10 @@ def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, fl
     target and achieved shares in the balance report. No ``shares``: nothing changes."""
     if not shares:
         return
-    hops = _hops(pool["n_hop"].take(pa.array(balanced.kept_rows, pa.int64())))
+    hops = _hops(pool["n_hop"].take(pa.array(balanced.kept_rows)))  # int32 rows index as they are
     counts = dict(zip(*(a.tolist() for a in codes.unique_ints(hops, counts=True))))  # {hop: rows}, in hop order
     quota = hop_quota(counts, shares)
-    random_key = keys.keys_of(keys.salt(seed, "hop_mix"), np.arange(len(hops)))
+    random_key = keys.keys_of(keys.salt(seed, "hop_mix"), row_numbers(len(hops)))
     keep = np.zeros(len(hops), dtype=bool)
     for h in counts:  # each hop keeps its first ``quota`` rows in seeded random order
         mine = np.flatnonzero(hops == h)
@@ -252,11 +261,7 @@ def _add_removed(pool: pa.Table, balanced: BalanceResult, rows: np.ndarray, reas
                  coded: codes.ColumnCodes | None = None) -> None:
     """Append pool ``rows`` to the balance removals with ``reason`` and count them in the report
     (``coded``: codes of ``pool``'s columns, to gather through)."""
-    extra = removed_columns(coded or codes.ColumnCodes(pool), rows)
-    extra = extra.append_column("round", pa.array(np.zeros(len(rows), np.int32)))
-    extra = extra.append_column("reason", pa.repeat(pa.scalar(reason, pa.string()), len(rows))).cast(REMOVED)
-    balanced.removed = pa.concat_tables([balanced.removed, extra])
-    balanced.removed_rows = np.concatenate([balanced.removed_rows, rows])
+    add_removal(balanced, Removal.of(rows, reason), coded or codes.ColumnCodes(pool))
     if len(rows):
         balanced.report.setdefault("removed_by_reason", {})[reason] = int(len(rows))
         for key, change in (("questions_kept", -len(rows)), ("questions_removed", len(rows))):

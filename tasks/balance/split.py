@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.config import SplitConfig
+from reasonvqa.tasks.balance.rows import row_dtype, row_numbers
 
 NO_POOL_ANSWER = "<no pool answer>"
 MERGED = "<merged>"
@@ -91,14 +92,16 @@ def split_images(
     """
     check_split_input(questions)
     coded = coded or codes.ColumnCodes(questions)
-    rows = np.arange(questions.num_rows) if rows is None else np.asarray(rows, dtype=np.int64)
+    # row numbers and codes keep the decision's width (rows.row_dtype: int32 below 2^31 rows)
+    rows = row_numbers(questions.num_rows) if rows is None else np.asarray(rows, dtype=row_dtype(questions.num_rows))
     n = len(rows)
     image_all, image_values = coded.dense("image_id")
     image_code = image_all[rows]
     no_image = coded.missing("image_id")[rows]
     if no_image.any():
         check_images(questions["question_id"].take(pa.array(rows[no_image])).to_pylist(), [None] * int(no_image.sum()))
-    present_images, image = codes.unique_ints(image_code, inverse=True)  # image rank in image_id order
+    present_images, image = codes.unique_ints(image_code, inverse=True, dtype=row_dtype(n))  # rank in image_id order
+    del image_code
     n_images = len(present_images)
 
     answer_all, answer_values = coded.dense("answer")
@@ -107,9 +110,10 @@ def split_images(
     # answer-text order; an answer of none of ``rows`` is no pool answer, even when ``rows`` is empty
     pool_codes = np.flatnonzero((answer_count > 0) & (answer_count.astype(np.float64) >= config.pool_min_share * n))
     n_pool = len(pool_codes)
-    pool_index = np.full(len(answer_values) + 1, -1, dtype=np.int64)  # last slot: null answers
+    pool_index = np.full(len(answer_values) + 1, -1, dtype=row_dtype(len(answer_values)))  # last slot: null answers
     pool_index[pool_codes] = np.arange(n_pool)
     question_pool = pool_index[answer]
+    del answer
 
     first, second = _top_two(image, question_pool, n_images, n_pool)
     k = n_pool + 1
@@ -165,7 +169,11 @@ def _top_two(image: np.ndarray, question_pool: np.ndarray, n_images: int, n_pool
     has = question_pool >= 0
     if not has.any():
         return first, second
-    pairs, counts = np.unique(image[has] * n_pool + question_pool[has], return_counts=True)
+    pair = image[has].astype(np.int64)  # images x pool answers may pass int32
+    pair *= n_pool
+    pair += question_pool[has]
+    pairs, counts = np.unique(pair, return_counts=True)
+    del pair
     img, ans = pairs // n_pool, pairs % n_pool
     order = np.lexsort((ans, -counts, img))
     img, ans = img[order], ans[order]

@@ -64,9 +64,11 @@ def start_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
     with ThreadPoolExecutor(max_workers=2) as threads:
         # the bias report (Arrow gathers, polars) releases the GIL: it runs beside the counts (numpy), so
         # both cores work
-        bias = threads.submit(_bias_partwise, pool) if partwise else threads.submit(_bias, split.train, split.test)
+        label = None if partwise else _view_labels(split.train, split.test)  # one array for the bias report and counts
+        bias = threads.submit(_bias_partwise, pool) if partwise else threads.submit(_bias, split.train, split.test, label)
         removed = threads.submit(write_parquet, balance.removed, out_dir / "balance_removed.parquet")
-        stats, largest = _stats_partwise(pool, balance, split) if partwise else _stats(pool, balance, split)
+        stats, largest = _stats_partwise(pool, balance, split) if partwise else _stats(pool, balance, split, label)
+        del label
         balance.pool_codes = None  # the decision's codes are counted: not held through the release's writes
         files = {
             "bias.json": out_dir / "bias.json",
@@ -87,7 +89,7 @@ def start_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
     return dict(sorted(files.items())), rendered
 
 
-def _bias(train: Rows, test: Rows) -> dict:
+def _bias(train: Rows, test: Rows, label: np.ndarray | None = None) -> dict:
     """``bias_report`` over parts of at most BIAS_ROWS rows: the gathered columns and polars frames of one part at
     a time instead of whole train and test (same report: it does not depend on parts or row order).
 
@@ -95,10 +97,10 @@ def _bias(train: Rows, test: Rows) -> dict:
     parts are alive at once: the one in use, the next and the one being gathered), filtered into train and test (sequential reads; Arrow's take on a many-chunk table
     costs about the whole column per call), each part gathered on a thread while the report works on the one
     before (Arrow releases the GIL).
-    Other tables: slices of train, then of test."""
-    if isinstance(train, TableRows) and isinstance(test, TableRows) and train.table is test.table:
+    Other tables: slices of train, then of test. ``label``: ``_view_labels(train, test)`` when the caller has it."""
+    label = _view_labels(train, test) if label is None else label
+    if label is not None:
         table = train.table.select(BIAS_COLUMNS)
-        label = _labels(table.num_rows, train.rows, test.rows)
 
         def gather(start: int) -> tuple[pa.Table, pa.Table]:
             part, mark = table.slice(start, step), label[start:start + step]
@@ -148,10 +150,12 @@ def _bias_partwise(pool) -> dict:
     return bias_report_parts(parts, spill_dir=pool.scratch / "bias_questions")
 
 
-def _stats(pool: Rows, balance: BalanceResult, split: SplitResult) -> tuple[dict, list[str]]:
-    """The stats.json content and the property groups by pool size (largest first)."""
+def _stats(pool: Rows, balance: BalanceResult, split: SplitResult,
+           label: np.ndarray | None = None) -> tuple[dict, list[str]]:
+    """The stats.json content and the property groups by pool size (largest first); ``label``: ``_view_labels`` of
+    train and test when the caller has it."""
     one_table = _one_table(pool, split.train, split.test)
-    table, label, subsets = _labelled(pool, split.train, split.test, one_table)
+    table, label, subsets = _labelled(pool, split.train, split.test, one_table, label)
     # the decision's codes are per row of the pool table: usable when the rows counted are that very table's
     known = balance.pool_codes if one_table and balance.pool_codes_of is pool.shared else None
     answers, counts = labelled_counts(table, label, subsets, known=known)
@@ -232,14 +236,24 @@ def _labels(n: int, train_rows: np.ndarray, test_rows: np.ndarray) -> np.ndarray
     return label
 
 
-def _labelled(pool: Rows, train: Rows, test: Rows, one_table: bool) -> tuple[pa.Table, np.ndarray, dict]:
+def _view_labels(train: Rows, test: Rows) -> np.ndarray | None:
+    """``_labels`` of train and test views of one table, per row of that table; None for other inputs."""
+    if isinstance(train, TableRows) and isinstance(test, TableRows) and train.table is test.table:
+        return _labels(train.table.num_rows, train.rows, test.rows)
+    return None
+
+
+def _labelled(pool: Rows, train: Rows, test: Rows, one_table: bool,
+              label: np.ndarray | None = None) -> tuple[pa.Table, np.ndarray, dict]:
     """(table, label per row, subsets) to count pool, balanced, train and test in one pass per column.
 
     Views of one table whose pool view holds every row once (``plan_release``) are counted on that table,
     labelled removed / train / test; other inputs are concatenated (pool, then train, then test) and each
-    part labelled as its own table. ``one_table``: ``_one_table(pool, train, test)``."""
+    part labelled as its own table. ``one_table``: ``_one_table(pool, train, test)``; ``label``: its train and test
+    views' ``_view_labels``, if at hand."""
     if one_table:
-        return pool.table.select(_present(pool.table)), _labels(pool.table.num_rows, train.rows, test.rows), SUBSETS
+        label = _view_labels(train, test) if label is None else label
+        return pool.table.select(_present(pool.table)), label, SUBSETS
     columns = [c for c in COUNT_COLUMNS if all(c in (t.table if isinstance(t, TableRows) else t).column_names
                                                for t in (pool, train, test))]
     tables = [t.select(columns) for t in (pool, train, test)]  # a view gathers its rows
@@ -332,13 +346,17 @@ def _codes_of(table: pa.Table, name: str, known: Known | None, names: bool = Tru
     distinct values as a list only when ``names``, else a range of their number (image ids are only counted)."""
     if not known or name not in known:
         return _hash_codes(table[name])
-    code, values = known[name]
-    return code.astype(np.int64), values.to_pylist() if names else range(len(values))
+    code, values = known[name]  # int32, counted as they are (``_by_label`` widens while it combines)
+    return code, values.to_pylist() if names else range(len(values))
 
 
 def _by_label(values: np.ndarray, label: np.ndarray, distinct: int) -> np.ndarray:
     """Rows per (code + 1, label): row 0 counts the nulls (code -1), row c + 1 the code c."""
-    return np.bincount((values + 1) * LABELS + label, minlength=(distinct + 1) * LABELS).reshape(-1, LABELS)
+    key = values.astype(np.int64)  # one int64 copy, combined in place (codes may be int32)
+    key += 1
+    key *= LABELS
+    key += label
+    return np.bincount(key, minlength=(distinct + 1) * LABELS).reshape(-1, LABELS)
 
 
 def _named(found: np.ndarray, names: list[str]) -> dict[str, int]:

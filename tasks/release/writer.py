@@ -83,7 +83,9 @@ class TableRows:
         import numpy as np
 
         self._shared = table if isinstance(table, _SharedTable) else _SharedTable(table)
-        self.rows = np.asarray(rows, dtype=np.int64)
+        rows = np.asarray(rows)
+        # a decision's int32 row numbers (tasks/balance/rows.py) are kept as they are, not widened
+        self.rows = rows if rows.dtype in (np.int32, np.int64) else rows.astype(np.int64)
         self.num_rows = len(self.rows)
 
     @property

@@ -4,7 +4,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from reasonvqa.tasks.balance.balance import REMOVED, balance_questions, no_choices
+import numpy as np
+
+from reasonvqa.tasks.balance.balance import REMOVED, balance_questions, no_choices, pair_codes
 from reasonvqa.tasks.balance.config import BalanceConfig
 from tests.tasks.balance.reference import reference_balance
 from tests.tasks.balance.conftest import MODERATE, answers_of, pool_of, question
@@ -30,6 +32,21 @@ def test_worked_example_rounds_and_counts(skewed_pool):
     assert report["groups"]["P36"]["entropy_before"] == pytest.approx(1.1401, abs=1e-4)  # -(9/13 log 9/13 + 3/13 log 3/13 + 1/13 log 1/13)
     assert report["groups"]["P36"]["entropy_after"] == pytest.approx(1.3710, abs=1e-4)
     assert report["groups"]["P36"]["bound_violations"] == []
+
+
+def test_pair_codes_do_not_overflow_narrow_codes():
+    """int32 group and answer codes whose pair code passes 2^31: computed in int64, in pair order."""
+    group = np.array([70_000, 0, 70_000], np.int32)
+    answer = np.array([69_999, 5, 0], np.int32)
+    pair = pair_codes(group, answer)
+    assert pair.dtype == np.int64
+    assert pair.tolist() == [70_000 * 70_000 + 69_999, 5, 70_000 * 70_000]
+    assert pair[0] > np.iinfo(np.int32).max and group.dtype == np.int32  # the inputs are left as they are
+
+
+def test_decision_rows_are_int32_below_2_31_rows(skewed_pool):
+    result = balance_questions(skewed_pool, MODERATE, seed=0)
+    assert result.kept_rows.dtype == result.removed_rows.dtype == result.question_id_order.dtype == np.int32
 
 
 def test_pool_equals_kept_plus_removed(skewed_pool):

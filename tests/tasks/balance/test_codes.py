@@ -199,3 +199,24 @@ def test_unique_ints_by_counting_and_by_sorting():
     assert [a.tolist() for a in codes.unique_ints(np.array([], np.int64), inverse=True, counts=True)] == [[], [], []]
     with pytest.raises(TypeError, match="bool"):  # [True, False] would index the presence table as a mask
         codes.unique_ints(np.array([True, False]))
+
+
+def test_unique_ints_inverse_in_the_asked_width():
+    """By counting and by sorting, the inverse comes in ``dtype`` (a decision's int32 row codes) with the same values."""
+    for values in (np.array([7, 3, 7, 5], np.int32), np.array([1 << 40, 3, 1 << 40, -(1 << 40)], np.int64)):
+        unique, inverse = codes.unique_ints(values, inverse=True, dtype=np.int32)
+        assert inverse.dtype == np.int32
+        assert unique[inverse].tolist() == values.tolist()
+    assert codes.unique_ints(np.array([], np.int32), inverse=True, dtype=np.int32)[1].dtype == np.int32
+
+
+def test_codes_and_orders_of_a_small_table_are_int32():
+    column = pa.chunked_array([["b", None, "a"], ["c", "a"]])
+    assert codes.dense_codes(column)[0].dtype == np.int32
+    assert codes.dense_codes(column)[0].tolist() == [1, -1, 0, 2, 0]
+    order, _ = codes.sort_with_repeats(column)
+    assert order.dtype == np.int32 and order.tolist() == [2, 4, 0, 3, 1]
+    assert codes.sort_order(pa.array([1, 0, 2])).dtype == np.int32  # Arrow's sort (not bytes)
+    coded = codes.ColumnCodes(pa.table({"q": column}))
+    coded.sorted("q")
+    assert coded.order_of("q", np.array([3, 0, 2], np.int32)).tolist() == [2, 1, 0]

@@ -20,3 +20,12 @@ def test_key_order_and_first_by_key_equal_the_stable_argsort_with_repeated_keys(
     expected = np.zeros(len(key), dtype=bool)
     expected[stable[:max(k, 0)]] = True
     assert keys.first_by_key(key, k).tolist() == expected.tolist()
+
+
+def test_key_order_finds_a_repeat_across_its_check_blocks(monkeypatch):
+    """The distinctness check runs block by block; a repeat astride two blocks still falls back to the stable sort."""
+    monkeypatch.setattr(keys, "_CHECK_ROWS", 2)
+    key = np.array([9, 4, 1, 4, 7, 3], dtype=np.uint64)  # sorted: 1 3 4 4 7 9, the 4s at positions 2 and 3
+    assert keys.key_order(key).tolist() == [2, 5, 1, 3, 4, 0]
+    distinct = np.array([9, 4, 1, 5, 7, 3], dtype=np.uint64)
+    assert keys.key_order(distinct).tolist() == np.argsort(distinct, kind="stable").tolist()

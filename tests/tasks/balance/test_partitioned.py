@@ -142,6 +142,28 @@ def test_edge_pools_give_the_same_release_on_both_paths(name, tmp_path):
     assert json.loads((in_memory / "stats" / "bias.json").read_text())["questions"] == scored
 
 
+def test_key_columns_are_read_one_chunk_per_column_across_files(tmp_path):
+    table = pa.table({"question_id": ["a", "b", "c"], "kind": pa.array([None] * 3, pa.string()), "n_hop": pa.array([1, 2, None], pa.int8()),
+                      "choices": [["x"], [], None]})
+    paths = [tmp_path / "0.parquet", tmp_path / "1.parquet"]
+    pq.write_table(table.slice(0, 2), paths[0], row_group_size=1)  # several chunks per file
+    pq.write_table(table.slice(2), paths[1])
+    keys = partitioned.read_columns(paths, ["question_id", "kind", "n_hop", "choices"])
+    assert keys.column_names == ["question_id", "kind", "n_hop", partitioned.NO_CHOICES]
+    assert all(column.num_chunks == 1 for column in keys.columns)
+    assert keys["question_id"].to_pylist() == ["a", "b", "c"] and keys["n_hop"].to_pylist() == [1, 2, None]
+    assert keys[partitioned.NO_CHOICES].to_pylist() == [False, True, True]  # null kind: templated, needs choices
+
+
+def test_kind_columns_without_a_kind_are_dropped_from_the_keys():
+    """All-null kinds change nothing in ``decide`` (no group key, no hallucination share): not held."""
+    keys = pa.table({"question_id": ["a", "b"], "kind": pa.array([None, None], pa.string()),
+                     "task_type": pa.array([None, None], pa.string()), "is_hallucination": pa.array([None, None], pa.bool_())})
+    assert partitioned._without_unused_kinds(keys).column_names == ["question_id"]
+    some = keys.set_column(1, "kind", pa.array([None, "grounded"], pa.string()))
+    assert partitioned._without_unused_kinds(some).column_names == keys.column_names
+
+
 def test_no_pool_file_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no pool file"):
         plan_partitioned([], BalanceConfig(), SplitConfig(), 0, tmp_path / "work")

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,3 +73,13 @@ def test_decide_keeps_codes_only_of_columns_the_group_keys_leave_alone():
     assert kept.pool_codes["answer"][1].to_pylist() == ["France"]
     with pytest.raises(ValueError, match="property_id"):  # the group keys rewrite it for kinds without one
         pipeline.decide(pool, BalanceConfig(), SplitConfig(), 0, keep_codes=("property_id",))
+
+
+def test_check_partition_takes_each_row_exactly_once():
+    check_partition = pipeline.check_partition
+    check_partition(5, np.array([3, 0], np.int32), np.array([4]), np.array([2, 1]))
+    check_partition(0, np.zeros(0, np.int32))
+    for parts in ([np.array([0, 1, 2, 3])], [np.array([0, 1, 2, 3, 3])], [np.array([0, 1, 2, 3, 3, 4])],
+                  [np.array([0, 1, 2, 3, -1])], [np.array([0, 1, 2, 3, 5])]):
+        with pytest.raises(AssertionError, match="partition"):
+            check_partition(5, *parts)
