@@ -22,7 +22,8 @@ import pyarrow as pa
 from prefect import flow, get_run_logger, task
 from prefect.futures import as_completed
 from prefect.cache_policies import NO_CACHE
-from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+from prefect.utilities.callables import get_call_parameters
 from prefect.context import FlowRunContext
 
 from reasonvqa import progress, sources, storage, workstore
@@ -33,6 +34,7 @@ from reasonvqa.knowledge.endpoint import (
 from reasonvqa.knowledge.rate_limit import query_throttle, require_rate_limit
 from reasonvqa.knowledge.refresh import utc_now
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
+from reasonvqa.flows.runners import runner_for_endpoint
 from reasonvqa.lease import lease_lock
 from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.release.embed import EmbeddedImages, embedded_lookup
@@ -116,13 +118,20 @@ def run_partition_steps(fn: Callable, calls: list[tuple]) -> list:
     return run_tasks(partition_step, [(fn, args) for args in calls], False)
 
 
-def run_tasks(task_fn, calls: list[tuple], one_at_a_time: bool, in_flight: int | None = None) -> list[dict]:
+def run_tasks(task_fn, calls: list[tuple], one_at_a_time: bool, in_flight: int | None = None,
+              runner: TaskRunner | None = None) -> list[dict]:
     """Submit one task per argument tuple; with ``one_at_a_time`` wait for each before the next.
 
     A public SPARQL endpoint allows one query in flight per client (Wikimedia policy),
     so shards that query it run one after another; the local mirror takes them in parallel.
     ``in_flight`` caps the tasks submitted and not yet finished (None: all at once).
+    ``runner``: a started task runner to submit on instead of the flow's (``runner_for_endpoint``).
     """
+    if runner is None:
+        submit = task_fn.submit
+    else:
+        def submit(*args):
+            return runner.submit(task_fn, get_call_parameters(task_fn.fn, args, {}))
     with progress.stage(task_fn.name.removesuffix("-shard"), len(calls)) as advance:
         if one_at_a_time:
             in_flight = 1
@@ -133,7 +142,7 @@ def run_tasks(task_fn, calls: list[tuple], one_at_a_time: bool, in_flight: int |
                 done.result()
                 pending.remove(done)
                 advance(1)
-            futures.append(task_fn.submit(*args))
+            futures.append(submit(*args))
             pending.append(futures[-1])
         for future in as_completed(pending):
             future.result()
@@ -303,17 +312,19 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     cache_dir = config.knowledge.cache_dir or work_dir / "_sparql_cache"
     cache_key = source_cache_key(config.knowledge, as_of)
     remote = bool(config.knowledge.endpoint)
-    with knowledge_endpoint(config.knowledge, work_dir) as endpoint:
+    with knowledge_endpoint(config.knowledge, work_dir) as endpoint, \
+            runner_for_endpoint(getattr(FlowRunContext.get(), "task_runner", None), endpoint) as querying:
         # 2. linking: one task per source shard of objects, written under the shard's number
+        # (on a cluster given by address, a loopback endpoint is queried from the flow's process: querying)
         link_dir = work_dir / "link"
         link_calls = [(shard, link_dir, endpoint, config.knowledge, cache_dir, cache_key) for shard in shards]
-        report["link"] = summarize(run_tasks(link_shard, link_calls, remote))
+        report["link"] = summarize(run_tasks(link_shard, link_calls, remote, runner=querying))
 
         # 3. facts: the distinct linked items, in batches of shard_size
         facts_dir = work_dir / "facts"
         fact_calls = [(b, n, facts_dir, endpoint, config.knowledge, cache_dir, cache_key, properties)
                       for n, b in enumerate(linked_item_batches(link_dir, config.shard_size))]
-        report["facts"] = summarize(run_tasks(facts_shard, fact_calls, remote))
+        report["facts"] = summarize(run_tasks(facts_shard, fact_calls, remote, runner=querying))
     if grounded_results is not None:
         from reasonvqa.tasks.questions.grounded_task import run_grounded_vlm
 
