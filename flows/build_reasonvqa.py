@@ -44,7 +44,7 @@ from reasonvqa.tasks.release.paths import release_dir
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig
 from reasonvqa.snapshot import code_fingerprint
-from reasonvqa.stage import read_table, run_shard, shard_paths, stage_stats, summarize, write_json
+from reasonvqa.stage import fetched, read_table, run_shard, shard_paths, stage_stats, summarize, write_json
 from reasonvqa.tasks.balance.pool_files import PoolFiles
 from reasonvqa.tasks.questions.config import QuestionConfig
 from reasonvqa.tasks.sources.ingest import (
@@ -465,6 +465,20 @@ def release_stage_counts(report: dict[str, dict]) -> dict[str, dict]:
 
 
 def stage_report(work_dir: Path) -> dict[str, dict]:
-    """Totals per stage folder of a build's work directory (a source's units summed under its folder)."""
-    return {d.name: summarize(stage_stats(d) if (d / "_stats").exists() else source_stats(d))
-            for d in sorted(work_dir.iterdir()) if (d / "_stats").exists() or unit_dirs(d)}
+    """Totals per stage folder of a build's work directory (a source's units summed under its folder);
+    a work folder URL's mirror is read at the URL."""
+    report = {}
+    for folder in workstore.subfolders(work_dir, ""):
+        if any(d.name == "_stats" for d in workstore.subfolders(folder, "_stats")):
+            report[folder.name] = summarize(stage_stats(folder))
+        elif unit_dirs(folder):
+            report[folder.name] = summarize(source_stats(folder))
+    return report
+
+
+def latest_run_report(work: Path) -> Path | None:
+    """The run report of a build's work folder, else the newest of the builds' under it (``OUT/.work``),
+    present locally (fetched from a work folder URL); None when there is none."""
+    found = workstore.listing(work, RUN_REPORT) or [
+        report for folder in workstore.subfolders(work, "") for report in workstore.listing(folder, RUN_REPORT)]
+    return max(fetched(found), key=lambda p: p.stat().st_mtime, default=None)
