@@ -319,7 +319,8 @@ def serve(
 @app.command("export")
 def export_annotations_command(
     format: Annotated[str, typer.Option("--format", help="labelstudio, cvat or coco.")],
-    source: Annotated[Path, typer.Option("--source", help="A release folder or a stage output folder.")],
+    source: Annotated[str, typer.Option("--source", help="A release folder or a stage output folder: a path or an "
+                                                         "fsspec URL (a build's work folder on s3://).")],
     size: Annotated[int, typer.Option("--size", min=1, help="Number of items in the batch.")],
     out: Annotated[Path, typer.Option("--out", help="Folder for the batch files.")],
     store: Annotated[Path, typer.Option("--store", help="Decision store (batches and decisions).")] = Path("annotations"),

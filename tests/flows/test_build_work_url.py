@@ -2,7 +2,6 @@
 Dask LocalCluster, whose worker processes share nothing with the flow's but the URL (each has its own mirror)."""
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from reasonvqa.storage import RemoteWorkFolder
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import PartitionConfig
 from reasonvqa.tasks.questions.grounded_config import VLMConfig
-from tests.moto_s3 import s3_filesystem, s3_server
+from tests.moto_s3 import forget_mirror, s3_filesystem, s3_server
 
 pytestmark = pytest.mark.integration
 
@@ -29,12 +28,6 @@ def shard_objects(fs, root: str) -> dict[str, tuple]:
     fs.invalidate_cache()
     return {path: (info["ETag"], info["LastModified"]) for path, info in fs.find(root, detail=True).items()
             if "/_done/" in path or Path(path).name.startswith("part-")}
-
-
-def forget_mirror(monkeypatch) -> None:
-    """This process starts over with an empty mirror, as a new process would."""
-    shutil.rmtree(workstore.mirror_base())
-    monkeypatch.setattr(workstore, "_base", None)
 
 
 @pytest.fixture(scope="module")
