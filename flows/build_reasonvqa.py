@@ -226,8 +226,6 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     """
     logger = get_run_logger()
     work_path = storage.work_folder(work) if work else None  # a URL: this process's mirror of it
-    if work_path is not None and workstore.is_mirrored(work_path):
-        refuse_on_url(config, work)
     check_build_inputs(config)
     require_rate_limit(config.knowledge)
     if storage.protocol(out):  # an fsspec URL: build into a local folder, then upload the release
@@ -246,16 +244,6 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
             else exclusive_lock(work_dir / ".lock", "build work folder", on_wait=on_wait))
     with lock:
         return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of)
-
-
-def refuse_on_url(config: BuildConfig, work: str) -> None:
-    """Refuse, naming it, a stage that cannot yet keep its shards at a work folder URL: the model
-    stages (region proposals, grounded VLM questions) write their shards and call caches as local files."""
-    for name, on in (("proposals", config.proposals is not None and config.proposals.enabled),
-                     ("grounded.vlm", config.grounded.enabled and config.grounded.vlm is not None)):
-        if on:
-            raise storage.RemoteWorkFolder(f"work folder {work}: {name} is not supported with a work folder URL "
-                                           f"(its model stage writes local files); give a local or mounted --work")
 
 
 def local_staging(out_url: str) -> Path:

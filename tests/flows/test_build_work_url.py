@@ -10,10 +10,8 @@ from reasonvqa import workstore
 from reasonvqa.config import sample_config
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa, latest_run_report, stage_report
 from reasonvqa.flows.runners import make_task_runner
-from reasonvqa.storage import RemoteWorkFolder
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import PartitionConfig
-from reasonvqa.tasks.questions.grounded_config import VLMConfig
 from tests.moto_s3 import forget_mirror, s3_filesystem, s3_server
 
 pytestmark = pytest.mark.integration
@@ -92,11 +90,3 @@ def test_the_stage_report_and_the_run_report_are_read_at_the_url(builds, monkeyp
     assert run_report == work / "run_report.json"
     assert json.loads(run_report.read_text()) == json.loads((builds["local_work"] / "run_report.json").read_text())
     assert latest_run_report(builds["local"].parents[1] / ".work") == builds["local_work"] / "run_report.json"
-
-
-def test_a_stage_that_writes_local_files_is_refused_with_a_url_work_folder(tmp_path):
-    config = sample_config()
-    config.grounded.vlm = VLMConfig()
-    with pytest.raises(RemoteWorkFolder, match=r"^work folder s3://b/w: grounded.vlm is not supported with a work"):
-        build_reasonvqa(config, str(tmp_path / "out"), "s3://b/w")
-    assert not (tmp_path / "out").exists()
