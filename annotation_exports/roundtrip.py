@@ -27,7 +27,7 @@ class ExportResult:
                 "files": [str(p) for p in self.files]}
 
 
-def export_batch(source: Path, out: Path, fmt: str, size: int, *, store: Path = DEFAULT_STORE, seed: int = 0,
+def export_batch(source: str | Path, out: Path, fmt: str, size: int, *, store: Path = DEFAULT_STORE, seed: int = 0,
                  filters: BatchFilters | None = None, batch_id: str | None = None,
                  url_prefix: str | None = None) -> ExportResult:
     """Choose a batch from ``source`` (release or stage folder), register it in the store, write it as ``fmt``."""

@@ -1,5 +1,6 @@
 """Read the record tables an annotation batch is drawn from: a release folder or a stage output.
 
+The source is a folder or an fsspec URL (a work folder on s3://, read through ``reasonvqa.workstore``).
 A release (``manifest.json`` beside it) gives its pre-balancing ``pool/`` as the questions and
 its record tables (``regions/``, ``images/``) where it has them. Any other folder is read as
 stage output: every ``<table>/part-*.parquet`` below it (hidden and ``_`` folders skipped).
@@ -16,6 +17,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from reasonvqa import storage, workstore
+from reasonvqa.stage import fetched
 from reasonvqa.tasks.release.writer import MANIFEST
 
 
@@ -31,13 +34,25 @@ class SourceTables:
     identity: dict = field(default_factory=dict)  # release name/version, or the stage folder name
 
 
+def source_root(source: str | Path) -> Path:
+    """The folder to read ``source`` from: a path as it is; an fsspec URL (a build's work folder, a
+    release uploaded to s3://) as this process's mirror of it, whose files are fetched as they are read."""
+    if isinstance(source, str) and storage.protocol(source):
+        return storage.work_folder(source.rstrip("/"))
+    return Path(source)
+
+
 def _parts(root: Path, table: str) -> list[Path]:
     found = []
-    for path in sorted(root.rglob(f"{table}/part-*.parquet")):
+    for path in workstore.find(root, f"{table}/part-*.parquet"):
         rel = path.relative_to(root).parts[:-2]
         if not any(p.startswith((".", "_")) for p in rel):
             found.append(path)
-    return found
+    return fetched(found)
+
+
+def _release_parts(root: Path, table: str) -> list[Path]:
+    return fetched(workstore.listing(root / table, "part-*.parquet"))
 
 
 def _read(paths: list[Path]) -> pa.Table | None:
@@ -47,20 +62,20 @@ def _read(paths: list[Path]) -> pa.Table | None:
     return pa.concat_tables(tables, promote_options="default")
 
 
-def read_source_tables(root: Path) -> SourceTables:
-    """The tables of a release (questions = its pool) or of a stage output folder."""
-    root = Path(root)
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root}: not a folder (give a release or stage output folder)")
+def read_source_tables(source: str | Path) -> SourceTables:
+    """The tables of a release (questions = its pool) or of a stage output folder, a path or an fsspec URL."""
+    root = source_root(source)
+    if not (root.is_dir() or workstore.subfolders(root, "")):
+        raise FileNotFoundError(f"{source}: not a folder (give a release or stage output folder)")
     manifest_path = root / MANIFEST
-    if manifest_path.is_file():
+    if workstore.fetch(manifest_path) and manifest_path.is_file():
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         tables = set(manifest.get("tables", []))
         return SourceTables(
             root=root, kind="release",
-            questions=_read(sorted((root / "pool").glob("part-*.parquet"))),
-            regions=_read(sorted((root / "regions").glob("part-*.parquet"))) if "regions" in tables else None,
-            images=_read(sorted((root / "images").glob("part-*.parquet"))) if "images" in tables else None,
+            questions=_read(_release_parts(root, "pool")),
+            regions=_read(_release_parts(root, "regions")) if "regions" in tables else None,
+            images=_read(_release_parts(root, "images")) if "images" in tables else None,
             identity={"name": manifest.get("name"), "version": manifest.get("version"),
                       "config_hash": manifest.get("config_hash")},
         )

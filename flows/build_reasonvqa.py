@@ -22,7 +22,8 @@ import pyarrow as pa
 from prefect import flow, get_run_logger, task
 from prefect.futures import as_completed
 from prefect.cache_policies import NO_CACHE
-from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+from prefect.utilities.callables import get_call_parameters
 from prefect.context import FlowRunContext
 
 from reasonvqa import progress, sources, storage, workstore
@@ -33,6 +34,7 @@ from reasonvqa.knowledge.endpoint import (
 from reasonvqa.knowledge.rate_limit import query_throttle, require_rate_limit
 from reasonvqa.knowledge.refresh import utc_now
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
+from reasonvqa.flows.runners import runner_for_endpoint
 from reasonvqa.lease import lease_lock
 from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.release.embed import EmbeddedImages, embedded_lookup
@@ -42,7 +44,7 @@ from reasonvqa.tasks.release.paths import release_dir
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig
 from reasonvqa.snapshot import code_fingerprint
-from reasonvqa.stage import read_table, run_shard, shard_paths, stage_stats, summarize, write_json
+from reasonvqa.stage import fetched, read_table, run_shard, shard_paths, stage_stats, summarize, write_json
 from reasonvqa.tasks.balance.pool_files import PoolFiles
 from reasonvqa.tasks.questions.config import QuestionConfig
 from reasonvqa.tasks.sources.ingest import (
@@ -116,13 +118,20 @@ def run_partition_steps(fn: Callable, calls: list[tuple]) -> list:
     return run_tasks(partition_step, [(fn, args) for args in calls], False)
 
 
-def run_tasks(task_fn, calls: list[tuple], one_at_a_time: bool, in_flight: int | None = None) -> list[dict]:
+def run_tasks(task_fn, calls: list[tuple], one_at_a_time: bool, in_flight: int | None = None,
+              runner: TaskRunner | None = None) -> list[dict]:
     """Submit one task per argument tuple; with ``one_at_a_time`` wait for each before the next.
 
     A public SPARQL endpoint allows one query in flight per client (Wikimedia policy),
     so shards that query it run one after another; the local mirror takes them in parallel.
     ``in_flight`` caps the tasks submitted and not yet finished (None: all at once).
+    ``runner``: a started task runner to submit on instead of the flow's (``runner_for_endpoint``).
     """
+    if runner is None:
+        submit = task_fn.submit
+    else:
+        def submit(*args):
+            return runner.submit(task_fn, get_call_parameters(task_fn.fn, args, {}))
     with progress.stage(task_fn.name.removesuffix("-shard"), len(calls)) as advance:
         if one_at_a_time:
             in_flight = 1
@@ -133,7 +142,7 @@ def run_tasks(task_fn, calls: list[tuple], one_at_a_time: bool, in_flight: int |
                 done.result()
                 pending.remove(done)
                 advance(1)
-            futures.append(task_fn.submit(*args))
+            futures.append(submit(*args))
             pending.append(futures[-1])
         for future in as_completed(pending):
             future.result()
@@ -217,8 +226,6 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     """
     logger = get_run_logger()
     work_path = storage.work_folder(work) if work else None  # a URL: this process's mirror of it
-    if work_path is not None and workstore.is_mirrored(work_path):
-        refuse_on_url(config, work)
     check_build_inputs(config)
     require_rate_limit(config.knowledge)
     if storage.protocol(out):  # an fsspec URL: build into a local folder, then upload the release
@@ -237,16 +244,6 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
             else exclusive_lock(work_dir / ".lock", "build work folder", on_wait=on_wait))
     with lock:
         return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of)
-
-
-def refuse_on_url(config: BuildConfig, work: str) -> None:
-    """Refuse, naming it, a stage that cannot yet keep its shards at a work folder URL: the model
-    stages (region proposals, grounded VLM questions) write their shards and call caches as local files."""
-    for name, on in (("proposals", config.proposals is not None and config.proposals.enabled),
-                     ("grounded.vlm", config.grounded.enabled and config.grounded.vlm is not None)):
-        if on:
-            raise storage.RemoteWorkFolder(f"work folder {work}: {name} is not supported with a work folder URL "
-                                           f"(its model stage writes local files); give a local or mounted --work")
 
 
 def local_staging(out_url: str) -> Path:
@@ -303,17 +300,19 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     cache_dir = config.knowledge.cache_dir or work_dir / "_sparql_cache"
     cache_key = source_cache_key(config.knowledge, as_of)
     remote = bool(config.knowledge.endpoint)
-    with knowledge_endpoint(config.knowledge, work_dir) as endpoint:
+    with knowledge_endpoint(config.knowledge, work_dir) as endpoint, \
+            runner_for_endpoint(getattr(FlowRunContext.get(), "task_runner", None), endpoint) as querying:
         # 2. linking: one task per source shard of objects, written under the shard's number
+        # (on a cluster given by address, a loopback endpoint is queried from the flow's process: querying)
         link_dir = work_dir / "link"
         link_calls = [(shard, link_dir, endpoint, config.knowledge, cache_dir, cache_key) for shard in shards]
-        report["link"] = summarize(run_tasks(link_shard, link_calls, remote))
+        report["link"] = summarize(run_tasks(link_shard, link_calls, remote, runner=querying))
 
         # 3. facts: the distinct linked items, in batches of shard_size
         facts_dir = work_dir / "facts"
         fact_calls = [(b, n, facts_dir, endpoint, config.knowledge, cache_dir, cache_key, properties)
                       for n, b in enumerate(linked_item_batches(link_dir, config.shard_size))]
-        report["facts"] = summarize(run_tasks(facts_shard, fact_calls, remote))
+        report["facts"] = summarize(run_tasks(facts_shard, fact_calls, remote, runner=querying))
     if grounded_results is not None:
         from reasonvqa.tasks.questions.grounded_task import run_grounded_vlm
 
@@ -454,6 +453,20 @@ def release_stage_counts(report: dict[str, dict]) -> dict[str, dict]:
 
 
 def stage_report(work_dir: Path) -> dict[str, dict]:
-    """Totals per stage folder of a build's work directory (a source's units summed under its folder)."""
-    return {d.name: summarize(stage_stats(d) if (d / "_stats").exists() else source_stats(d))
-            for d in sorted(work_dir.iterdir()) if (d / "_stats").exists() or unit_dirs(d)}
+    """Totals per stage folder of a build's work directory (a source's units summed under its folder);
+    a work folder URL's mirror is read at the URL."""
+    report = {}
+    for folder in workstore.subfolders(work_dir, ""):
+        if any(d.name == "_stats" for d in workstore.subfolders(folder, "_stats")):
+            report[folder.name] = summarize(stage_stats(folder))
+        elif unit_dirs(folder):
+            report[folder.name] = summarize(source_stats(folder))
+    return report
+
+
+def latest_run_report(work: Path) -> Path | None:
+    """The run report of a build's work folder, else the newest of the builds' under it (``OUT/.work``),
+    present locally (fetched from a work folder URL); None when there is none."""
+    found = workstore.listing(work, RUN_REPORT) or [
+        report for folder in workstore.subfolders(work, "") for report in workstore.listing(folder, RUN_REPORT)]
+    return max(fetched(found), key=lambda p: p.stat().st_mtime, default=None)

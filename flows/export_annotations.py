@@ -20,7 +20,8 @@ class ExportParameters(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["labelstudio", "cvat", "coco"]
-    source: Path = Field(description="A release folder or a stage output folder.")
+    source: str | Path = Field(description="A release folder or a stage output folder: a path or an fsspec URL "
+                                           "(a build's work folder on s3://).")
     out: Path = Field(description="Folder the batch files are written to.")
     size: int = Field(ge=1, description="Number of items in the batch.")
     store: Path = Field(default=DEFAULT_STORE, description="Decision store (batches and imported decisions).")

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import os
+from typing import Any, Iterator
+from urllib.parse import urlsplit
+
 from prefect.task_runners import ThreadPoolTaskRunner
 
 
@@ -22,3 +28,33 @@ def make_task_runner(dask_workers: int = 0, dask_address: str | None = None):
         cluster_kwargs={"n_workers": dask_workers, "processes": True, "threads_per_worker": 1,
                         "dashboard_address": None},
     )
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine's loopback (127.0.0.0/8, ::1, localhost)."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def may_run_elsewhere(runner: Any) -> bool:
+    """Whether ``runner``'s tasks may run on other hosts: a Dask cluster given by its scheduler address.
+    A LocalCluster that the runner starts itself (``dask_workers``) has its workers on this machine."""
+    return getattr(runner, "address", None) is not None
+
+
+@contextlib.contextmanager
+def runner_for_endpoint(runner: Any, endpoint: str) -> Iterator[ThreadPoolTaskRunner | None]:
+    """The runner for tasks that query ``endpoint``: None (the flow's own ``runner``), or, when the
+    endpoint is on this machine's loopback and ``runner``'s workers may be on other hosts (where
+    127.0.0.1 is not this machine), a thread pool in the flow's process, started for the block.
+    Those tasks are SPARQL calls, batched per shard: the server does the work, the threads wait on it."""
+    if not (is_loopback(endpoint) and may_run_elsewhere(runner)):
+        yield None
+        return
+    with ThreadPoolTaskRunner(max_workers=(os.cpu_count() or 1) + 1) as local:
+        yield local

@@ -189,10 +189,9 @@ def _kind_selection(kinds: Optional[str], task_types: Optional[str], hallucinati
 def _print_summary(release: Path, work: Path) -> None:
     """The one-screen summary on stderr (stdout keeps only the release path, for scripts)."""
     from reasonvqa import progress
-    from reasonvqa.flows.build_reasonvqa import RUN_REPORT
+    from reasonvqa.flows.build_reasonvqa import latest_run_report
 
-    reports = sorted([*work.glob(RUN_REPORT), *work.glob(f"*/{RUN_REPORT}")], key=lambda p: p.stat().st_mtime)
-    progress.console.print(progress.build_summary(release, reports[-1] if reports else None))
+    progress.console.print(progress.build_summary(release, latest_run_report(work)))
 
 
 def _check_out_folder(out: Path) -> None:
@@ -320,7 +319,8 @@ def serve(
 @app.command("export")
 def export_annotations_command(
     format: Annotated[str, typer.Option("--format", help="labelstudio, cvat or coco.")],
-    source: Annotated[Path, typer.Option("--source", help="A release folder or a stage output folder.")],
+    source: Annotated[str, typer.Option("--source", help="A release folder or a stage output folder: a path or an "
+                                                         "fsspec URL (a build's work folder on s3://).")],
     size: Annotated[int, typer.Option("--size", min=1, help="Number of items in the batch.")],
     out: Annotated[Path, typer.Option("--out", help="Folder for the batch files.")],
     store: Annotated[Path, typer.Option("--store", help="Decision store (batches and decisions).")] = Path("annotations"),

@@ -28,7 +28,7 @@ import shutil
 import tempfile
 import threading
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 MIRROR_PREFIX = "rvqa-mirror."  # the folder name that marks a path as a mirror of a URL
@@ -202,6 +202,20 @@ def listing(folder: Path, pattern: str) -> list[Path]:
     fs.invalidate_cache(key)
     names = {Path(p).name for p in fs.glob(f"{key.rstrip('/')}/{pattern}")}
     return sorted(folder / name for name in names if not name.endswith((".tmp", ".get")))
+
+
+def find(folder: Path, pattern: str) -> list[Path]:
+    """The files at any depth below ``folder`` whose path ends as ``pattern`` (a glob such as
+    ``questions/part-*.parquet``), sorted: at the URL for a mirror folder (as local paths, not fetched), else on disk."""
+    folder = Path(folder)
+    found = remote(folder)
+    if found is None:
+        return sorted(p for p in folder.rglob(pattern) if p.is_file())
+    fs, key = found
+    root = key.rstrip("/")
+    fs.invalidate_cache(root)
+    keys = [k for k in fs.glob(f"{root}/**/{pattern}") if not k.endswith((".tmp", ".get"))]
+    return sorted(folder / PurePosixPath(k).relative_to(root) for k in keys)
 
 
 def subfolders(folder: Path, prefix: str) -> list[Path]:

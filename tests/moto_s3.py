@@ -67,3 +67,13 @@ def s3_filesystem():
 
     _forget_instances()
     return fsspec.filesystem("s3")
+
+
+def forget_mirror(monkeypatch) -> None:
+    """This process starts over with an empty work store mirror (reasonvqa.workstore), as a new process would."""
+    import shutil
+
+    from reasonvqa import workstore
+
+    shutil.rmtree(workstore.mirror_base())
+    monkeypatch.setattr(workstore, "_base", None)

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from reasonvqa import schemas
+from reasonvqa import schemas, workstore
 from reasonvqa.model_stage import instance, run_model_shard
 from reasonvqa.stage import read_table, summarize
 from reasonvqa.tasks.proposals.config import ProposalsConfig
@@ -19,6 +19,7 @@ from reasonvqa.tasks.sources.ingest import SourceShard
 
 
 @task(name="proposals-shard", task_run_name="proposals-shard-{shard:05d}", cache_policy=NO_CACHE)
+@workstore.portable
 def proposals_shard(images_path: Path, objects_path: Path | None, image_root: Path, shard: int,
                     stage_dir: Path, config: ProposalsConfig) -> dict:
     """Regions with masks for one source shard of images."""
@@ -36,7 +37,7 @@ def run_proposals(config: ProposalsConfig, shards: list[SourceShard], stage_dir:
     under the shard's build-wide number); wait; return the stage totals and every region
     (sorted by region_id)."""
     calls = [(s.file("images"), s.file("objects"), config.image_roots[s.source], s.number)
-             for s in shards if s.source in config.image_roots and s.file("images").exists()]
+             for s in shards if s.source in config.image_roots and workstore.exists(s.file("images"))]
     futures = [proposals_shard.submit(p, o, r, n, stage_dir, config) for p, o, r, n in calls]
     report = summarize([f.result() for f in futures])
     regions = read_table(stage_dir, "regions", schemas.REGIONS)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from reasonvqa import workstore
 from reasonvqa.stage import Rejects, StageResult, part_name
 from reasonvqa.tasks.questions.grounded import STAGE, add_rejects, image_candidates, mark_duplicates, references, to_rows
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
@@ -81,7 +82,7 @@ def grounded_for_shard(images: pa.Table, objects: pa.Table, attributes: pa.Table
                        source_regions: pa.Table, proposals_file: Path | None, corpus_path: Path,
                        corpus_relations_path: Path, config: GroundedConfig, shard: int, source_file: str) -> StageResult:
     """Read the shard's proposal regions (if the proposals stage wrote any) and generate."""
-    proposals = pq.read_table(proposals_file) if proposals_file is not None and Path(proposals_file).exists() else None
+    proposals = pq.read_table(proposals_file) if proposals_file is not None and workstore.fetch(proposals_file) else None
     regions = shard_regions(objects, attributes, source_regions, proposals)
     return generate_grounded(images, objects, attributes, regions, pq.read_table(corpus_path), config, shard, source_file,
                              relations=relations, corpus_relations=pq.read_table(corpus_relations_path))

@@ -27,7 +27,7 @@ def write_corpus_labels(shards: list[SourceShard], proposals_dir: Path | None, p
     for shard in shards:
         parts.append(image_labels(shard.table("objects"), shard.table("regions")))
         proposals = proposals_part(proposals_dir, shard.number)
-        if proposals is not None and proposals.exists():
+        if proposals is not None and workstore.fetch(proposals):
             parts.append(image_labels(None, pq.read_table(proposals)))
     table = pa.concat_tables(parts) if parts else image_labels(None, None)
     write_parquet(table.sort_by([("image_id", "ascending"), ("label", "ascending")]), path)
@@ -71,6 +71,7 @@ def submit_grounded(config: GroundedConfig, shards: list[SourceShard], work_dir:
 
 
 @task(name="grounded-vlm-shard", task_run_name="grounded-vlm-shard-{shard:05d}", cache_policy=NO_CACHE)
+@workstore.portable
 def grounded_vlm_shard(images_path: Path, regions_path: Path, shard: int, stage_dir: Path, config_json: str) -> dict:
     """VLM-written grounded questions of one source shard (its images and the grounded stage's regions)."""
     from reasonvqa.tasks.questions.grounded_vlm import GroundedVLMStage
@@ -84,8 +85,8 @@ def run_grounded_vlm(config: VLMConfig, shards: list[SourceShard], work_dir: Pat
     """One VLM task per source shard whose images have regions (after ``submit_grounded``'s results); totals and questions."""
     stage_dir = work_dir / "grounded_vlm"
     regions_dir = work_dir / "grounded" / "regions"
-    calls = [(s.file("images"), regions_dir / f"{part_name(s.number)}.parquet", s.number)
-             for s in shards if s.file("images").exists() and pq.ParquetFile(regions_dir / f"{part_name(s.number)}.parquet").metadata.num_rows]
+    calls = [(s.file("images"), regions_dir / f"{part_name(s.number)}.parquet", s.number) for s in shards]
+    calls = [(i, r, n) for i, r, n in calls if workstore.exists(i) and workstore.fetch(r) and pq.ParquetFile(r).metadata.num_rows]
     config_json = config.model_dump_json()
     report = summarize([f.result() for f in [grounded_vlm_shard.submit(i, r, n, stage_dir, config_json) for i, r, n in calls]])
     return report, read_table(stage_dir, "questions", schemas.QUESTIONS)

@@ -43,6 +43,14 @@ def write_vg_images(root: Path) -> None:
 @pytest.fixture(scope="module")
 def vlm_build(tmp_path_factory):
     root = tmp_path_factory.mktemp("vlm-build")
+    write_vlm_inputs(root)
+    with FixtureLLM(generations=REPLIES) as server:
+        release = Path(build_reasonvqa(vlm_config(root, server.base_url), str(root / "out")))
+    return release, next((root / "out" / ".work").iterdir())
+
+
+def write_vlm_inputs(root: Path) -> None:
+    """The VG images (noise) and a build-verified-qa file of one question under ``root``."""
     write_vg_images(root / "images")
     verified = schemas.from_rows([dict(
         question_id="f" * 20, image_id="vg:1", image_source="vg", question="What is the man wearing?", answer="a shirt",
@@ -50,20 +58,21 @@ def vlm_build(tmp_path_factory):
         generator_model="fixture", program="def verify(sg):\n    return 'a shirt'", evidence_object_ids=["vg:1/o1058511"])],
         schemas.QUESTIONS)
     write_parquet(verified, root / "verified.parquet")
-    with FixtureLLM(generations=REPLIES) as server:
-        config = BuildConfig(
-            sources=[parse_config({"kind": "vg", "path": SAMPLE_DIR / "vg"})],
-            verified_questions=root / "verified.parquet",
-            grounded={"vlm": {"llm": {"base_url": server.base_url, "model": "fixture-vlm", "max_retries": 1,
-                                      "backoff_seconds": 0.01},
-                              "image_roots": {"vg": root / "images"}, "task_types": ["counting"],
-                              "near_duplicate_threshold": None}},
-            select={"kinds": ["grounded_vlm", "verified", "grounded"]},
-            balance={"hop_shares": None}, split={"drop_test_pairs_seen_in_train": False},
-            release={"name": "vlm", "version": "1.0.0"},
-        )
-        release = Path(build_reasonvqa(config, str(root / "out")))
-    return release, next((root / "out" / ".work").iterdir())
+
+
+def vlm_config(root: Path, base_url: str) -> BuildConfig:
+    """The sample's VG with VLM-written grounded questions from ``base_url`` and the verified file in ``root``."""
+    return BuildConfig(
+        sources=[parse_config({"kind": "vg", "path": SAMPLE_DIR / "vg"})],
+        verified_questions=root / "verified.parquet",
+        grounded={"vlm": {"llm": {"base_url": base_url, "model": "fixture-vlm", "max_retries": 1,
+                                  "backoff_seconds": 0.01},
+                          "image_roots": {"vg": root / "images"}, "task_types": ["counting"],
+                          "near_duplicate_threshold": None}},
+        select={"kinds": ["grounded_vlm", "verified", "grounded"]},
+        balance={"hop_shares": None}, split={"drop_test_pairs_seen_in_train": False},
+        release={"name": "vlm", "version": "1.0.0"},
+    )
 
 
 def test_vlm_questions_pass_the_filters_and_reach_the_release(vlm_build):

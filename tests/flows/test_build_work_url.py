@@ -1,20 +1,18 @@
 """build-reasonvqa with its work folder on S3 (moto's server on 127.0.0.1): the threads runner and a 2-worker
 Dask LocalCluster, whose worker processes share nothing with the flow's but the URL (each has its own mirror)."""
 
-import shutil
+import json
 from pathlib import Path
 
 import pytest
 
 from reasonvqa import workstore
 from reasonvqa.config import sample_config
-from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+from reasonvqa.flows.build_reasonvqa import build_reasonvqa, latest_run_report, stage_report
 from reasonvqa.flows.runners import make_task_runner
-from reasonvqa.storage import RemoteWorkFolder
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import PartitionConfig
-from reasonvqa.tasks.questions.grounded_config import VLMConfig
-from tests.moto_s3 import s3_filesystem, s3_server
+from tests.moto_s3 import forget_mirror, s3_filesystem, s3_server
 
 pytestmark = pytest.mark.integration
 
@@ -28,12 +26,6 @@ def shard_objects(fs, root: str) -> dict[str, tuple]:
     fs.invalidate_cache()
     return {path: (info["ETag"], info["LastModified"]) for path, info in fs.find(root, detail=True).items()
             if "/_done/" in path or Path(path).name.startswith("part-")}
-
-
-def forget_mirror(monkeypatch) -> None:
-    """This process starts over with an empty mirror, as a new process would."""
-    shutil.rmtree(workstore.mirror_base())
-    monkeypatch.setattr(workstore, "_base", None)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +48,8 @@ def builds(tmp_path_factory):
         dask = Path(on_dask(config, str(root / "dask"), "s3://builds/dask-work"))
         # the workers wrote every marker in mirrors of their own: the flow's process only asked the URL
         flow_markers = [p for p in workstore.local_path("s3://builds/dask-work").rglob("*") if "_done" in p.parts]
-        yield {"local": local, "url": on_url, "again": again, "dask": dask, "before": before, "after": after,
+        local_work = next((root / "local" / ".work").iterdir())
+        yield {"local": local, "local_work": local_work, "url": on_url, "again": again, "dask": dask, "before": before, "after": after,
                "dask_objects": shard_objects(fs, "builds/dask-work"), "lease": fs.exists("builds/work/.lock"),
                "flow_markers": flow_markers}
 
@@ -86,9 +79,14 @@ def test_a_rerun_from_an_empty_mirror_reuses_every_shard(builds):
     assert builds["after"] == builds["before"]  # no shard file or marker was written again
 
 
-def test_a_stage_that_writes_local_files_is_refused_with_a_url_work_folder(tmp_path):
-    config = sample_config()
-    config.grounded.vlm = VLMConfig()
-    with pytest.raises(RemoteWorkFolder, match=r"^work folder s3://b/w: grounded.vlm is not supported with a work"):
-        build_reasonvqa(config, str(tmp_path / "out"), "s3://b/w")
-    assert not (tmp_path / "out").exists()
+def test_the_stage_report_and_the_run_report_are_read_at_the_url(builds, monkeypatch):
+    forget_mirror(monkeypatch)  # as `reasonvqa` in a new process, or on another machine
+    work = workstore.local_path("s3://builds/work")
+    report = stage_report(work)
+    assert report == stage_report(builds["local_work"])
+    assert {"sources_vg", "sources_gldv2", "link", "facts", "questions", "grounded"} <= set(report)
+    assert report["questions"]["shards"] == 4 and report["questions"]["rows_out"] > 0
+    run_report = latest_run_report(work)
+    assert run_report == work / "run_report.json"
+    assert json.loads(run_report.read_text()) == json.loads((builds["local_work"] / "run_report.json").read_text())
+    assert latest_run_report(builds["local"].parents[1] / ".work") == builds["local_work"] / "run_report.json"
