@@ -216,7 +216,7 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     builds of one period reuse its facts, the first build of a new period fetches them again.
     """
     logger = get_run_logger()
-    work_path = storage.work_folder(work) if work else None  # a URL: this process's mirror of it
+    work_path = storage.work_folder(work, workstore.new_build()) if work else None  # a URL: this build's mirror
     if work_path is not None and workstore.is_mirrored(work_path):
         refuse_on_url(config, work)
     check_build_inputs(config)
@@ -236,7 +236,25 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     lock = (lease_lock(work.rstrip("/"), "build work folder", on_wait=on_wait) if workstore.is_mirrored(work_dir)
             else exclusive_lock(work_dir / ".lock", "build work folder", on_wait=on_wait))
     with lock:
-        return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of)
+        try:
+            return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of)
+        finally:
+            forget_mirrors(work_dir)
+
+
+def forget_mirrors(work_dir: Path) -> None:
+    """Remove the build's mirror of a work folder URL in this process and on the Dask workers, so no
+    later build trusts what this one fetched (a no-op for a local work folder)."""
+    if not workstore.is_mirrored(work_dir):
+        return
+    workstore.forget(work_dir)
+    context = FlowRunContext.get()
+    client = getattr(context.task_runner, "_client", None) if context is not None else None  # prefect-dask's
+    if client is not None:
+        try:
+            client.run(workstore.forget, work_dir)
+        except Exception as error:  # the workers' copies then go when they exit; the build itself is done
+            get_run_logger().warning("could not remove the build's mirrors on the Dask workers: %s", error)
 
 
 def refuse_on_url(config: BuildConfig, work: str) -> None:

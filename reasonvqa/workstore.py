@@ -1,15 +1,20 @@
 """A build's work folder on an fsspec URL (``s3://bucket/work``), seen by each process through a private mirror.
 
 The URL holds every shard, stats file and completion marker; nothing else is shared between the
-flow's process and the Dask workers. Each process reads and writes through its own local folder,
-``<tmp>/rvqa-mirror.XXXX/<protocol>/<path>`` standing for ``<protocol>://<path>``:
+flow's process and the Dask workers. Each process reads and writes through its own local folder, one
+per build: ``<tmp>/rvqa-mirror.XXXX/build-<id>/<protocol>/<path>`` stands for ``<protocol>://<path>``.
+The build id travels in the path itself, so a worker that receives a path of a build it has not seen
+starts that build with an empty mirror, and nothing one build fetched is trusted by the next (a
+long-lived process, ``serve`` or a Dask worker, runs many builds); ``forget`` removes a build's mirror
+when the build ends.
 
 - ``stage.write_parquet``/``write_json`` and the ``_done`` markers write the local file, then PUT it
   (``push``). One PUT is atomic on an object store (the object appears whole or not at all), and a
   shard's outputs are put before its marker, so a marker at the URL means a finished shard; two
   writers of one shard put the same bytes (outputs are deterministic).
-- readers ask for a file (``fetch``: a GET on a miss), a marker (``exists``) or a folder's listing
-  (``listing``) and get the URL's answer, never another process's local copy.
+- readers ask for a file (``fetch``: a GET on a miss), a marker (``exists``: always the URL, even when
+  this process wrote it) or a folder's listing (``listing``) and get the URL's answer, never another
+  process's local copy.
 - a Prefect task receives paths from the flow's process: ``portable`` rebases every mirror path among
   its arguments onto the running process's mirror (``rebase``) and fetches the files it names.
 
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 MIRROR_PREFIX = "rvqa-mirror."  # the folder name that marks a path as a mirror of a URL
+BUILD_PREFIX = "build-"  # a build's own folder in a process's mirror
 _base: Path | None = None
 _base_lock = threading.Lock()
 
@@ -46,10 +52,29 @@ def mirror_base() -> Path:
         return _base
 
 
-def local_path(url: str) -> Path:
-    """The path in this process's mirror that stands for ``url`` (``s3://b/w`` -> ``<mirror>/s3/b/w``)."""
+def new_build() -> str:
+    """A fresh build id: the name of that build's folder in every process's mirror."""
+    return uuid.uuid4().hex[:12]
+
+
+def local_path(url: str, build: str) -> Path:
+    """The path in this process's mirror of ``build`` that stands for ``url``
+    (``s3://b/w`` -> ``<mirror>/build-<build>/s3/b/w``)."""
     scheme, _, rest = url.partition("://")
-    return mirror_base() / scheme / rest.strip("/")
+    return mirror_base() / f"{BUILD_PREFIX}{build}" / scheme / rest.strip("/")
+
+
+def forget(path: Path) -> None:
+    """Remove this process's mirror of the build ``path`` belongs to (any process's path of it), and
+    what ``refresh`` remembered of it; nothing for a path outside a mirror."""
+    path = rebase(Path(path))
+    i = _mirror_index(path)
+    if i is None or len(path.parts) < i + 2:
+        return
+    folder = Path(*path.parts[:i + 2])
+    for seen in [p for p in _versions if folder in p.parents]:
+        _versions.pop(seen, None)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _mirror_index(path: Path) -> int | None:
@@ -66,9 +91,9 @@ def remote(path: Path) -> tuple[Any, str] | None:
 
     path = Path(path)
     i = _mirror_index(path)
-    if i is None or len(path.parts) < i + 2:
+    if i is None or len(path.parts) < i + 3:
         return None
-    scheme, rest = path.parts[i + 1], "/".join(path.parts[i + 2:])
+    scheme, rest = path.parts[i + 2], "/".join(path.parts[i + 3:])  # parts[i + 1]: the build's folder
     return filesystem(f"{scheme}://{rest}")
 
 
@@ -170,8 +195,9 @@ def _get(fs, key: str, path: Path) -> bool:
 
 
 def exists(path: Path) -> bool:
-    """Whether a file exists: locally, or at the URL for a mirror path (a completion marker)."""
-    found = _missing(Path(path))
+    """Whether a file exists: at the URL for a mirror path (a completion marker: a local copy does not
+    vouch for it, since the URL's may have been deleted since), else locally."""
+    found = remote(Path(path))
     if found is None:
         return Path(path).exists()
     found[0].invalidate_cache(found[1])  # another process may have written it since this one last looked

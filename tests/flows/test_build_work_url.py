@@ -36,6 +36,19 @@ def forget_mirror(monkeypatch) -> None:
     monkeypatch.setattr(workstore, "_base", None)
 
 
+LOST = ("link/_done/part-00000", "questions/_done/part-00000", "questions/questions/part-00000.parquet",
+        "sources_vg/unit-00000/_done/ALL", "sources_vg/unit-00000/images/part-00000.parquet")
+
+
+def lose_shards(fs, root: str) -> None:
+    """Delete the objects of link and questions shard 0, and a source unit's images shard and marker, at
+    the URL (as an operator cleaning up, or a lifecycle rule, would)."""
+    for path in fs.find(root):
+        name = path.split(f"{root}/", 1)[1]
+        if name in LOST or (name.startswith(("link/", "questions/")) and Path(name).name.startswith("part-00000")):
+            fs.rm_file(path)
+
+
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     root = tmp_path_factory.mktemp("url-builds")
@@ -47,16 +60,31 @@ def builds(tmp_path_factory):
         forget_mirror(patch)
         again = Path(build_reasonvqa(sample_config(), str(root / "again"), "s3://builds/work"))
         after = shard_objects(fs, "builds/work")
-        # on Dask, also balanced and split from disk (partitioned: the pool's files in the flow's mirror)
+        mirrors_left = sorted(p.name for p in workstore.mirror_base().iterdir())
+        # shards deleted at the URL, then a rebuild in the same process (as `serve` or a Dask worker would)
+        lose_shards(fs, "builds/work")
+        rebuilt = Path(build_reasonvqa(sample_config(), str(root / "rebuilt"), "s3://builds/work"))
+        restored = shard_objects(fs, "builds/work")
+        # on Dask: the shard tasks on 2 worker processes; balance and split from disk (partitioned) run in the
+        # flow's process, whose mirror holds the pool's files (its steps share spill files through that disk)
         on_dask = build_reasonvqa.with_options(task_runner=make_task_runner(dask_workers=2))
         config = sample_config()
         config.partitioned = PartitionConfig(mode="on")
         patch.setattr(partitioned, "INPUT_ROWS_PER_FILE", 40)
         patch.setattr(partitioned, "ROWS_PER_FILE", 30)
-        dask = Path(on_dask(config, str(root / "dask"), "s3://builds/dask-work"))
+        flow_markers: list[Path] = []
+        forget = workstore.forget
+
+        def markers_then_forget(path: Path) -> None:  # what the flow's mirror held when the build ended
+            flow_markers.extend(p for p in workstore.rebase(Path(path)).rglob("*") if "_done" in p.parts)
+            forget(path)
+
+        with pytest.MonkeyPatch.context() as flow_only:
+            flow_only.setattr(workstore, "forget", markers_then_forget)
+            dask = Path(on_dask(config, str(root / "dask"), "s3://builds/dask-work"))
         # the workers wrote every marker in mirrors of their own: the flow's process only asked the URL
-        flow_markers = [p for p in workstore.local_path("s3://builds/dask-work").rglob("*") if "_done" in p.parts]
         yield {"local": local, "url": on_url, "again": again, "dask": dask, "before": before, "after": after,
+               "rebuilt": rebuilt, "restored": restored, "mirrors_left": mirrors_left,
                "dask_objects": shard_objects(fs, "builds/dask-work"), "lease": fs.exists("builds/work/.lock"),
                "flow_markers": flow_markers}
 
@@ -64,7 +92,7 @@ def builds(tmp_path_factory):
 def test_a_url_work_folder_gives_the_local_release_byte_for_byte_on_threads_and_dask(builds):
     local = files(builds["local"])
     assert len(local) > 20
-    for name in ("url", "again", "dask"):
+    for name in ("url", "again", "rebuilt", "dask"):
         theirs = files(builds[name])
         assert sorted(theirs) == sorted(local), name
         assert [f for f in local if local[f] != theirs[f]] == [], name
@@ -84,6 +112,19 @@ def test_every_shard_and_marker_lives_at_the_url(builds):
 
 def test_a_rerun_from_an_empty_mirror_reuses_every_shard(builds):
     assert builds["after"] == builds["before"]  # no shard file or marker was written again
+
+
+def test_shards_deleted_at_the_url_are_computed_again_by_a_rebuild_in_the_same_process(builds):
+    restored = {p.split("/work/", 1)[1] for p in builds["restored"]}
+    assert set(LOST) <= restored
+    assert sorted(restored) == sorted(p.split("/work/", 1)[1] for p in builds["before"])
+    # the rest was reused: only the lost shards, and what was built from the unit read again, were written
+    unchanged = [p for p in builds["before"] if builds["restored"][p] == builds["before"][p]]
+    assert "builds/work/facts/_done/part-00000" in unchanged
+
+
+def test_each_build_mirror_is_removed_when_the_build_ends(builds):
+    assert builds["mirrors_left"] == []
 
 
 def test_a_stage_that_writes_local_files_is_refused_with_a_url_work_folder(tmp_path):

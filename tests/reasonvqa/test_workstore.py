@@ -19,13 +19,13 @@ def s3():
 
 
 def test_a_path_from_another_process_mirror_is_rebased_onto_this_one(tmp_path):
-    foreign = Path("/tmp/rvqa-mirror.abc123/s3/bucket/work/link/_done/part-00001")
-    assert workstore.rebase(foreign) == workstore.mirror_base() / "s3/bucket/work/link/_done/part-00001"
+    foreign = Path("/tmp/rvqa-mirror.abc123/build-b1/s3/bucket/work/link/_done/part-00001")
+    assert workstore.rebase(foreign) == workstore.mirror_base() / "build-b1/s3/bucket/work/link/_done/part-00001"
     assert workstore.rebase([tmp_path, {"k": (foreign,)}]) == [tmp_path, {"k": (workstore.rebase(foreign),)}]
 
 
 def test_a_shard_goes_to_the_url_and_another_mirror_reads_it_back(s3, tmp_path, monkeypatch):
-    stage_dir = work_folder("s3://unit/w1") / "link"
+    stage_dir = work_folder("s3://unit/w1", "b1") / "link"
     result = StageResult({"picked": pa.table({"qid": ["Q90", "Q64"]})}, Rejects("link", 3), rows_in=2)
     stats = run_shard(stage_dir, 3, lambda: result)
     fs = s3_filesystem()
@@ -33,7 +33,7 @@ def test_a_shard_goes_to_the_url_and_another_mirror_reads_it_back(s3, tmp_path, 
                                           "unit/w1/link/_stats/part-00003.json",
                                           "unit/w1/link/picked/part-00003.parquet"]
     monkeypatch.setattr(workstore, "_base", None)  # a new process: an empty mirror of its own
-    other = work_folder("s3://unit/w1") / "link"
+    other = workstore.rebase(stage_dir)  # the same build's path, in that process
     assert other != stage_dir and not other.exists()
     assert is_done(other, 3) and not is_done(other, 4)
     assert stage_stats(other) == [stats]
@@ -41,10 +41,38 @@ def test_a_shard_goes_to_the_url_and_another_mirror_reads_it_back(s3, tmp_path, 
     assert run_shard(other, 3, lambda: pytest.fail("a finished shard is computed again")) == stats
 
 
+def test_a_marker_deleted_at_the_url_is_not_done_though_this_process_holds_a_copy(s3):
+    stage_dir = work_folder("s3://unit/w7", "b1") / "link"
+    run_shard(stage_dir, 0, lambda: StageResult({"picked": pa.table({"qid": ["Q1"]})}, Rejects("link", 0), rows_in=1))
+    s3_filesystem().rm("unit/w7/link", recursive=True)
+    assert (stage_dir / "_done" / "part-00000").exists()
+    assert not is_done(stage_dir, 0)
+    computed = []
+    run_shard(stage_dir, 0, lambda: computed.append(1) or StageResult(
+        {"picked": pa.table({"qid": ["Q1"]})}, Rejects("link", 0), rows_in=1))
+    assert computed == [1] and s3_filesystem().exists("unit/w7/link/_done/part-00000")
+
+
+def test_each_build_reads_through_a_mirror_of_its_own_that_forget_removes(s3):
+    from reasonvqa.stage import write_parquet
+
+    first = work_folder("s3://unit/w8", "b1") / "images" / "part-00000.parquet"
+    write_parquet(pa.table({"image_id": ["old"]}), first)
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"image_id": ["new"]}), sink)
+    s3_filesystem().pipe_file("unit/w8/images/part-00000.parquet", sink.getvalue().to_pybytes())
+    second = work_folder("s3://unit/w8", "b2") / "images" / "part-00000.parquet"
+    assert read_table(second.parent.parent, "images")["image_id"].to_pylist() == ["new"]
+    workstore.forget(first)
+    assert not (workstore.mirror_base() / "build-b1").exists() and second.exists()
+    workstore.forget(workstore.rebase(Path("/tmp/rvqa-mirror.other/build-b2/s3/unit/w8")))
+    assert not (workstore.mirror_base() / "build-b2").exists()
+
+
 def test_the_marker_is_put_after_the_shard_outputs(s3, monkeypatch):
     order = []
     monkeypatch.setattr(workstore, "push", lambda path: order.append(Path(path).parent.name))
-    run_shard(work_folder("s3://unit/w2") / "facts", 0,
+    run_shard(work_folder("s3://unit/w2", "b1") / "facts", 0,
               lambda: StageResult({"picked": pa.table({"x": [1]})}, Rejects("facts", 0), rows_in=1))
     assert order == ["picked", "_rejects", "_stats", "_done"]
 
@@ -82,7 +110,7 @@ def test_an_expired_lease_of_a_dead_build_is_taken_over(s3):
 def test_a_task_in_another_process_gets_the_current_version_of_a_rewritten_file(s3, monkeypatch):
     from reasonvqa.stage import write_parquet
 
-    facts = work_folder("s3://unit/w6") / "facts_merged.parquet"
+    facts = work_folder("s3://unit/w6", "b1") / "facts_merged.parquet"
     write_parquet(pa.table({"qid": ["Q1"]}), facts)  # the flow's process, first build
     seen = []
     task = workstore.portable(lambda path: seen.append(pq.read_table(path)["qid"].to_pylist()))
