@@ -33,7 +33,7 @@ from reasonvqa.knowledge.endpoint import (
 from reasonvqa.knowledge.rate_limit import query_throttle, require_rate_limit
 from reasonvqa.knowledge.refresh import utc_now
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
-from reasonvqa.lease import lease_lock
+from reasonvqa.lease import Lease, lease_lock
 from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.release.embed import EmbeddedImages, embedded_lookup
 from reasonvqa.tasks.release.images import release_images
@@ -216,7 +216,8 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     builds of one period reuse its facts, the first build of a new period fetches them again.
     """
     logger = get_run_logger()
-    work_path = storage.work_folder(work, workstore.new_build()) if work else None  # a URL: this build's mirror
+    build = workstore.new_build()
+    work_path = storage.work_folder(work, build) if work else None  # a URL: this build's mirror
     if work_path is not None and workstore.is_mirrored(work_path):
         refuse_on_url(config, work)
     check_build_inputs(config)
@@ -233,13 +234,18 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     work_dir = work_path or out_dir / ".work" / work_key(config, inputs)
     work_dir.mkdir(parents=True, exist_ok=True)
     on_wait = functools.partial(_tell, logger)
-    lock = (lease_lock(work.rstrip("/"), "build work folder", on_wait=on_wait) if workstore.is_mirrored(work_dir)
-            else exclusive_lock(work_dir / ".lock", "build work folder", on_wait=on_wait))
-    with lock:
+    lock = (lease_lock(work.rstrip("/"), "build work folder", build=build, on_wait=on_wait)
+            if workstore.is_mirrored(work_dir) else exclusive_lock(work_dir / ".lock", "build work folder", on_wait=on_wait))
+    with lock as held:
         try:
-            return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of)
+            return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of,
+                             held.check if isinstance(held, Lease) else _always_held)
         finally:
             forget_mirrors(work_dir)
+
+
+def _always_held() -> None:
+    """The check between stages of a build under an ``fcntl`` lock, which the kernel holds until it ends."""
 
 
 def forget_mirrors(work_dir: Path) -> None:
@@ -281,8 +287,9 @@ def _tell(logger, message: str) -> None:
 
 
 def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str], overwrite: bool,
-              as_of: datetime) -> str:
-    """The build's stages, run while this process holds the work folder's lock."""
+              as_of: datetime, still_held: Callable[[], None] = _always_held) -> str:
+    """The build's stages, run while this process holds the work folder's lock (``still_held`` raises,
+    between stages, when a lease was lost)."""
     logger = get_run_logger()
     report: dict[str, dict] = {}
 
@@ -292,6 +299,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     run_tasks(read_source_unit, [(s, unit, folder, config.shard_size) for s, _, unit, folder in units], False)
     for source in config.sources:
         report[f"sources_{source.kind}"] = summarize(source_stats(source_stage_dir(work_dir, source.kind)))
+    still_held()
     shards = list_shards([(s.kind, i, folder) for s, i, _, folder in units])
     write_shard_manifest(shards, work_dir / "shards.json", work_dir)
 
@@ -326,12 +334,14 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
         link_dir = work_dir / "link"
         link_calls = [(shard, link_dir, endpoint, config.knowledge, cache_dir, cache_key) for shard in shards]
         report["link"] = summarize(run_tasks(link_shard, link_calls, remote))
+        still_held()
 
         # 3. facts: the distinct linked items, in batches of shard_size
         facts_dir = work_dir / "facts"
         fact_calls = [(b, n, facts_dir, endpoint, config.knowledge, cache_dir, cache_key, properties)
                       for n, b in enumerate(linked_item_batches(link_dir, config.shard_size))]
         report["facts"] = summarize(run_tasks(facts_shard, fact_calls, remote))
+    still_held()
     if grounded_results is not None:
         from reasonvqa.tasks.questions.grounded_task import run_grounded_vlm
 
@@ -346,6 +356,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     # 4. questions: one task per source shard of images, joined to its links by shard number
     question_dir = work_dir / "questions"
     report["questions"] = run_questions(shards, link_dir, question_dir, facts_path, config.questions, config.seed, snapshot)
+    still_held()
     pool = merged_pool(question_dir, extra_pools, config, work_dir, report)
     used = pool.image_ids() if isinstance(pool, PoolFiles) else pool  # what the images and regions keep
     if "regions" in extra_tables:  # the pixel evidence of the images that have questions
@@ -359,6 +370,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     # handed over with no local name left: the release's row views then hold the pool's only reference
     handed = [pool]
     del pool
+    still_held()
     release = finish_release(handed.pop(), config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
     logger.info("release written to %s", release)
     return str(release)

@@ -1,12 +1,10 @@
-import threading
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from reasonvqa import lease, workstore
-from reasonvqa.locks import LockHeldError
+from reasonvqa import workstore
 from reasonvqa.stage import Rejects, StageResult, is_done, read_table, run_shard, stage_stats
 from reasonvqa.storage import work_folder
 from tests.moto_s3 import s3_filesystem, s3_server
@@ -75,36 +73,6 @@ def test_the_marker_is_put_after_the_shard_outputs(s3, monkeypatch):
     run_shard(work_folder("s3://unit/w2", "b1") / "facts", 0,
               lambda: StageResult({"picked": pa.table({"x": [1]})}, Rejects("facts", 0), rows_in=1))
     assert order == ["picked", "_rejects", "_stats", "_done"]
-
-
-def test_the_lease_admits_one_build_and_is_gone_after_it(s3):
-    with lease.lease_lock("s3://unit/w3", "build work folder", ttl=3) as key:
-        assert key == "unit/w3/.lock"
-        with pytest.raises(LockHeldError, match=r"build work folder s3://unit/w3 is in use by .+:\d+:"):
-            with lease.lease_lock("s3://unit/w3", "build work folder", wait=False):
-                pass
-    assert not s3_filesystem().exists("unit/w3/.lock")
-
-
-def test_a_waiting_build_gets_the_lease_when_it_is_released(s3, monkeypatch):
-    monkeypatch.setattr(lease, "POLL_S", 0.1)
-    told, got = [], threading.Event()
-    def second_build():
-        with lease.lease_lock("s3://unit/w4", "build work folder", on_wait=told.append):
-            got.set()
-
-    with lease.lease_lock("s3://unit/w4", "build work folder"):
-        waiter = threading.Thread(target=second_build)
-        waiter.start()
-        assert not got.wait(0.5)
-    waiter.join(10)
-    assert got.is_set() and told and told[0].endswith("waiting for it to finish")
-
-
-def test_an_expired_lease_of_a_dead_build_is_taken_over(s3):
-    s3_filesystem().pipe_file("unit/w5/.lock", b'{"owner": "gone:1:x", "expires": 0}')
-    with lease.lease_lock("s3://unit/w5", "build work folder"):
-        assert "gone" not in s3_filesystem().cat_file("unit/w5/.lock").decode()
 
 
 def test_a_task_in_another_process_gets_the_current_version_of_a_rewritten_file(s3, monkeypatch):
