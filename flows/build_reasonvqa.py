@@ -46,7 +46,8 @@ from reasonvqa.stage import read_table, run_shard, shard_paths, stage_stats, sum
 from reasonvqa.tasks.balance.pool_files import PoolFiles
 from reasonvqa.tasks.questions.config import QuestionConfig
 from reasonvqa.tasks.sources.ingest import (
-    SourceShard, ingest_unit, list_shards, source_stage_dir, source_stats, unit_dir, unit_dirs, write_shard_manifest,
+    SourceShard, ingest_unit, list_shards, prefetch, source_stage_dir, source_stats, unit_dir, unit_dirs,
+    write_shard_manifest,
 )
 
 
@@ -235,7 +236,8 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     work_dir.mkdir(parents=True, exist_ok=True)
     on_wait = functools.partial(_tell, logger)
     lock = (lease_lock(work.rstrip("/"), "build work folder", build=build, on_wait=on_wait)
-            if workstore.is_mirrored(work_dir) else exclusive_lock(work_dir / ".lock", "build work folder", on_wait=on_wait))
+            if workstore.is_mirrored(work_dir)
+            else exclusive_lock(work_dir / ".lock", "build work folder", on_wait=on_wait))
     with lock as held:
         try:
             return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of,
@@ -361,7 +363,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     used = pool.image_ids() if isinstance(pool, PoolFiles) else pool  # what the images and regions keep
     if "regions" in extra_tables:  # the pixel evidence of the images that have questions
         extra_tables["regions"] = regions_of_pool(extra_tables["regions"], used)
-    images = release_images([shard.table("images") for shard in shards], used)
+    images = release_images([shard.table("images") for shard in prefetch(shards, ["images"])], used)
     del used
     # bytes are read when the release is written (a file's rows at a time), where the license allows
     extra_tables["images"] = EmbeddedImages(images, PixelReader(config.sources), config.release.embed_images)

@@ -234,7 +234,7 @@ def _renew(fs, lease: Lease, ttl: float, tag: str, stop: threading.Event) -> Non
                 new_tag = _replace(fs, lease.key, data, tag)
                 if new_tag is None:  # a write that landed though its answer was lost leaves our own renewal there
                     state = _state(fs, lease.key)
-                    if state is not None and state[1].get("owner") == lease.owner and state[1].get("renewal") == renewal:
+                    if state is not None and state[1] == json.loads(data):
                         new_tag = state[0]
             except Exception as error:  # a failed request: retry until the lease could have been taken
                 if time.monotonic() - last_ok >= ttl:

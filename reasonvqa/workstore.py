@@ -144,26 +144,23 @@ def fetch(path: Path) -> bool:
 def fetch_all(paths: list[Path]) -> None:
     """``fetch`` each of ``paths``, the missing ones of one URL in one concurrent ``get`` (a stage's
     stats or shards, read by the flow's process: thousands of small GETs one by one would take minutes)."""
-    wanted: dict[int, tuple[Any, list[str], list[str]]] = {}
+    wanted: dict[int, tuple[Any, list[str], list[Path]]] = {}
     for path in map(Path, paths):
         found = _missing(path)
         if found is not None:
             fs, key = found
-            path.parent.mkdir(parents=True, exist_ok=True)
             group = wanted.setdefault(id(fs), (fs, [], []))
             group[1].append(key)
             group[2].append(path)
     for fs, keys, targets in wanted.values():
-        aside = [target.with_name(f"{target.name}.{uuid.uuid4().hex}.get") for target in targets]
-        fs.get(keys, [str(p) for p in aside])
-        for tmp, target in zip(aside, targets):  # whole files only, for a reader in another thread
-            os.replace(tmp, target)
+        _download(fs, keys, targets)
 
 
 def refresh(path: Path) -> None:
     """Make a mirror path's local copy the URL's current version (a HEAD, and a GET when it changed since
-    this process fetched it): for the files a build rewrites (merged facts, corpus tables), which a
-    long-lived Dask worker may hold from an earlier build."""
+    this process fetched or put it; the copy is removed when the URL no longer has the file): for the
+    files a build rewrites (merged facts, corpus tables)."""
+    path = Path(path)
     found = remote(path)
     if found is None:
         return
@@ -172,26 +169,48 @@ def refresh(path: Path) -> None:
     try:
         version = fs.ukey(key)
     except FileNotFoundError:
+        _versions.pop(path, None)
+        path.unlink(missing_ok=True)
         return
-    if _versions.get(Path(path)) != version or not Path(path).exists():
-        _get(fs, key, Path(path))
-        _versions[Path(path)] = version
+    known = _versions.get(path)
+    if known is _PUT and path.exists():  # the URL holds what this process put (the build's lease keeps others out)
+        _versions[path] = version
+    elif known != version or not path.exists():
+        _get(fs, key, path)
+        _versions[path] = version
 
 
-_versions: dict[Path, str] = {}  # the version of each file ``refresh`` fetched, by its mirror path
+_PUT = object()  # in ``_versions``: this process put the file; its version is read on the next ``refresh``
+_versions: dict[Path, Any] = {}  # the version of each file ``refresh`` fetched (or ``_PUT``), by its mirror path
 
 
 def _get(fs, key: str, path: Path) -> bool:
-    """GET ``key`` into ``path`` (aside, then renamed); False when the URL lacks it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.get")
+    """GET ``key`` into ``path``; False when the URL lacks it."""
     try:
-        fs.get_file(key, str(tmp))
+        _download(fs, [key], [path])
     except FileNotFoundError:
-        tmp.unlink(missing_ok=True)
         return False
-    os.replace(tmp, path)
     return True
+
+
+def _download(fs, keys: list[str], targets: list[Path]) -> None:
+    """GET ``keys`` into ``targets`` (several in one concurrent ``get``), each aside then renamed, so a
+    reader in another thread sees whole files only; FileNotFoundError when the URL lacks one."""
+    aside = []
+    for target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        aside.append(target.with_name(f"{target.name}.{uuid.uuid4().hex}.get"))
+    try:
+        if len(keys) == 1:
+            fs.get_file(keys[0], str(aside[0]))
+        else:
+            fs.get(keys, [str(p) for p in aside])
+    except BaseException:
+        for tmp in aside:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, target in zip(aside, targets):
+        os.replace(tmp, target)
 
 
 def exists(path: Path) -> bool:
@@ -214,7 +233,7 @@ def push(path: Path) -> None:
     found = remote(path)
     if found is not None:
         found[0].put_file(str(path), found[1])
-        _versions.pop(Path(path), None)  # this process's copy is the URL's: ``refresh`` asks once more
+        _versions[Path(path)] = _PUT  # this process's copy is the URL's: ``refresh`` records its version, no GET
 
 
 def listing(folder: Path, pattern: str) -> list[Path]:

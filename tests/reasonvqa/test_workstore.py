@@ -90,3 +90,25 @@ def test_a_task_in_another_process_gets_the_current_version_of_a_rewritten_file(
     task(facts)
     task(facts)
     assert seen == [["Q1"], ["Q2"], ["Q2"]]
+
+
+def test_a_file_this_process_put_is_not_downloaded_again_by_a_task_here(s3, monkeypatch):
+    from reasonvqa.stage import write_parquet
+
+    facts = work_folder("s3://unit/w9", "b1") / "facts_merged.parquet"
+    write_parquet(pa.table({"qid": ["Q1"]}), facts)
+    gets = []
+    monkeypatch.setattr(workstore, "_download", lambda fs, keys, targets: gets.append(keys))
+    workstore.portable(lambda path: None)(facts)
+    workstore.portable(lambda path: None)(facts)
+    assert gets == []
+
+
+def test_refresh_removes_the_copy_of_a_file_the_url_no_longer_has(s3):
+    from reasonvqa.stage import write_parquet
+
+    corpus = work_folder("s3://unit/w10", "b1") / "corpus_labels.parquet"
+    write_parquet(pa.table({"label": ["dog"]}), corpus)
+    s3_filesystem().rm_file("unit/w10/corpus_labels.parquet")
+    workstore.refresh(corpus)
+    assert not corpus.exists()
