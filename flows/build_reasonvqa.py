@@ -443,7 +443,7 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
     else:
         done = plan_release(pool, config.balance, config.split, config.seed)  # views of pool: no copy until written
         del pool
-    stats_dir = work_dir / "stats"
+    stats_dir = release_stats_dir(work_dir)
     if stats_dir.exists():
         shutil.rmtree(stats_dir)
     with ThreadPoolExecutor(max_workers=1) as figures:  # the PNGs render beside the release's Parquet writes
@@ -471,8 +471,20 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
             stats_ready=rendered.result,
         )
     shutil.rmtree(partition_dir, ignore_errors=True)
+    if workstore.is_mirrored(work_dir):
+        shutil.rmtree(stats_dir.parent, ignore_errors=True)
     publish_artifacts(release)
     return release
+
+
+def release_stats_dir(work_dir: Path) -> Path:
+    """Where the release's stats files are written first: ``<work>/stats``, or for a work folder URL a
+    local temporary folder outside the mirror (nothing reads them back from the URL: no upload)."""
+    if not workstore.is_mirrored(work_dir):
+        return work_dir / "stats"
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="rvqa-stats.")) / "stats"
 
 
 RUN_REPORT = "run_report.json"

@@ -102,30 +102,59 @@ def is_mirrored(path: Path) -> bool:
 
 
 def rebase(value: Any) -> Any:
-    """``value`` with each mirror path (in lists, tuples, dicts and dataclasses) moved onto this
-    process's mirror, so paths made by the flow's process name this process's copies."""
+    """``value`` with each mirror path (a Path or str, anywhere in lists, tuples, dicts, dataclasses and
+    pydantic models) moved onto this process's mirror, so paths made by the flow's process name this
+    process's copies. What holds no mirror path is returned as is (the same object)."""
     if isinstance(value, Path):
         i = _mirror_index(value)
         return value if i is None else mirror_base().joinpath(*value.parts[i + 1:])
+    if isinstance(value, str):
+        return str(rebase(Path(value))) if MIRROR_PREFIX in value else value
     if isinstance(value, (list, tuple)):
-        return type(value)(rebase(v) for v in value)
+        items = [rebase(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
     if isinstance(value, dict):
-        return {k: rebase(v) for k, v in value.items()}
+        items = {k: rebase(v) for k, v in value.items()}
+        return value if all(items[k] is v for k, v in value.items()) else items
+    changes = {name: new for name, old in _fields(value) if (new := rebase(old)) is not old}
+    if not changes:
+        return value
+    if dataclasses.is_dataclass(value):
+        return dataclasses.replace(value, **changes)
+    return value.model_copy(update=changes)
+
+
+def _fields(value: Any) -> list[tuple[str, Any]]:
+    """(name, value) of each field of a dataclass instance (those ``replace`` takes) or pydantic model."""
+    from pydantic import BaseModel
+
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {f.name: rebase(getattr(value, f.name)) for f in dataclasses.fields(value)
-                   if isinstance(getattr(value, f.name), Path)}
-        return dataclasses.replace(value, **changes) if changes else value
-    return value
+        return [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value) if f.init]
+    if isinstance(value, BaseModel):
+        return [(name, getattr(value, name)) for name in type(value).model_fields]
+    return []
+
+
+def _paths(value: Any) -> list[Path]:
+    """Every Path in ``value``, wherever ``rebase`` looks."""
+    if isinstance(value, Path):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [p for v in value for p in _paths(v)]
+    if isinstance(value, dict):
+        return [p for v in value.values() for p in _paths(v)]
+    return [p for _, v in _fields(value) for p in _paths(v)]
 
 
 def portable(fn: Callable) -> Callable:
-    """A task body that may run in another process: its mirror paths rebased, the files they name fetched."""
+    """A task body that may run in another process: its mirror paths rebased, the files they name
+    (Paths anywhere in its arguments) made the URL's current version."""
     @functools.wraps(fn)
     def run(*args, **kwargs):
         args, kwargs = rebase(args), rebase(kwargs)
-        for value in [*args, *kwargs.values()]:
-            if isinstance(value, Path) and value.suffix:
-                refresh(value)
+        for path in _paths([args, kwargs]):
+            if path.suffix and is_mirrored(path):
+                refresh(path)
         return fn(*args, **kwargs)
 
     return run

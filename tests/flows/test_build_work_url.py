@@ -86,6 +86,7 @@ def builds(tmp_path_factory):
         yield {"local": local, "url": on_url, "again": again, "dask": dask, "before": before, "after": after,
                "rebuilt": rebuilt, "restored": restored, "mirrors_left": mirrors_left,
                "dask_objects": shard_objects(fs, "builds/dask-work"), "lease": fs.exists("builds/work/.lock"),
+               "stats_objects": [p for p in fs.find("builds") if "/stats/" in p],
                "flow_markers": flow_markers}
 
 
@@ -108,6 +109,7 @@ def test_every_shard_and_marker_lives_at_the_url(builds):
     assert dask == sorted(p.split("/work/", 1)[1] for p in builds["before"])  # the same shards, by the workers
     assert builds["flow_markers"] == []
     assert not builds["lease"]  # released when the build ended
+    assert builds["stats_objects"] == []  # the release's stats are not uploaded: nothing reads them there
 
 
 def test_a_rerun_from_an_empty_mirror_reuses_every_shard(builds):

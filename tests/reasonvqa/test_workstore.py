@@ -112,3 +112,48 @@ def test_refresh_removes_the_copy_of_a_file_the_url_no_longer_has(s3):
     s3_filesystem().rm_file("unit/w10/corpus_labels.parquet")
     workstore.refresh(corpus)
     assert not corpus.exists()
+
+
+def test_rebase_reaches_str_paths_nested_dataclasses_and_pydantic_models():
+    from dataclasses import dataclass
+
+    from pydantic import BaseModel
+
+    @dataclass(frozen=True)
+    class Inner:
+        path: str
+        files: list
+
+    @dataclass
+    class Outer:
+        inner: Inner
+        n: int
+
+    class Settings(BaseModel):
+        cache_dir: Path
+        name: str = "x"
+
+    foreign = "/tmp/rvqa-mirror.abc123/build-b1/s3/bucket/work"
+    here = workstore.mirror_base() / "build-b1/s3/bucket/work"
+    moved = workstore.rebase(Outer(Inner(foreign + "/facts.parquet", [Path(foreign) / "a.parquet"]), 3))
+    assert moved == Outer(Inner(str(here / "facts.parquet"), [here / "a.parquet"]), 3)
+    assert workstore.rebase(Settings(cache_dir=Path(foreign))).cache_dir == here
+    kept = Outer(Inner("/data/x", [Path("/data/y")]), 1)
+    assert workstore.rebase(kept) is kept
+
+
+def test_a_task_gets_the_current_version_of_a_file_nested_in_its_arguments(s3, monkeypatch):
+    from dataclasses import dataclass
+
+    from reasonvqa.stage import write_parquet
+
+    @dataclass
+    class Inputs:
+        facts: Path
+
+    facts = work_folder("s3://unit/w11", "b1") / "facts_merged.parquet"
+    write_parquet(pa.table({"qid": ["Q1"]}), facts)
+    monkeypatch.setattr(workstore, "_base", None)  # a worker with a mirror of its own
+    seen = []
+    workstore.portable(lambda inputs: seen.append(pq.read_table(inputs[0].facts)["qid"].to_pylist()))([Inputs(facts)])
+    assert seen == [["Q1"]]
