@@ -188,11 +188,16 @@ def _kind_selection(kinds: Optional[str], task_types: Optional[str], hallucinati
 
 def _print_summary(release: Path, work: Path) -> None:
     """The one-screen summary on stderr (stdout keeps only the release path, for scripts)."""
-    from reasonvqa import progress
+    from reasonvqa import progress, workstore
     from reasonvqa.flows.build_reasonvqa import RUN_REPORT
 
-    reports = sorted([*work.glob(RUN_REPORT), *work.glob(f"*/{RUN_REPORT}")], key=lambda p: p.stat().st_mtime)
-    progress.console.print(progress.build_summary(release, reports[-1] if reports else None))
+    if workstore.is_mirrored(work):  # a work folder URL: the build's mirror went with it, the report is at the URL
+        workstore.fetch(work / RUN_REPORT)
+    try:
+        reports = sorted([*work.glob(RUN_REPORT), *work.glob(f"*/{RUN_REPORT}")], key=lambda p: p.stat().st_mtime)
+        progress.console.print(progress.build_summary(release, reports[-1] if reports else None))
+    finally:
+        workstore.forget(work)
 
 
 def _check_out_folder(out: Path) -> None:
