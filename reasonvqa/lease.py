@@ -157,12 +157,14 @@ def _replace_checked(fs, key: str, data: bytes, tag: str) -> str | None:
 
 
 @contextlib.contextmanager
-def lease_lock(url: str, what: str, *, wait: bool = True, ttl: float = TTL_S, build: str | None = None,
+def lease_lock(url: str, what: str, *, wait: bool = True, ttl: float | None = None, build: str | None = None,
                on_wait: Callable[[str], None] | None = None) -> Iterator[Lease]:
     """Hold the lease ``<url>/.lock`` for the ``with`` block (see the module doc); ``wait`` as ``exclusive_lock``.
-    ``build`` names the build in the owner (default a fresh id). Raises LeaseLost on exit when it was lost."""
+    ``ttl`` defaults to ``TTL_S``; ``build`` names the build in the owner (default a fresh id). Raises
+    LeaseLost on exit when it was lost."""
     from reasonvqa.storage import filesystem
 
+    ttl = ttl or TTL_S
     fs, root = filesystem(url)
     require_exclusive_create(fs, root, url)
     lease = Lease(url, f"{root.rstrip('/')}/.lock",

@@ -135,3 +135,25 @@ def test_a_stage_that_writes_local_files_is_refused_with_a_url_work_folder(tmp_p
     with pytest.raises(RemoteWorkFolder, match=r"^work folder s3://b/w: grounded.vlm is not supported with a work"):
         build_reasonvqa(config, str(tmp_path / "out"), "s3://b/w")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_build_whose_lease_is_taken_over_fails_at_the_next_stage_boundary_naming_it(tmp_path, monkeypatch):
+    import json
+    import time
+
+    from reasonvqa import lease
+    from reasonvqa.flows import build_reasonvqa as flow_module
+
+    def stages(config, out_dir, work_dir, inputs, overwrite, as_of, still_held):
+        s3_filesystem().pipe_file("lost/work/.lock", json.dumps({"owner": "thief:1:x", "ttl": 60}).encode())
+        time.sleep(1.5)  # the next renewal finds the other build's lease
+        still_held()  # the check between two stages
+        pytest.fail("the build went on after losing its lease")
+
+    monkeypatch.setattr(lease, "TTL_S", 0.6)
+    monkeypatch.setattr(flow_module, "_build_in", stages)
+    with s3_server("lost"):
+        with pytest.raises(lease.LeaseLost, match=r"^build work folder s3://lost/work: this build \(.+\) lost its "
+                                                  r"lease s3://lost/work/.lock \(another build replaced or removed it\)"):
+            build_reasonvqa(sample_config(), str(tmp_path / "out"), "s3://lost/work")
+        assert json.loads(s3_filesystem().cat_file("lost/work/.lock"))["owner"] == "thief:1:x"
