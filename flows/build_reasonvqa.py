@@ -35,7 +35,7 @@ from reasonvqa.knowledge.rate_limit import query_throttle, require_rate_limit
 from reasonvqa.knowledge.refresh import utc_now
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
 from reasonvqa.flows.runners import runner_for_endpoint
-from reasonvqa.lease import lease_lock
+from reasonvqa.lease import Lease, lease_lock
 from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.release.embed import EmbeddedImages, embedded_lookup
 from reasonvqa.tasks.release.images import release_images
@@ -48,7 +48,8 @@ from reasonvqa.stage import fetched, read_table, run_shard, shard_paths, stage_s
 from reasonvqa.tasks.balance.pool_files import PoolFiles
 from reasonvqa.tasks.questions.config import QuestionConfig
 from reasonvqa.tasks.sources.ingest import (
-    SourceShard, ingest_unit, list_shards, source_stage_dir, source_stats, unit_dir, unit_dirs, write_shard_manifest,
+    SourceShard, ingest_unit, list_shards, prefetch, source_stage_dir, source_stats, unit_dir, unit_dirs,
+    write_shard_manifest,
 )
 
 
@@ -225,7 +226,8 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     builds of one period reuse its facts, the first build of a new period fetches them again.
     """
     logger = get_run_logger()
-    work_path = storage.work_folder(work) if work else None  # a URL: this process's mirror of it
+    build = workstore.new_build()
+    work_path = storage.work_folder(work, build) if work else None  # a URL: this build's mirror
     check_build_inputs(config)
     require_rate_limit(config.knowledge)
     if storage.protocol(out):  # an fsspec URL: build into a local folder, then upload the release
@@ -240,10 +242,34 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     work_dir = work_path or out_dir / ".work" / work_key(config, inputs)
     work_dir.mkdir(parents=True, exist_ok=True)
     on_wait = functools.partial(_tell, logger)
-    lock = (lease_lock(work.rstrip("/"), "build work folder", on_wait=on_wait) if workstore.is_mirrored(work_dir)
+    lock = (lease_lock(work.rstrip("/"), "build work folder", build=build, on_wait=on_wait)
+            if workstore.is_mirrored(work_dir)
             else exclusive_lock(work_dir / ".lock", "build work folder", on_wait=on_wait))
-    with lock:
-        return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of)
+    with lock as held:
+        try:
+            return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of,
+                             held.check if isinstance(held, Lease) else _always_held)
+        finally:
+            forget_mirrors(work_dir)
+
+
+def _always_held() -> None:
+    """The check between stages of a build under an ``fcntl`` lock, which the kernel holds until it ends."""
+
+
+def forget_mirrors(work_dir: Path) -> None:
+    """Remove the build's mirror of a work folder URL in this process and on the Dask workers, so no
+    later build trusts what this one fetched (a no-op for a local work folder)."""
+    if not workstore.is_mirrored(work_dir):
+        return
+    workstore.forget(work_dir)
+    context = FlowRunContext.get()
+    client = getattr(context.task_runner, "_client", None) if context is not None else None  # prefect-dask's
+    if client is not None:
+        try:
+            client.run(workstore.forget, work_dir)
+        except Exception as error:  # the workers' copies then go when they exit; the build itself is done
+            get_run_logger().warning("could not remove the build's mirrors on the Dask workers: %s", error)
 
 
 def local_staging(out_url: str) -> Path:
@@ -260,8 +286,9 @@ def _tell(logger, message: str) -> None:
 
 
 def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str], overwrite: bool,
-              as_of: datetime) -> str:
-    """The build's stages, run while this process holds the work folder's lock."""
+              as_of: datetime, still_held: Callable[[], None] = _always_held) -> str:
+    """The build's stages, run while this process holds the work folder's lock (``still_held`` raises,
+    between stages, when a lease was lost)."""
     logger = get_run_logger()
     report: dict[str, dict] = {}
 
@@ -271,6 +298,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     run_tasks(read_source_unit, [(s, unit, folder, config.shard_size) for s, _, unit, folder in units], False)
     for source in config.sources:
         report[f"sources_{source.kind}"] = summarize(source_stats(source_stage_dir(work_dir, source.kind)))
+    still_held()
     shards = list_shards([(s.kind, i, folder) for s, i, _, folder in units])
     write_shard_manifest(shards, work_dir / "shards.json", work_dir)
 
@@ -307,12 +335,14 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
         link_dir = work_dir / "link"
         link_calls = [(shard, link_dir, endpoint, config.knowledge, cache_dir, cache_key) for shard in shards]
         report["link"] = summarize(run_tasks(link_shard, link_calls, remote, runner=querying))
+        still_held()
 
         # 3. facts: the distinct linked items, in batches of shard_size
         facts_dir = work_dir / "facts"
         fact_calls = [(b, n, facts_dir, endpoint, config.knowledge, cache_dir, cache_key, properties)
                       for n, b in enumerate(linked_item_batches(link_dir, config.shard_size))]
         report["facts"] = summarize(run_tasks(facts_shard, fact_calls, remote, runner=querying))
+    still_held()
     if grounded_results is not None:
         from reasonvqa.tasks.questions.grounded_task import run_grounded_vlm
 
@@ -327,11 +357,12 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     # 4. questions: one task per source shard of images, joined to its links by shard number
     question_dir = work_dir / "questions"
     report["questions"] = run_questions(shards, link_dir, question_dir, facts_path, config.questions, config.seed, snapshot)
+    still_held()
     pool = merged_pool(question_dir, extra_pools, config, work_dir, report)
     used = pool.image_ids() if isinstance(pool, PoolFiles) else pool  # what the images and regions keep
     if "regions" in extra_tables:  # the pixel evidence of the images that have questions
         extra_tables["regions"] = regions_of_pool(extra_tables["regions"], used)
-    images = release_images([shard.table("images") for shard in shards], used)
+    images = release_images([shard.table("images") for shard in prefetch(shards, ["images"])], used)
     del used
     # bytes are read when the release is written (a file's rows at a time), where the license allows
     extra_tables["images"] = EmbeddedImages(images, PixelReader(config.sources), config.release.embed_images)
@@ -340,6 +371,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     # handed over with no local name left: the release's row views then hold the pool's only reference
     handed = [pool]
     del pool
+    still_held()
     release = finish_release(handed.pop(), config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
     logger.info("release written to %s", release)
     return str(release)
@@ -410,7 +442,7 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
     else:
         done = plan_release(pool, config.balance, config.split, config.seed)  # views of pool: no copy until written
         del pool
-    stats_dir = work_dir / "stats"
+    stats_dir = release_stats_dir(work_dir)
     if stats_dir.exists():
         shutil.rmtree(stats_dir)
     with ThreadPoolExecutor(max_workers=1) as figures:  # the PNGs render beside the release's Parquet writes
@@ -438,8 +470,20 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
             stats_ready=rendered.result,
         )
     shutil.rmtree(partition_dir, ignore_errors=True)
+    if workstore.is_mirrored(work_dir):
+        shutil.rmtree(stats_dir.parent, ignore_errors=True)
     publish_artifacts(release)
     return release
+
+
+def release_stats_dir(work_dir: Path) -> Path:
+    """Where the release's stats files are written first: ``<work>/stats``, or for a work folder URL a
+    local temporary folder outside the mirror (nothing reads them back from the URL: no upload)."""
+    if not workstore.is_mirrored(work_dir):
+        return work_dir / "stats"
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="rvqa-stats.")) / "stats"
 
 
 RUN_REPORT = "run_report.json"

@@ -188,10 +188,13 @@ def _kind_selection(kinds: Optional[str], task_types: Optional[str], hallucinati
 
 def _print_summary(release: Path, work: Path) -> None:
     """The one-screen summary on stderr (stdout keeps only the release path, for scripts)."""
-    from reasonvqa import progress
+    from reasonvqa import progress, workstore
     from reasonvqa.flows.build_reasonvqa import latest_run_report
 
-    progress.console.print(progress.build_summary(release, latest_run_report(work)))
+    try:
+        progress.console.print(progress.build_summary(release, latest_run_report(work)))
+    finally:
+        workstore.forget(work)  # a work folder URL: the copy of its report fetched here; nothing for a local folder
 
 
 def _check_out_folder(out: Path) -> None:

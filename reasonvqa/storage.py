@@ -4,8 +4,9 @@ The release is written into a local folder; one whose ``out`` is a URL is then u
 with fsspec (``upload_release``, manifest last). The work folder (shards, stats, markers) of
 ``build-reasonvqa`` is a folder every task-runner worker reaches (a local disk for threads and a
 LocalCluster, a shared mount for a remote Dask cluster) or an fsspec URL (``work_folder``): its
-shards then live at the URL and each process works through a private local mirror
-(``reasonvqa.workstore``), under a lease instead of an ``fcntl`` lock (``reasonvqa.lease``).
+shards then live at the URL and each process works through a private local mirror of each build,
+removed when the build ends (``reasonvqa.workstore``), under a lease instead of an ``fcntl`` lock
+(``reasonvqa.lease``).
 The endpoint and credentials of a URL come from its backend's settings in every process (for S3
 ``AWS_ENDPOINT_URL`` or ``FSSPEC_S3_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``:
 set them where the Dask workers start too). ``build-verified-qa`` still takes a local work folder
@@ -60,10 +61,11 @@ class RemoteWorkFolder(UsageError):
 PROCESS_LOCAL = ("memory",)  # fsspec file systems that live in one process: Dask workers would not share them
 
 
-def work_folder(work: str) -> Path:
+def work_folder(work: str, build: str | None = None) -> Path:
     """The local folder a build works in: ``work`` itself for a path (``file://`` stripped), this
-    process's mirror of it for an fsspec URL (``reasonvqa.workstore``). MissingBackend names the
-    extra to install; a process-local file system (memory://) is refused."""
+    process's mirror of it for an fsspec URL (``reasonvqa.workstore``), in the folder of ``build``
+    (default a new build id). MissingBackend names the extra to install; a process-local file system
+    (memory://) is refused."""
     from reasonvqa import workstore
 
     scheme = protocol(work)
@@ -73,7 +75,7 @@ def work_folder(work: str) -> Path:
         raise RemoteWorkFolder(f"work folder {work}: a {scheme}:// file system lives in one process, so Dask "
                                f"workers would not see it; give a local path or a shared URL (s3://, gs://)")
     filesystem(work)
-    return workstore.local_path(work.rstrip("/"))
+    return workstore.local_path(work.rstrip("/"), build or workstore.new_build())
 
 
 def local_work_folder(work: str) -> Path:

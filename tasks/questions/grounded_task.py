@@ -18,13 +18,13 @@ from reasonvqa.tasks.questions.grounded_config import GroundedConfig, VLMConfig
 from reasonvqa.tasks.questions.grounded_shard import grounded_for_shard, proposals_part
 from reasonvqa.tasks.questions.hallucination_relation import corpus_relation_counts
 from reasonvqa.tasks.questions.regions import image_labels
-from reasonvqa.tasks.sources.ingest import SourceShard
+from reasonvqa.tasks.sources.ingest import SourceShard, prefetch
 
 
 def write_corpus_labels(shards: list[SourceShard], proposals_dir: Path | None, path: Path) -> Path:
     """(image_id, label) of every object name and region label of the build, one Parquet file."""
     parts = []
-    for shard in shards:
+    for shard in prefetch(shards, ["objects", "regions"]):
         parts.append(image_labels(shard.table("objects"), shard.table("regions")))
         proposals = proposals_part(proposals_dir, shard.number)
         if proposals is not None and workstore.fetch(proposals):
@@ -36,7 +36,7 @@ def write_corpus_labels(shards: list[SourceShard], proposals_dir: Path | None, p
 
 def write_corpus_relations(shards: list[SourceShard], path: Path) -> Path:
     """How many images of the build join two labels by each askable predicate, one Parquet file."""
-    write_parquet(corpus_relation_counts([shard.table("relations") for shard in shards]), path)
+    write_parquet(corpus_relation_counts([shard.table("relations") for shard in prefetch(shards, ["relations"])]), path)
     return path
 
 

@@ -86,6 +86,17 @@ class SourceShard:
         return pq.read_table(path) if workstore.fetch(path) else schemas.TABLES[name].empty_table()
 
 
+def prefetch(shards: list[SourceShard], tables: list[str]) -> list[SourceShard]:
+    """``shards``, with the files of ``tables`` they have present locally: for a work folder URL, one
+    listing per unit folder and table, then one concurrent get, so ``SourceShard.table`` reads local
+    copies instead of one GET after another (a build reads every shard's images)."""
+    wanted = {shard.file(name) for shard in shards for name in tables}
+    folders = sorted({path.parent for path in wanted})
+    workstore.fetch_all([path for folder in folders for path in workstore.listing(folder, "part-*.parquet")
+                         if path in wanted])
+    return shards
+
+
 def list_shards(units: list[tuple[str, int, Path]]) -> list[SourceShard]:
     """Every shard of the given ``(kind, unit index, stage folder)`` units, numbered in that order.
 

@@ -32,7 +32,7 @@ def same_tables(a, b) -> bool:
 
 def test_a_work_folder_and_a_release_at_a_url_give_the_tables_on_disk(tmp_path, monkeypatch):
     with s3_server("exports"):
-        write_stage_folder(workstore.local_path("s3://exports/work"))  # each file PUT as a build's stage writes it
+        write_stage_folder(workstore.local_path("s3://exports/work", workstore.new_build()))  # each file PUT as a build's stage writes it
         write_stage_folder(tmp_path / "work")
         release = write_fixture_release(tmp_path / "releases")
         s3_filesystem().put(str(release), "exports/releases/ann/1.0.0", recursive=True)

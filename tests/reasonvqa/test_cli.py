@@ -113,3 +113,21 @@ def test_resplit_that_leaves_a_split_empty_warns(tmp_path):
     result = runner.invoke(app, ["resplit", str(source), "--version", "2.0.0", "--out", str(tmp_path / "o")])
     assert result.exit_code == 0
     assert f"warning: {tmp_path / 'o' / 'demo' / '2.0.0'}: split 'test' is empty" in result.output
+
+
+def test_the_summary_of_a_build_on_a_work_folder_url_reads_its_run_report_from_the_url(tmp_path, monkeypatch):
+    from reasonvqa import cli, progress, workstore
+    from reasonvqa.stage import write_json
+    from reasonvqa.storage import work_folder
+    from tests.moto_s3 import s3_server
+
+    with s3_server("summary"):
+        build = work_folder("s3://summary/w", "b1")
+        write_json({"link": {"rows_in": 7}}, build / "run_report.json")
+        workstore.forget(build)  # the build ended: its mirror is gone
+        seen = []
+        monkeypatch.setattr(progress, "build_summary", lambda release, report: seen.append(json.loads(report.read_text())) or "")
+        work = work_folder("s3://summary/w")  # what the CLI holds: a mirror path of another build id
+        cli._print_summary(tmp_path, work)
+    assert seen == [{"link": {"rows_in": 7}}]
+    assert not work.exists()

@@ -90,12 +90,14 @@ def test_a_work_folder_path_is_kept_and_file_urls_become_paths(tmp_path):
         assert check(f"file://{tmp_path}/w") == tmp_path / "w"
 
 
-def test_a_work_folder_url_becomes_this_process_mirror_of_it():
+def test_a_work_folder_url_becomes_this_process_mirror_of_it_for_one_build():
     from reasonvqa import workstore
 
-    mirror = work_folder("s3://bucket/work/")
-    assert mirror == workstore.mirror_base() / "s3" / "bucket" / "work"
+    mirror = work_folder("s3://bucket/work/", "b1")
+    assert mirror == workstore.mirror_base() / "build-b1" / "s3" / "bucket" / "work"
     assert workstore.is_mirrored(mirror) and not workstore.is_mirrored(Path("/data/work"))
+    fresh = work_folder("s3://bucket/work")
+    assert fresh.parent.parent.parent.name.startswith("build-") and fresh != mirror  # a new build id
 
 
 def test_a_process_local_work_folder_url_is_refused():
