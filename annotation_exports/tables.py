@@ -65,6 +65,13 @@ def _read(paths: list[Path]) -> pa.Table | None:
 def read_source_tables(source: str | Path) -> SourceTables:
     """The tables of a release (questions = its pool) or of a stage output folder, a path or an fsspec URL."""
     root = source_root(source)
+    try:
+        return _source_tables(source, root)
+    finally:
+        workstore.forget(root)  # a URL: the copies fetched into this read's mirror (the tables are in memory)
+
+
+def _source_tables(source: str | Path, root: Path) -> SourceTables:
     if not (root.is_dir() or workstore.subfolders(root, "")):
         raise FileNotFoundError(f"{source}: not a folder (give a release or stage output folder)")
     manifest_path = root / MANIFEST

@@ -443,35 +443,38 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
         done = plan_release(pool, config.balance, config.split, config.seed)  # views of pool: no copy until written
         del pool
     stats_dir = release_stats_dir(work_dir)
-    if stats_dir.exists():
-        shutil.rmtree(stats_dir)
-    with ThreadPoolExecutor(max_workers=1) as figures:  # the PNGs render beside the release's Parquet writes
-        stats_files, rendered = start_stats(done.pool, done.balance, done.split, stats_dir, figures)
-        stats_files.update(write_breakdown(released_questions(done.split.train, done.split.test),
-                                           (tables or {}).get("regions"), stats_dir, embedded_lookup((tables or {}).get("images"))))
-        write_json(release_stage_counts(report), stats_dir / "stages.json")
-        stats_files["stages.json"] = stats_dir / "stages.json"
-        if applied is not None:
-            stats_files[DECISIONS_FILE] = write_decisions_file(applied, stats_dir)
-        write_json(report, work_dir / RUN_REPORT)  # with the run-dependent figures, outside the release
-        publish_run_report(report)
-        # an empty split cannot be loaded by `datasets`: fail, pointing at the stage counts and rejects
-        require_nonempty_splits(config.release.name, config.release.version,
-                                {"train": done.split.train, "test": done.split.test}, done.pool.num_rows,
-                                f"; stage counts in {work_dir / RUN_REPORT}, dropped records in {work_dir}/*/_rejects/")
-        release = write_release(
-            out_dir, config.release.name, config.release.version,
-            {"train": done.split.train, "test": done.split.test},
-            pool=done.pool, stats_dir=stats_dir, config=json.loads(config.canonical_json()),
-            config_hash=config.config_hash(), inputs=inputs,
-            stats_files={k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in stats_files.items()},
-            overwrite=overwrite, tables=tables,
-            annotations=applied.manifest_entry() if applied is not None else None,
-            stats_ready=rendered.result,
-        )
+    try:
+        if stats_dir.exists():
+            shutil.rmtree(stats_dir)
+        with ThreadPoolExecutor(max_workers=1) as figures:  # the PNGs render beside the release's Parquet writes
+            stats_files, rendered = start_stats(done.pool, done.balance, done.split, stats_dir, figures)
+            stats_files.update(write_breakdown(released_questions(done.split.train, done.split.test),
+                                               (tables or {}).get("regions"), stats_dir, embedded_lookup((tables or {}).get("images"))))
+            write_json(release_stage_counts(report), stats_dir / "stages.json")
+            stats_files["stages.json"] = stats_dir / "stages.json"
+            if applied is not None:
+                stats_files[DECISIONS_FILE] = write_decisions_file(applied, stats_dir)
+            write_json(report, work_dir / RUN_REPORT)  # with the run-dependent figures, outside the release
+            publish_run_report(report)
+            # an empty split cannot be loaded by `datasets`: fail, pointing at the stage counts and rejects
+            require_nonempty_splits(config.release.name, config.release.version,
+                                    {"train": done.split.train, "test": done.split.test}, done.pool.num_rows,
+                                    f"; stage counts in {workstore.url_of(work_dir / RUN_REPORT)}, dropped records in "
+                                    f"{workstore.url_of(work_dir)}/*/_rejects/")
+            release = write_release(
+                out_dir, config.release.name, config.release.version,
+                {"train": done.split.train, "test": done.split.test},
+                pool=done.pool, stats_dir=stats_dir, config=json.loads(config.canonical_json()),
+                config_hash=config.config_hash(), inputs=inputs,
+                stats_files={k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in stats_files.items()},
+                overwrite=overwrite, tables=tables,
+                annotations=applied.manifest_entry() if applied is not None else None,
+                stats_ready=rendered.result,
+            )
+    finally:  # a work folder URL: the local temporary stats folder, also when the release is refused
+        if workstore.is_mirrored(work_dir):
+            shutil.rmtree(stats_dir.parent, ignore_errors=True)
     shutil.rmtree(partition_dir, ignore_errors=True)
-    if workstore.is_mirrored(work_dir):
-        shutil.rmtree(stats_dir.parent, ignore_errors=True)
     publish_artifacts(release)
     return release
 

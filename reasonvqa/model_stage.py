@@ -239,8 +239,11 @@ os.register_at_fork(after_in_child=_forget_instances_in_child)
 
 
 def call_cache_path(stage_dir: Path, shard: int) -> Path:
-    """Where one shard keeps its finished calls until the shard is done."""
-    return Path(stage_dir) / "_calls" / f"{part_name(shard)}.jsonl"
+    """Where one shard keeps its finished calls until the shard is done (for a work folder URL, in this
+    process's scratch, which outlives the build's mirror: a rerun in the same process reuses the calls)."""
+    from reasonvqa import workstore
+
+    return workstore.scratch(Path(stage_dir)) / "_calls" / f"{part_name(shard)}.jsonl"
 
 
 def done_shard_stats(stage_dir: Path, shard: int) -> dict | None:

@@ -52,6 +52,35 @@ def mirror_base() -> Path:
         return _base
 
 
+_scratch_base: Path | None = None
+
+
+def scratch(path: Path) -> Path:
+    """Where this process keeps, across builds, what it may reuse for a mirror path: ``path`` without its
+    build's folder, in a per-process folder outside every mirror (never uploaded; removed when the process
+    exits, not when the build ends): model call caches, the knowledge mirror's store. Any other path: itself."""
+    global _scratch_base
+    path = Path(path)
+    i = _mirror_index(path)
+    if i is None or len(path.parts) < i + 3:
+        return path
+    with _base_lock:
+        if _scratch_base is None or not _scratch_base.exists():
+            _scratch_base = Path(tempfile.mkdtemp(prefix="rvqa-scratch."))
+            atexit.register(shutil.rmtree, _scratch_base, True)
+        return _scratch_base.joinpath(*path.parts[i + 2:])
+
+
+def url_of(path: Path) -> str:
+    """The URL a mirror path stands for (``<mirror>/build-<id>/s3/b/w`` -> ``s3://b/w``), for messages that
+    outlive the build's mirror; any other path as a string."""
+    path = Path(path)
+    i = _mirror_index(path)
+    if i is None or len(path.parts) < i + 3:
+        return str(path)
+    return f"{path.parts[i + 2]}://" + "/".join(path.parts[i + 3:])
+
+
 def new_build() -> str:
     """A fresh build id: the name of that build's folder in every process's mirror."""
     return uuid.uuid4().hex[:12]

@@ -22,6 +22,26 @@ def test_a_path_from_another_process_mirror_is_rebased_onto_this_one(tmp_path):
     assert workstore.rebase([tmp_path, {"k": (foreign,)}]) == [tmp_path, {"k": (workstore.rebase(foreign),)}]
 
 
+def test_scratch_is_shared_by_builds_outside_every_mirror_and_a_local_path_is_its_own(tmp_path):
+    first = workstore.local_path("s3://bucket/work", "b1") / "grounded"
+    second = workstore.local_path("s3://bucket/work", "b2") / "grounded"
+    kept = workstore.scratch(first)
+    assert kept == workstore.scratch(second)  # a later build in this process finds what an earlier one kept
+    assert kept.parts[-4:] == ("s3", "bucket", "work", "grounded")
+    assert not workstore.is_mirrored(kept) and workstore.remote(kept) is None  # never uploaded, never forgotten
+    workstore.forget(first)
+    kept.mkdir(parents=True)
+    workstore.forget(second)
+    assert kept.is_dir()
+    assert workstore.scratch(tmp_path / "work") == tmp_path / "work"
+
+
+def test_url_of_names_the_url_a_mirror_path_stands_for():
+    assert workstore.url_of(workstore.local_path("s3://bucket/work", "b1") / "run_report.json") == \
+        "s3://bucket/work/run_report.json"
+    assert workstore.url_of(Path("/data/work/run_report.json")) == "/data/work/run_report.json"
+
+
 def test_a_shard_goes_to_the_url_and_another_mirror_reads_it_back(s3, tmp_path, monkeypatch):
     stage_dir = work_folder("s3://unit/w1", "b1") / "link"
     result = StageResult({"picked": pa.table({"qid": ["Q90", "Q64"]})}, Rejects("link", 3), rows_in=2)
