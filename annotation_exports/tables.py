@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reasonvqa import storage, workstore
-from reasonvqa.stage import fetched
+from reasonvqa.stage import fetched, shard_paths
 from reasonvqa.tasks.release.writer import MANIFEST
 
 
@@ -51,10 +51,6 @@ def _parts(root: Path, table: str) -> list[Path]:
     return fetched(found)
 
 
-def _release_parts(root: Path, table: str) -> list[Path]:
-    return fetched(workstore.listing(root / table, "part-*.parquet"))
-
-
 def _read(paths: list[Path]) -> pa.Table | None:
     if not paths:
         return None
@@ -80,9 +76,9 @@ def _source_tables(source: str | Path, root: Path) -> SourceTables:
         tables = set(manifest.get("tables", []))
         return SourceTables(
             root=root, kind="release",
-            questions=_read(_release_parts(root, "pool")),
-            regions=_read(_release_parts(root, "regions")) if "regions" in tables else None,
-            images=_read(_release_parts(root, "images")) if "images" in tables else None,
+            questions=_read(shard_paths(root, "pool")),
+            regions=_read(shard_paths(root, "regions")) if "regions" in tables else None,
+            images=_read(shard_paths(root, "images")) if "images" in tables else None,
             identity={"name": manifest.get("name"), "version": manifest.get("version"),
                       "config_hash": manifest.get("config_hash")},
         )

@@ -22,9 +22,8 @@ from benchmarks.bench_release_floor import TMP, file_digests, measured, pool_fil
 
 
 def run(tree: Path, engine: str, paths: list[Path], out: Path, extra: list[str]) -> dict:
-    """One worker of ``tree``: its JSON result with cpu_s and peak_mb (its children's included)."""
-    result = measured(engine, paths, out, extra, python=str(tree / ".venv" / "bin" / "python"), cwd=tree)
-    return result | {"peak_mb": result["peak_rss_mb"]}
+    """One worker of ``tree``: its JSON result with cpu_s and peak_rss_mb (its children's included)."""
+    return measured(engine, paths, out, extra, python=str(tree / ".venv" / "bin" / "python"), cwd=tree)
 
 
 def main() -> None:
@@ -50,11 +49,11 @@ def main() -> None:
             reference = reference or digests
             assert digests == reference, f"{tree}: release files differ from the first run's"
             counts = result["counts"]
-            print(f"{rep} {tree}: wall {result['s']:.2f} s, cpu {result['cpu_s']:.2f} s, peak {result['peak_mb']} MB, "
+            print(f"{rep} {tree}: wall {result['s']:.2f} s, cpu {result['cpu_s']:.2f} s, peak {result['peak_rss_mb']} MB, "
                   f"steps {json.dumps(result['steps'])}, peak MB after each {json.dumps(result['peak_mb_after'])}", flush=True)
         if args.floor:
             result = run(trees[-1], "floor", paths, out, ["--train", str(counts["train"]), "--test", str(counts["test"])])
-            print(f"{rep} floor: wall {result['s']:.2f} s, cpu {result['cpu_s']:.2f} s, peak {result['peak_mb']} MB", flush=True)
+            print(f"{rep} floor: wall {result['s']:.2f} s, cpu {result['cpu_s']:.2f} s, peak {result['peak_rss_mb']} MB", flush=True)
     shutil.rmtree(out, ignore_errors=True)
     if args.save:
         args.save.write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")

@@ -42,13 +42,20 @@ _base: Path | None = None
 _base_lock = threading.Lock()
 
 
+def _process_folder(current: Path | None, prefix: str) -> Path:
+    """``current`` while it exists, else a new temporary folder ``<prefix>*`` removed when the process exits."""
+    if current is not None and current.exists():
+        return current
+    made = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, made, True)
+    return made
+
+
 def mirror_base() -> Path:
     """This process's mirror folder (created on first use, removed when the process exits)."""
     global _base
     with _base_lock:
-        if _base is None or not _base.exists():
-            _base = Path(tempfile.mkdtemp(prefix=MIRROR_PREFIX))
-            atexit.register(shutil.rmtree, _base, True)
+        _base = _process_folder(_base, MIRROR_PREFIX)
         return _base
 
 
@@ -65,20 +72,22 @@ def scratch(path: Path) -> Path:
     if i is None or len(path.parts) < i + 3:
         return path
     with _base_lock:
-        if _scratch_base is None or not _scratch_base.exists():
-            _scratch_base = Path(tempfile.mkdtemp(prefix="rvqa-scratch."))
-            atexit.register(shutil.rmtree, _scratch_base, True)
+        _scratch_base = _process_folder(_scratch_base, "rvqa-scratch.")
         return _scratch_base.joinpath(*path.parts[i + 2:])
 
 
 def url_of(path: Path) -> str:
     """The URL a mirror path stands for (``<mirror>/build-<id>/s3/b/w`` -> ``s3://b/w``), for messages that
     outlive the build's mirror; any other path as a string."""
-    path = Path(path)
+    return _url(Path(path)) or str(path)
+
+
+def _url(path: Path) -> str | None:
+    """The URL a mirror path stands for; None for any other path."""
     i = _mirror_index(path)
     if i is None or len(path.parts) < i + 3:
-        return str(path)
-    return f"{path.parts[i + 2]}://" + "/".join(path.parts[i + 3:])
+        return None
+    return f"{path.parts[i + 2]}://" + "/".join(path.parts[i + 3:])  # parts[i + 1]: the build's folder
 
 
 def new_build() -> str:
@@ -118,12 +127,8 @@ def remote(path: Path) -> tuple[Any, str] | None:
     """``(filesystem, remote path)`` that a mirror path stands for; None for any other path."""
     from reasonvqa.storage import filesystem
 
-    path = Path(path)
-    i = _mirror_index(path)
-    if i is None or len(path.parts) < i + 3:
-        return None
-    scheme, rest = path.parts[i + 2], "/".join(path.parts[i + 3:])  # parts[i + 1]: the build's folder
-    return filesystem(f"{scheme}://{rest}")
+    url = _url(Path(path))
+    return None if url is None else filesystem(url)
 
 
 def is_mirrored(path: Path) -> bool:

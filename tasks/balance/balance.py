@@ -213,15 +213,15 @@ def _encode(coded: codes.ColumnCodes, rows: np.ndarray, seed: int) -> _Encoded:
     answer_all, answers_sorted = coded.dense("answer")
     group, answer = group_all[rows], answer_all[rows]
     image = coded.dense("image_id")[0][rows]
-    n, dtype = len(rows), row_dtype(len(rows))
-    random_key = keys.keys_of(keys.salt(seed, "balance"), row_numbers(n))
+    n, dtype, numbers = len(rows), row_dtype(len(rows)), row_numbers(len(rows))
+    random_key = keys.keys_of(keys.salt(seed, "balance"), numbers)
     key_rank = np.empty(n, dtype=dtype)
-    key_rank[keys.key_order(random_key)] = row_numbers(n)
+    key_rank[keys.key_order(random_key)] = numbers
     del random_key
     distinct_pairs, pair = codes.unique_ints(pair_codes(group, answer), inverse=True, dtype=dtype)
     n_pairs = len(distinct_pairs)
     first_row_of_pair = np.zeros(n_pairs, dtype=np.int64)
-    first_row_of_pair[pair[::-1]] = row_numbers(n)[::-1]
+    first_row_of_pair[pair[::-1]] = numbers[::-1]
     return _Encoded(
         rows=rows, pair=pair, image=image, key_rank=key_rank,
         pair_group=group[first_row_of_pair], pair_answer=answer[first_row_of_pair],

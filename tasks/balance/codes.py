@@ -95,18 +95,18 @@ class ColumnCodes:
         codes are at hand (gathering from a small dictionary was 8x faster than from 4.2 M strings), else
         from the column joined once (``combined``)."""
         if name not in self._dense and name not in self._pending:
-            return self.combined(name).take(pa.array(rows, pa.int64()))
+            return self.combined(name).take(pa.array(rows))  # int32 or int64 rows: Arrow takes either
         code, values = self.dense(name)
         picked = code[rows]
         null = picked < 0
-        return values.take(pa.array(picked, pa.int64(), mask=null if null.any() else None))
+        return values.take(pa.array(picked, mask=null if null.any() else None))
 
     def order_of(self, name: str, rows: np.ndarray) -> np.ndarray:
         """``sort_order`` of the column ``name`` taken at ``rows``: positions into ``rows``."""
         if name not in self._sorted:
             column = self.table[name]
             return sort_order(column if len(rows) == len(column) and (rows == np.arange(len(rows))).all()
-                              else column.take(pa.array(rows, pa.int64())))
+                              else column.take(pa.array(rows)))
         order, repeat = self._sorted[name]
         value = np.empty(len(order), row_dtype(len(order)))  # equal values share a number, in value order; nulls last
         value[order] = np.cumsum(~repeat[order], dtype=value.dtype) - 1

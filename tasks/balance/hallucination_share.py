@@ -32,7 +32,7 @@ def apply_hallucination_share(pool: pa.Table, balanced, share: float | None, see
     if share is None or "is_hallucination" not in pool.column_names or "kind" not in pool.column_names:
         return
     rows = balanced.kept_rows
-    take = pa.array(rows, pa.int64())
+    take = pa.array(rows)
     grounded = pc.fill_null(pc.is_in(pool["kind"].take(take), pa.array(GROUNDED_KINDS)), False).to_numpy(zero_copy_only=False)
     halluc = pc.fill_null(pool["is_hallucination"].take(take), False).to_numpy(zero_copy_only=False)
     at = np.flatnonzero(grounded & halluc)

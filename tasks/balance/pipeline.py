@@ -83,8 +83,7 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
             _drop_test_rows(keyed, balanced, result, seen_in_train(result.test_rows, result.train_rows), coded)
         gather_removed(balanced, coded)  # after the split: the removed rows' strings are not held through it
         if keep_codes:
-            balanced.pool_codes = {name: (coded.dense(name)[0].astype(np.int32, copy=False), coded.dense(name)[1])
-                                   for name in keep_codes if name in keyed.column_names}
+            balanced.pool_codes = {name: coded.dense(name) for name in keep_codes if name in keyed.column_names}
     check_partition(pool.num_rows, result.train_rows, result.test_rows, balanced.removed_rows)
     return balanced, result
 

@@ -91,6 +91,8 @@ def prefetch(shards: list[SourceShard], tables: list[str]) -> list[SourceShard]:
     listing per unit folder and table, then one concurrent get, so ``SourceShard.table`` reads local
     copies instead of one GET after another (a build reads every shard's images)."""
     wanted = {shard.file(name) for shard in shards for name in tables}
+    if not any(workstore.is_mirrored(path) for path in wanted):  # a local work folder: the files are here
+        return shards
     folders = sorted({path.parent for path in wanted})
     workstore.fetch_all([path for folder in folders for path in workstore.listing(folder, "part-*.parquet")
                          if path in wanted])
