@@ -4,12 +4,17 @@
                                              [--partitioned-sizes 420000,4200000,42000000]
 
 Per pool size (synthetic, tests/tasks/balance/synthetic.py; 1/7 as many images as questions,
-180 property groups), each run a fresh interpreter, the three engines alternating, medians of
+180 property groups), each run a fresh interpreter, the four engines alternating, medians of
 ``--repeat`` runs:
 
 * floor: ``pq.read_table`` of the pool + writing train, test and pool Parquet of the same row
   counts as the project's release (contiguous slices of the pool as read, so no sort and no
   gather), same file layout and writer threads (tasks/release/writer.py); no logic;
+* ordered floor: the floor plus only what the release's row order costs: the pool's question_id order
+  (``codes.sort_order``) and the pool, train and test written as row views of it through the project's
+  writer (``write_folders``: each row gathered once); train and test are the first ``n_train`` and next
+  ``n_test`` rows in that order (no balancing, split or statistics). Any implementation that writes the
+  release's rows in question_id order from this pool pays at least this;
 * polars: benchmarks/polars_release.py, a straightforward polars rewrite of the same semantics
   writing train/test/pool (no stats); its files are asserted byte-identical to the project's;
 * project: the build's path (flows/build_reasonvqa.finish_release without Prefect): read ->
@@ -44,7 +49,7 @@ from benchmarks._measure import sha256_files
 from benchmarks.bench_balance_split import pool_file
 
 TMP = Path(__file__).resolve().parent / "_tmp" / "release_floor"
-ENGINES = ("project", "polars", "floor")
+ENGINES = ("project", "polars", "floor", "ordered floor")
 DIGESTS: dict[int, dict[str, str]] = {}  # questions -> the project release's file digests
 CHUNK = 4_200_000  # pools above this size are written as chunk files (never held whole in memory)
 
@@ -118,6 +123,27 @@ def write_floor(pool, out: Path, n_train: int, n_test: int) -> None:
     jobs = [("pool", pool), ("train", pool.slice(0, n_train)), ("test", pool.slice(n_train, n_test))]
     with ThreadPoolExecutor(max_workers=WRITERS) as threads:
         list(threads.map(lambda job: write_table_files(job[1], out / job[0]), jobs))
+
+
+def run_ordered_floor(pool_path: Path, out: Path, n_train: int, n_test: int) -> dict:
+    """The floor with the release's row order: read, order by question_id, write the pool and the first
+    ``n_train`` / next ``n_test`` rows of that order as row views (each row gathered once)."""
+    import pyarrow.parquet as pq
+
+    from reasonvqa import schemas
+    from reasonvqa.tasks.balance.codes import sort_order
+    from reasonvqa.tasks.release.writer import TableRows, write_folders
+
+    start = time.perf_counter()
+    pool = pq.read_table(pool_path)
+    order = sort_order(pool["question_id"])
+    view, rows = TableRows(pool, order), pool.num_rows
+    del pool
+    jobs = [("train", view.with_rows(order[:n_train])), ("test", view.with_rows(order[n_train:n_train + n_test])),
+            ("pool", view)]
+    out.mkdir(parents=True, exist_ok=True)
+    write_folders(out, [(folder, rows_, schemas.QUESTIONS) for folder, rows_ in jobs])
+    return {"s": time.perf_counter() - start, "counts": {"train": n_train, "test": n_test, "pool": rows}}
 
 
 def run_polars(pool_path: Path, out: Path) -> dict:
@@ -200,9 +226,10 @@ def bench_size(questions: int, repeat: int) -> list[dict]:
     runs: dict[str, list[dict]] = {engine: [] for engine in ENGINES}
     counts = None
     for rep in range(repeat):
-        order = ENGINES[rep % 3:] + ENGINES[:rep % 3] if rep else ENGINES  # first: project (counts for the floor)
+        k = rep % len(ENGINES)
+        order = ENGINES[k:] + ENGINES[:k] if rep else ENGINES  # first: project (counts for the floors)
         for engine in order:
-            extra = ["--train", str(counts["train"]), "--test", str(counts["test"])] if engine == "floor" else []
+            extra = ["--train", str(counts["train"]), "--test", str(counts["test"])] if "floor" in engine else []
             result = measured(engine, path, outs[engine], extra)
             counts = counts or result["counts"]
             runs[engine].append(result)
@@ -275,8 +302,9 @@ def main() -> None:
     parser.add_argument("--test", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        if args.worker == "floor":
-            result = run_floor(args.pool[0], args.out, args.train, args.test)
+        if args.worker in ("floor", "ordered floor"):
+            run = run_floor if args.worker == "floor" else run_ordered_floor
+            result = run(args.pool[0], args.out, args.train, args.test)
         elif args.worker == "partitioned":
             result = run_partitioned(args.pool, args.out)
         else:

@@ -32,7 +32,7 @@ class KindSelection(BaseModel):
 def _column(pool: pa.Table, name: str, default) -> pa.ChunkedArray | pa.Array:
     if name in pool.column_names:
         return pc.fill_null(pool[name], default)
-    return pa.array([default] * pool.num_rows, pa.scalar(default).type)  # typed also when empty (a shard of none)
+    return pa.repeat(pa.scalar(default), pool.num_rows)  # typed also when empty (a shard of none)
 
 
 def select_kinds(pool: pa.Table, selection: KindSelection) -> tuple[pa.Table, dict]:
@@ -48,8 +48,8 @@ def select_kinds(pool: pa.Table, selection: KindSelection) -> tuple[pa.Table, di
 
 def select_kinds_part(pool: pa.Table, selection: KindSelection) -> tuple[pa.Table, dict]:
     """``select_kinds`` of one part of a pool, without the empty check (the parts' reports add up
-    with ``add_select_reports``)."""
-    keep = pa.array([True] * pool.num_rows, pa.bool_())
+    with ``add_select_reports``). ``pool`` itself is returned when every row passes (no copy of it)."""
+    keep: pa.ChunkedArray | pa.Array | None = None
     dropped: dict[str, int] = {}
     checks = []
     if selection.kinds is not None:
@@ -61,14 +61,20 @@ def select_kinds_part(pool: pa.Table, selection: KindSelection) -> tuple[pa.Tabl
         flag = _column(pool, "is_hallucination", False)
         checks.append(("hallucination", flag if selection.hallucination == "only" else pc.invert(flag)))
     for name, passed in checks:
-        dropped[name] = int(pc.sum(pc.and_(keep, pc.invert(passed))).as_py() or 0)
-        keep = pc.and_(keep, passed)
-    table = pool.filter(keep)
-    available = {"kinds": sorted(set(_column(pool, "kind", "template").to_pylist())),
-                 "task_types": sorted({t for t in _column(pool, "task_type", "").to_pylist() if t})}
+        failed = pc.invert(passed) if keep is None else pc.and_(keep, pc.invert(passed))
+        dropped[name] = int(pc.sum(failed).as_py() or 0)
+        keep = passed if keep is None else pc.and_(keep, passed)
+    table = pool if keep is None or not any(dropped.values()) else pool.filter(keep)
+    available = {"kinds": _distinct(pool, "kind", "template"),
+                 "task_types": [t for t in _distinct(pool, "task_type", "") if t]}
     report = {"filters": selection.active(), "questions_in": pool.num_rows, "questions_out": table.num_rows,
               "dropped_by": dropped, "available": available}
     return table, report
+
+
+def _distinct(pool: pa.Table, name: str, default) -> list:
+    """The column's distinct values (nulls as ``default``), sorted; counted in Arrow, not as Python objects per row."""
+    return sorted(set(pc.unique(_column(pool, name, default)).to_pylist()))
 
 
 def add_select_reports(reports: list[dict]) -> dict:

@@ -1,7 +1,7 @@
 """The merged question pool as a list of Parquet files: the input of ``partitioned.plan_partitioned``.
 
 ``merge_kinds`` (flows/build_reasonvqa.py) concatenates every question shard, the other kinds'
-tables and a verified-QA file into one sorted table. For a pool balanced on disk that table is
+tables and a verified-QA file into one table. For a pool balanced on disk that table is
 never needed: ``merge_pool_files`` goes through the same inputs one file (or table) at a time,
 conforms each to QUESTIONS and applies the kind selection, and hands a shard file over as it is
 when nothing in it changes (else writes the changed rows to ``folder``). The partitioned path
@@ -38,9 +38,9 @@ class PoolFiles:
         return self.image_id_table
 
     def read(self) -> pa.Table:
-        """The pool in memory, sorted by question_id: the table ``merge_kinds`` gives for the same inputs."""
+        """The pool in memory: the table ``merge_kinds`` gives for the same inputs (files in order, unsorted)."""
         table = pa.concat_tables([pq.read_table(p) for p in self.paths])
-        return schemas.conform(table, schemas.QUESTIONS).sort_by([("question_id", "ascending")])
+        return schemas.conform(table, schemas.QUESTIONS)
 
 
 def pool_rows(templated: list[Path], others: list[pa.Table], verified_questions: Path | None) -> int:

@@ -12,9 +12,11 @@ from reasonvqa import schemas
 
 
 def merge_pools(templated: pa.Table, others: list[pa.Table], verified_questions: Path | None = None) -> pa.Table:
-    """Concatenate question tables in the one QUESTIONS schema, sorted by question_id.
+    """Concatenate question tables in the one QUESTIONS schema, in input order (templated first).
 
-    ``verified_questions`` is the ``questions.parquet`` of a build-verified-qa run; a question id
+    Not sorted: the release orders its rows by question_id itself (``balance.pipeline.plan_release``,
+    the partitioned path) and its decisions do not depend on the pool's row order, so sorting here
+    would only repeat that work (a full sort and gather of the pool). ``verified_questions`` is the ``questions.parquet`` of a build-verified-qa run; a question id
     that occurs twice is an error (kinds hash different parts, so it means the same file twice).
     """
     tables = [schemas.conform(templated, schemas.QUESTIONS)] + [schemas.conform(t, schemas.QUESTIONS) for t in others]
@@ -23,7 +25,7 @@ def merge_pools(templated: pa.Table, others: list[pa.Table], verified_questions:
         tables.append(schemas.conform(verified, schemas.QUESTIONS))
     pool = pa.concat_tables(tables)
     require_distinct_ids(pool["question_id"])
-    return pool.sort_by([("question_id", "ascending")])
+    return pool
 
 
 def require_distinct_ids(ids: pa.ChunkedArray) -> None:

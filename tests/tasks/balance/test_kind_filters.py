@@ -68,3 +68,13 @@ def test_an_empty_part_passes_every_filter_with_an_empty_report():
     table, report = select_kinds_part(empty, KindSelection(kinds=["template"], hallucination="exclude"))
     assert table.num_rows == 0
     assert report["dropped_by"] == {"kinds": 0, "hallucination": 0} and report["available"] == {"kinds": [], "task_types": []}
+
+
+def test_a_selection_every_row_passes_hands_the_pool_over_uncopied():
+    for selection in (KindSelection(), KindSelection(kinds=["template", "grounded", "verified"])):
+        table, report = select_kinds(POOL, selection)
+        assert table is POOL and report["questions_out"] == 5
+    _, report = select_kinds(POOL, KindSelection(kinds=["template", "grounded", "verified"]))
+    assert report["dropped_by"] == {"kinds": 0}
+    assert report["available"] == {"kinds": ["grounded", "template", "verified"],
+                                    "task_types": ["counting", "free_form", "knowledge"]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -206,3 +207,20 @@ def test_spilled_rows_chunks_are_the_rows_in_question_id_order_cut_to_the_size(p
     assert ids == pool["question_id"].take(done.balance.question_id_order).to_pylist()
     nothing = list(partitioned.SpilledRows(done.pool.spill, -1, 0).chunks(700))  # a destination without rows
     assert len(nothing) == 1 and nothing[0].num_rows == 0 and nothing[0].schema.equals(done.pool.schema)
+
+
+def test_the_release_does_not_depend_on_the_pool_row_order(pool, tmp_path, monkeypatch):
+    """``merge_pools`` hands the pool over unsorted: sorted, shuffled and as-generated pools give the same files.
+
+    Its ids are distinct, as ``merge_pools`` requires (of a repeated id, the first row in input order is kept)."""
+    monkeypatch.setattr(writer, "ROWS_PER_FILE", ROWS_PER_FILE)
+    config = (BalanceConfig(), SplitConfig(), 0)
+    repeated = pc.is_in(pool["question_id"], pa.array([pool["question_id"][5].as_py(), pool["question_id"][41].as_py()]))
+    pool = pool.filter(pc.invert(repeated))
+    by_id = pool.take(pc.sort_indices(pool, [("question_id", "ascending")]))
+    shuffled = pool.take(np.random.default_rng(7).permutation(pool.num_rows))
+    written = [contents(release(plan_release(table, *config), tmp_path / f"out{i}", tmp_path / f"stats{i}"))
+               for i, table in enumerate((pool, by_id, shuffled))]
+    assert written[0] == written[1] == written[2]
+    assert pq.read_table(tmp_path / "out0" / "syn" / "1.0.0" / "pool")["question_id"].to_pylist() == \
+        by_id["question_id"].to_pylist()
