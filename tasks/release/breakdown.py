@@ -70,21 +70,27 @@ class _Counts:
         self.forms: Counter = Counter()
 
     def add(self, questions: pa.Table) -> None:
-        def column(name: str, default):
-            if name not in questions.column_names:
-                return [default] * questions.num_rows
-            return [default if v is None else v for v in questions[name].to_pylist()]
-
-        halluc = column("is_hallucination", False)
-        self.questions += questions.num_rows
-        self.kinds.update(column("kind", "template"))
-        self.tasks.update(column("task_type", "none"))
-        for source, h in zip(column("image_source", "unknown"), halluc):
-            self.by_domain.setdefault(self.domains.get(source, "unknown"), Counter())["hallucination" if h else "other"] += 1
-        # questions without evidence ids: not counted
-        self.multiplicity.update(_bin(len(e)) for e in column("evidence_region_ids", None) if e is not None)
-        self.hallucination += sum(bool(h) for h in halluc)
-        self.forms.update(hallucination_form(t) for t, h in zip(column("template_ids", None), halluc) if h)
+        """Count one slice in Arrow (a Python value per distinct value, not per row)."""
+        n = questions.num_rows
+        halluc = _filled(questions, "is_hallucination", False).to_numpy(zero_copy_only=False).astype(bool)
+        self.questions += n
+        self.kinds.update(_value_counts(_filled(questions, "kind", "template")))
+        self.tasks.update(_value_counts(_filled(questions, "task_type", "none")))
+        sources, source_codes = _codes(_filled(questions, "image_source", "unknown"))
+        for (code, h), count in zip(*_pair_counts(source_codes, halluc)):
+            domain = self.by_domain.setdefault(self.domains.get(sources[code], "unknown"), Counter())
+            domain["hallucination" if h else "other"] += count
+        if "evidence_region_ids" in questions.column_names:  # questions without evidence ids: not counted
+            lengths = pc.drop_null(pc.list_value_length(questions["evidence_region_ids"])).to_numpy()
+            for n, count in enumerate(np.bincount(np.minimum(lengths, 10), minlength=11).tolist()):
+                if count:  # 10 stands for 10 or more: one bin
+                    self.multiplicity[_bin(n)] += count
+        self.hallucination += int(np.count_nonzero(halluc))
+        if halluc.any():  # hallucination rows only: few, their template ids read as Python values
+            rows = pa.array(np.flatnonzero(halluc))
+            templates = (questions["template_ids"].take(rows).to_pylist() if "template_ids" in questions.column_names
+                         else [None] * len(rows))
+            self.forms.update(hallucination_form(t) for t in templates)
 
     def report(self) -> dict:
         return {
@@ -96,6 +102,33 @@ class _Counts:
             "hallucination": self.hallucination,
             "hallucination_form": dict(sorted(self.forms.items())),
         }
+
+
+def _filled(questions: pa.Table, name: str, default) -> pa.ChunkedArray | pa.Array:
+    """The column with nulls as ``default``; a column of ``default`` when the table has none."""
+    if name not in questions.column_names:
+        return pa.repeat(pa.scalar(default), questions.num_rows)
+    return pc.fill_null(questions[name], default)
+
+
+def _value_counts(column: pa.ChunkedArray | pa.Array) -> dict:
+    """{value: rows} of a column without nulls."""
+    counts = pc.value_counts(column)
+    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
+
+
+def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[list, np.ndarray]:
+    """(distinct values, each row's index into them) of a column without nulls."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    encoded = pc.dictionary_encode(column)
+    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _pair_counts(codes: np.ndarray, flags: np.ndarray) -> tuple[list[tuple[int, bool]], list[int]]:
+    """The distinct (code, flag) pairs of the rows and how many rows hold each."""
+    pairs, counts = np.unique(codes * 2 + flags.astype(np.int64), return_counts=True)
+    return [(int(p) // 2, bool(p % 2)) for p in pairs], counts.tolist()
 
 
 def hallucination_form(template_ids: list[str] | None) -> str:
@@ -178,6 +211,8 @@ def draw_example(regions: list[dict], path: Path, photo: bytes | None = None) ->
 
 BREAKDOWN_COLUMNS = ["question_id", "image_id", "image_source", "question", "answer", "kind", "task_type",
                      "is_hallucination", "evidence_region_ids", "template_ids"]  # what the breakdown and the examples read
+COUNTED_COLUMNS = ["image_source", "kind", "task_type", "is_hallucination", "evidence_region_ids",
+                   "template_ids"]  # what the counts alone read (a release without regions has no examples)
 
 
 SLICE_ROWS = 262_144  # released questions counted at a time (their Python lists are a few times this)
@@ -191,13 +226,14 @@ class ReleasedQuestions:
         self.splits, self.rows = splits, rows
         self.num_rows = sum(split.num_rows for split in splits)
 
-    def slices(self) -> Iterator[pa.Table]:
+    def slices(self, columns: list[str] = BREAKDOWN_COLUMNS) -> Iterator[pa.Table]:
+        """``columns`` of the released rows, ``rows`` at a time, split after split."""
         for split in self.splits:
             if isinstance(split, pa.Table):
-                table = split.select(BREAKDOWN_COLUMNS)
+                table = split.select(columns)
                 yield from (table.slice(start, self.rows) for start in range(0, table.num_rows, self.rows))
             else:
-                yield from split.slices(BREAKDOWN_COLUMNS, self.rows)
+                yield from split.slices(columns, self.rows)
 
 
 def released_questions(*splits) -> ReleasedQuestions:
@@ -205,8 +241,8 @@ def released_questions(*splits) -> ReleasedQuestions:
     return ReleasedQuestions(splits)
 
 
-def _slices(questions: "pa.Table | ReleasedQuestions") -> Iterator[pa.Table]:
-    return questions.slices() if isinstance(questions, ReleasedQuestions) else iter([questions])
+def _slices(questions: "pa.Table | ReleasedQuestions", columns: list[str] = BREAKDOWN_COLUMNS) -> Iterator[pa.Table]:
+    return questions.slices(columns) if isinstance(questions, ReleasedQuestions) else iter([questions])
 
 
 def write_breakdown(questions: "pa.Table | ReleasedQuestions", regions: pa.Table | None, stats_dir: Path,
@@ -218,7 +254,8 @@ def write_breakdown(questions: "pa.Table | ReleasedQuestions", regions: pa.Table
     stats_dir = Path(stats_dir)
     with_examples = regions is not None and regions.num_rows > 0
     counts, found = _Counts(visual_domains()), []
-    for part in _slices(questions):  # one pass over the released questions, a slice at a time
+    # one pass over the released questions, a slice at a time (the examples' text columns only when drawn)
+    for part in _slices(questions, BREAKDOWN_COLUMNS if with_examples else COUNTED_COLUMNS):
         counts.add(part)
         if with_examples:
             found += _examples_of_slice(part, EXAMPLES_PER_TASK)

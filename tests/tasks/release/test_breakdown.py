@@ -146,3 +146,48 @@ def test_the_breakdown_counted_slice_by_slice_is_the_whole_tables(tmp_path):
     pictures = sorted(p.name for p in (tmp_path / "sliced" / "examples").iterdir())
     assert [(tmp_path / "sliced" / "examples" / n).read_bytes() for n in pictures] == \
         [(tmp_path / "whole" / "examples" / n).read_bytes() for n in pictures]
+
+
+def per_row_breakdown(table, domains: dict[str, str]) -> dict:
+    """The breakdown counted one Python row at a time (what the Arrow counts must equal)."""
+    from collections import Counter
+
+    from reasonvqa.tasks.release.breakdown import MULTIPLICITY_BINS, hallucination_form
+
+    rows = table.to_pylist()
+    value = lambda row, name, default: default if row.get(name) is None else row[name]  # noqa: E731
+    bins = Counter(str(n) if n < 5 else "5-9" if n < 10 else "10+"
+                   for n in (len(r["evidence_region_ids"]) for r in rows if r.get("evidence_region_ids") is not None))
+    domain: dict[str, Counter] = {}
+    for r in rows:
+        kind = "hallucination" if value(r, "is_hallucination", False) else "other"
+        domain.setdefault(domains.get(value(r, "image_source", "unknown"), "unknown"), Counter())[kind] += 1
+    halluc = [r for r in rows if value(r, "is_hallucination", False)]
+    return {"questions": len(rows),
+            "task_type": dict(sorted(Counter(value(r, "task_type", "none") for r in rows).items())),
+            "kind": dict(sorted(Counter(value(r, "kind", "template") for r in rows).items())),
+            "domain": {d: dict(sorted(c.items())) for d, c in sorted(domain.items())},
+            "evidence_multiplicity": {b: bins.get(b, 0) for b in MULTIPLICITY_BINS},
+            "hallucination": len(halluc),
+            "hallucination_form": dict(sorted(Counter(hallucination_form(r.get("template_ids")) for r in halluc).items()))}
+
+
+def test_arrow_counts_equal_the_per_row_counts_with_nulls_bins_and_missing_columns():
+    import pyarrow as pa
+
+    rows = [dict(question_id=f"q{i:03d}", image_id=f"vg:{i}", image_source=[None, "vg", "sa1b", "droid"][i % 4],
+                 question="Q?", answer="A", kind=[None, "grounded", "template"][i % 3],
+                 task_type=[None, "counting", "ocr", "spatial", "attribute"][i % 5],
+                 evidence_region_ids=None if i % 7 == 0 else [f"r{j}" for j in range(i % 13)],
+                 is_hallucination=[None, True, False][i % 3],
+                 template_ids=[["t1"], ["t2", "hallucination:wrong_attribute"], None][i % 3 if i % 2 else 2])
+            for i in range(120)]
+    table = schemas.from_rows(rows, schemas.QUESTIONS)
+    chunked = pa.concat_tables([table.slice(0, 50), table.slice(50)])
+    domains = {"vg": "mixed", "sa1b": "indoor/outdoor"}
+    for questions in (table, chunked, table.drop_columns(["kind", "is_hallucination", "evidence_region_ids"]),
+                      table.slice(0, 0)):
+        assert breakdown(questions, domains) == per_row_breakdown(questions, domains)
+    report = breakdown(table, domains)
+    assert report["evidence_multiplicity"]["10+"] == 24 and report["evidence_multiplicity"]["5-9"] == 38
+    assert set(report["hallucination_form"]) == {"wrong_attribute", "unspecified"}
