@@ -26,3 +26,11 @@ def test_merge_refuses_a_question_id_twice():
     table = pool_of([question("q1", "vg:1", "P1", "a")])
     with pytest.raises(ValueError, match="repeats a question_id"):
         merge_pools(table, [table])
+
+
+def test_null_ids_are_not_repeats_and_reach_the_balancing():
+    rows = [question("q1", "vg:1", "P1", "a"), question(None, "vg:1", "P1", "b"), question(None, "vg:2", "P1", "c")]
+    merged = merge_pools(pool_of(rows), [])
+    assert merged["question_id"].to_pylist() == ["q1", None, None]
+    with pytest.raises(ValueError, match="repeats a question_id"):
+        merge_pools(pool_of(rows), [pool_of([question("q1", "vg:3", "P2", "d")])])
