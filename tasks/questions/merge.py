@@ -15,7 +15,9 @@ def merge_pools(templated: pa.Table, others: list[pa.Table], verified_questions:
 
     Not sorted: the release orders its rows by question_id itself (``balance.pipeline.plan_release``,
     the partitioned path) and its decisions do not depend on the pool's row order, so sorting here
-    would only repeat that work (a full sort and gather of the pool). ``verified_questions`` is the ``questions.parquet`` of a build-verified-qa run; a question id
+    would only repeat that work (a full sort and gather of the pool).
+
+    ``verified_questions`` is the ``questions.parquet`` of a build-verified-qa run; a question id
     that occurs twice is an error (kinds hash different parts, so it means the same file twice).
     """
     tables = [schemas.conform(templated, schemas.QUESTIONS)] + [schemas.conform(t, schemas.QUESTIONS) for t in others]

@@ -71,9 +71,8 @@ class _Counts:
 
     def add(self, questions: pa.Table) -> None:
         """Count one slice in Arrow (a Python value per distinct value, not per row)."""
-        n = questions.num_rows
         halluc = _filled(questions, "is_hallucination", False).to_numpy(zero_copy_only=False).astype(bool)
-        self.questions += n
+        self.questions += questions.num_rows
         self.kinds.update(_value_counts(_filled(questions, "kind", "template")))
         self.tasks.update(_value_counts(_filled(questions, "task_type", "none")))
         sources, source_codes = _codes(_filled(questions, "image_source", "unknown"))
@@ -82,9 +81,9 @@ class _Counts:
             domain["hallucination" if h else "other"] += count
         if "evidence_region_ids" in questions.column_names:  # questions without evidence ids: not counted
             lengths = pc.drop_null(pc.list_value_length(questions["evidence_region_ids"])).to_numpy()
-            for n, count in enumerate(np.bincount(np.minimum(lengths, 10), minlength=11).tolist()):
+            for regions, count in enumerate(np.bincount(np.minimum(lengths, 10), minlength=11).tolist()):
                 if count:  # 10 stands for 10 or more: one bin
-                    self.multiplicity[_bin(n)] += count
+                    self.multiplicity[_bin(regions)] += count
         self.hallucination += int(np.count_nonzero(halluc))
         if halluc.any():  # hallucination rows only: few, their template ids read as Python values
             rows = pa.array(np.flatnonzero(halluc))
@@ -215,7 +214,7 @@ COUNTED_COLUMNS = ["image_source", "kind", "task_type", "is_hallucination", "evi
                    "template_ids"]  # what the counts alone read (a release without regions has no examples)
 
 
-SLICE_ROWS = 262_144  # released questions counted at a time (their Python lists are a few times this)
+SLICE_ROWS = 262_144  # released questions counted (and gathered) at a time
 
 
 class ReleasedQuestions:
