@@ -7,7 +7,9 @@ pool view's chunks are gathered once, column by column on the writer threads, an
 view takes its rows out of every gathered chunk with ascending indices (a sequential pass),
 buffered until a part file is full (so up to a part file of rows per view is held besides
 the chunk). Each file holds the same rows in the same order and is encoded from one chunk per
-column, so the files are the same bytes as when every view is gathered on its own.
+column, so the files are the same bytes as when every view is gathered on its own. A chunk whose rows are
+already in order (a pool that came sorted by question_id, e.g. a re-split's) is a slice or one plain take
+(``base_gather``).
 ``write_pieces`` does the buffering and file cutting for any producer of such chunks; the partitioned
 path's spilled sources (a ``JointSource``: one spill part read and ordered once for the pool, train and
 test) use it through ``write_joint``.
