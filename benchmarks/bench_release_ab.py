@@ -1,6 +1,6 @@
 """A/B of the whole release job (bench_release_floor's workers) between checkouts, in CPU seconds too.
 
-    flock /tmp/bench.lock python -m benchmarks.bench_release_ab --trees /base/tree . [--size 4200000]
+    flock /tmp/bench.lock python -m benchmarks.bench_release_ab --trees /base/tree . [--size 4200000 | --pool FILE]
         [--repeat 3] [--engine project|partitioned] [--floor]
 
 Each run is a fresh interpreter: ``<tree>/.venv/bin/python -m benchmarks.bench_release_floor --worker ENGINE``
@@ -30,13 +30,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trees", type=Path, nargs="+", required=True)
     parser.add_argument("--size", type=int, default=4_200_000)
+    parser.add_argument("--pool", type=Path, help="this pool file instead of the synthetic one of --size (e.g. sorted)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--engine", choices=("project", "partitioned"), default="project")
     parser.add_argument("--floor", action="store_true")
     parser.add_argument("--save", type=Path, help="write the first run's file digests here (to compare separate runs)")
     args = parser.parse_args()
     trees = [tree.resolve() for tree in args.trees]
-    paths = pool_files(args.size)
+    paths = [args.pool.resolve()] if args.pool else pool_files(args.size)
     if args.floor and len(paths) > 1:  # the floor's worker reads one pool file
         parser.error(f"--floor takes a pool of one file: {args.size} questions are {len(paths)} files")
     out = TMP / "out-ab"

@@ -7,7 +7,9 @@ pool view's chunks are gathered once, column by column on the writer threads, an
 view takes its rows out of every gathered chunk with ascending indices (a sequential pass),
 buffered until a part file is full (so up to a part file of rows per view is held besides
 the chunk). Each file holds the same rows in the same order and is encoded from one chunk per
-column, so the files are the same bytes as when every view is gathered on its own.
+column, so the files are the same bytes as when every view is gathered on its own. A chunk whose rows are
+already in order (a pool that came sorted by question_id, e.g. a re-split's) is a slice or one plain take
+(``base_gather``).
 ``write_pieces`` does the buffering and file cutting for any producer of such chunks; the partitioned
 path's spilled sources (a ``JointSource``: one spill part read and ordered once for the pool, train and
 test) use it through ``write_joint``.
@@ -172,16 +174,39 @@ def gather_rows(table: pa.Table, rows: np.ndarray, within: list[np.ndarray | Non
     """``table``'s ``rows`` and, per entry of ``within``, those of them at its positions (None: all).
     One task per column (the threads share the columns as they come), which also takes the
     members' rows out of that column."""
-    indices = pa.array(rows, pa.int64())
-    ordered = _SourceOrder(rows)
+    base = base_gather(rows)
     subsets = [None if positions is None else pa.array(positions, pa.int64()) for positions in within]
 
     def gather(column: pa.ChunkedArray) -> list[pa.ChunkedArray]:
-        values = ordered.take(column) if _variable_width(column) else column.take(indices)
+        values = base(column)
         return [values if subset is None else values.take(subset) for subset in subsets]
 
     columns = [future.result() for future in [threads.submit(gather, column) for column in table.columns]]
     return [pa.Table.from_arrays([pieces[i] for pieces in columns], schema=table.schema) for i in range(len(within))]
+
+
+def base_gather(rows: np.ndarray) -> Callable[[pa.ChunkedArray], pa.ChunkedArray]:
+    """How to gather ``rows`` of a column. Rows in ascending order (an input pool already sorted by
+    question_id, e.g. a re-split's, gives the pool view 0..n-1) need no reordering: a contiguous range is a
+    zero-copy slice, other ascending rows one take (a sequential pass); only rows out of order go through
+    ``_SourceOrder`` (variable-width columns) or a random take."""
+    span = ascending_range(rows)
+    if span is not None and span[1] - span[0] == len(rows):  # n ascending rows over n: a contiguous range
+        start, n = span[0], len(rows)
+        return lambda column: column.slice(start, n)
+    indices = pa.array(rows, pa.int64())
+    if span is not None:
+        return lambda column: column.take(indices)
+    ordered = _SourceOrder(rows)
+    return lambda column: ordered.take(column) if _variable_width(column) else column.take(indices)
+
+
+def ascending_range(rows: np.ndarray) -> tuple[int, int] | None:
+    """(first row, last row + 1) when ``rows`` are strictly ascending, else None (also for no rows); their
+    number equals the span's exactly when they are that contiguous range. One vectorized pass."""
+    if not len(rows) or (len(rows) > 1 and not bool((rows[1:] > rows[:-1]).all())):
+        return None
+    return int(rows[0]), int(rows[-1]) + 1
 
 
 class _SourceOrder:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Union, runtime_checkable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -26,7 +27,7 @@ from reasonvqa.tasks.release.card import render_card
 from reasonvqa.tasks.release.croissant import write_croissant
 from reasonvqa.tasks.release.embed import ROWS_PER_FILE as IMAGE_ROWS_PER_FILE
 from reasonvqa.tasks.release.embed import RELEASE_IMAGES, as_release_images, images_summary, release_schema
-from reasonvqa.tasks.release.gathered import plan_groups, write_group, write_joint
+from reasonvqa.tasks.release.gathered import ascending_range, plan_groups, write_group, write_joint
 from reasonvqa.tasks.release.paths import inside, release_dir
 
 MANIFEST = "manifest.json"
@@ -80,8 +81,6 @@ class TableRows:
     """
 
     def __init__(self, table: pa.Table | _SharedTable, rows):
-        import numpy as np
-
         self._shared = table if isinstance(table, _SharedTable) else _SharedTable(table)
         rows = np.asarray(rows)
         # a decision's int32 row numbers (tasks/balance/rows.py) are kept as they are, not widened
@@ -102,19 +101,33 @@ class TableRows:
         return TableRows(self._shared, rows)
 
     def select(self, columns: list[str]) -> pa.Table:
-        """A materialized table of these rows and ``columns`` only."""
-        return take_rows(self.table.select(columns), self.rows)
+        """A table of these rows and ``columns`` only."""
+        return rows_of(self.table.select(columns), self.rows)
 
     def chunks(self, size: int) -> Iterator[pa.Table]:
         table = self._shared.single_chunk()
         for start in range(0, max(self.num_rows, 1), size):
-            yield take_rows(table, self.rows[start:start + size])
+            yield rows_of(table, self.rows[start:start + size])
 
     def slices(self, columns: list[str], size: int) -> Iterator[pa.Table]:
-        """``columns`` of these rows, ``size`` rows at a time (each slice materialized alone)."""
+        """``columns`` of these rows, ``size`` rows at a time (each slice gathered alone)."""
         table = self.table.select(columns)
         for start in range(0, self.num_rows, size):
-            yield take_rows(table, self.rows[start:start + size])
+            yield rows_of(table, self.rows[start:start + size])
+
+
+def rows_of(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """``take_rows(table, rows)`` of an in-memory table. Ascending rows (views of a pool that came in question_id
+    order, e.g. a re-split's) are cut from their range of the table first: a contiguous range is a zero-copy slice,
+    other ascending rows are taken from the chunks of their range only (Arrow's take from a column of many chunks
+    costs about the whole column per call: half the CPU for the breakdown's slices of the sorted 4.2 M pool)."""
+    span = ascending_range(rows)
+    if span is None:
+        return take_rows(table, rows)
+    start, stop = span
+    if stop - start == len(rows):
+        return table.slice(start, stop - start)
+    return take_rows(table.slice(start, stop - start), rows - start)
 
 
 class ReleaseExistsError(FileExistsError):

@@ -139,3 +139,69 @@ def test_pieces_of_any_length_are_cut_into_files_of_the_size():
     with ThreadPoolExecutor(max_workers=2) as threads:
         write_pieces([Member("a", None), Member("b", None)], chunks, 4, threads, write_part, table.schema)
     assert files == {("a", 0): [0, 1, 2, 3], ("a", 1): [4, 5, 6, 7], ("a", 2): [8], ("b", 0): []}
+
+
+def test_ascending_range_names_the_span_of_ascending_rows_only():
+    from reasonvqa.tasks.release.gathered import ascending_range
+
+    assert ascending_range(np.array([3, 4, 5], dtype=np.int32)) == (3, 6)  # contiguous: 3 rows over 3
+    assert ascending_range(np.array([3, 5, 9])) == (3, 10)  # ascending, with gaps
+    assert ascending_range(np.array([7])) == (7, 8)
+    assert ascending_range(np.array([3, 3, 4])) is None  # a repeat
+    assert ascending_range(np.array([4, 3, 5])) is None
+    assert ascending_range(np.array([], dtype=np.int64)) is None
+
+
+def test_the_base_gather_slices_a_range_takes_ascending_rows_and_reorders_the_others():
+    from reasonvqa.tasks.release.gathered import base_gather
+
+    column = pa.chunked_array([pa.array(["a", "b", None, "d", "e", "f"])])
+    contiguous = base_gather(np.array([1, 2, 3]))(column)
+    assert contiguous.to_pylist() == ["b", None, "d"]
+    assert contiguous.chunk(0).buffers()[2].address == column.chunk(0).buffers()[2].address  # a slice: no copy
+    assert base_gather(np.array([0, 3, 5]))(column).to_pylist() == ["a", "d", "f"]
+    assert base_gather(np.array([5, 0, 3]))(column).to_pylist() == ["f", "a", "d"]
+    ints = pa.chunked_array([pa.array([10, 11, 12, 13])])
+    assert base_gather(np.array([3, 1]))(ints).to_pylist() == [13, 11]
+
+
+# 12 questions whose question_id order takes, in chunks of 4 (ROWS_PER_FILE): rows 0-3 (a contiguous range),
+# rows 4, 6, 8, 9 (ascending with gaps) and rows 11, 5, 7, 10 (out of order)
+MIXED = ["q01", "q02", "q03", "q04", "q05", "q10", "q06", "q11", "q07", "q08", "q12", "q09"]
+MIXED_TRAIN, MIXED_TEST = ["q02", "q03", "q06", "q07", "q09", "q12"], ["q01", "q05", "q11"]
+
+
+def table_of(ids: list[str]) -> pa.Table:
+    """Questions ``ids`` in that row order, in two chunks (as read from shard files)."""
+    rows = [question(qid, f"vg:{i // 3}", f"answer {qid}", [f"answer {qid}", "x"]) for i, qid in enumerate(ids)]
+    table = schemas.from_rows(rows, schemas.QUESTIONS)
+    return pa.concat_tables([table.slice(0, 5), table.slice(5)])
+
+
+@pytest.mark.parametrize("ids, train, test, spans", [
+    (sorted(IDS), TRAIN, TEST, [(0, 4), (4, 8), (8, 11)]),  # a sorted pool (a re-split's): every chunk a range
+    (MIXED, MIXED_TRAIN, MIXED_TEST, [(0, 4), (4, 10), None]),  # a range, ascending rows with gaps, out of order
+    (IDS, TRAIN, TEST, [None, None, None]),  # not sorted
+])
+def test_views_in_order_give_the_files_of_the_general_path(tmp_path, monkeypatch, ids, train, test, spans):
+    from reasonvqa.tasks.release import gathered
+
+    monkeypatch.setattr(writer, "ROWS_PER_FILE", 4)
+    pool = table_of(ids)
+    whole = TableRows(pool, rows_of(pool, ids))
+    given = {"pool": whole, "train": whole.with_rows(rows_of(pool, train)), "test": whole.with_rows(rows_of(pool, test))}
+    assert [gathered.ascending_range(whole.rows[start:start + 4]) for start in range(0, len(ids), 4)] == spans
+    jobs = [(name, view, schemas.QUESTIONS) for name, view in given.items()]
+    write_folders(tmp_path / "gathered", jobs)
+    for name, view in given.items():  # the same rows as materialized tables
+        writer.write_table_files(pool.take(view.rows), tmp_path / "alone" / name)
+    monkeypatch.setattr(gathered, "ascending_range", lambda rows: None)  # every chunk through _SourceOrder
+    write_folders(tmp_path / "general", [(name, whole.with_rows(view.rows), schema) for name, view, schema in jobs])
+    assert digests(tmp_path / "gathered") == digests(tmp_path / "alone") == digests(tmp_path / "general")
+    assert len(digests(tmp_path / "gathered")) == 6  # 3 pool files, 2 of train, 1 of test
+    for name, wanted in (("pool", sorted(ids)), ("train", sorted(train)), ("test", sorted(test))):
+        parts = sorted((tmp_path / "gathered" / name).glob("part-*.parquet"))
+        read = pa.concat_tables([pq.read_table(p) for p in parts])
+        assert read["question_id"].to_pylist() == wanted
+        assert read["answer"].to_pylist() == [f"answer {qid}" for qid in wanted]
+        assert read["choices"].to_pylist() == [[f"answer {qid}", "x"] for qid in wanted]

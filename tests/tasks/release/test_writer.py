@@ -125,3 +125,25 @@ def test_a_stats_file_the_card_links_to_must_be_written(tmp_path, splits):
                       stats_dir=stats, config={"seed": 0}, inputs={},
                       stats_files={"stats.json": "stats/stats.json", "answers_train_test.png": "stats/answers_train_test.png"})
     assert not (tmp_path / "out" / "demo" / "1.0.0").exists()
+
+
+@pytest.mark.parametrize("rows, sliced", [
+    ([1, 2, 3, 4], True),  # a contiguous range across the chunks: a zero-copy slice
+    ([0, 2, 5], False),  # ascending with gaps: taken from the range's chunks
+    ([4, 0, 3], False),  # out of order
+    ([], False),
+])
+def test_rows_of_a_view_are_the_rows_taken(rows, sliced):
+    import numpy as np
+
+    from reasonvqa.tasks.release.writer import TableRows, rows_of
+
+    table = pa.concat_tables([pa.table({"id": ["a", "b", "c"], "n": [[0], [1], None]}),
+                              pa.table({"id": ["d", "e", "f"], "n": [[3], [], [5, 5]]})])
+    picked = rows_of(table, np.array(rows, dtype=np.int32))
+    assert picked.to_pydict() == table.take(pa.array(rows, pa.int64())).to_pydict()
+    assert (picked["id"].chunk(0).buffers()[2].address == table["id"].chunk(0).buffers()[2].address) is sliced
+    view = TableRows(table, rows)
+    assert view.select(["n"]).to_pydict() == {"n": [table["n"][i].as_py() for i in rows]}
+    assert [t["id"].to_pylist() for t in view.slices(["id"], 2)] == [table["id"].take(rows[s:s + 2]).to_pylist()
+                                                                    for s in range(0, len(rows), 2)]
