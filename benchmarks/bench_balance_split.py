@@ -2,6 +2,8 @@
 
     python -m benchmarks.bench_balance_split [--questions 4200000 --images 600000 --groups 180]
                                              [--reference-questions 420000] [--check-questions 20000]
+    python -m benchmarks.bench_balance_split --resplit-only [--pythons OLD/.venv/bin/python .venv/bin/python]
+                                             [--repeat 3]
 
 1. Equality check: on a small synthetic pool the vectorized engine (tasks/balance/balance.py,
    split.py) and the pure-Python reference (tests/tasks/balance/reference.py) must give identical
@@ -14,6 +16,9 @@
 3. Runs: vectorized at full size; vectorized and reference at the reference size (the speed
    ratio); reference at full size only with --reference-questions equal to --questions; then
    `resplit` of the full-size release to two of its six domains (fresh interpreter).
+``--resplit-only`` writes the full-size release once (this checkout) and times only its re-split, ``--repeat``
+times under each of ``--pythons`` (alternating; each child imports whatever ``reasonvqa`` its interpreter has),
+asserting every re-split's Parquet and stats files are the same bytes.
 Pools are synthetic (tests/tasks/balance/synthetic.py: Zipf-like groups and answers, hashed ids) and
 cached under benchmarks/_tmp/.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -106,24 +112,51 @@ def run_pipeline(engine: str, pool_path: Path, out: Path) -> dict:
 
 def run_resplit(release: Path, out: Path) -> dict:
     """Time ``flows.resplit.resplit`` of a written release to two of its six domains."""
+    from benchmarks._measure import sha256_files
     from reasonvqa.flows.resplit import resplit
     from tests.tasks.balance.synthetic import DOMAINS
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     path = resplit(release, out, domains=list(DOMAINS[:2]))
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     manifest = json.loads((path / "manifest.json").read_text())
-    return {"engine": "resplit", "questions": manifest["counts"]["pool"], "total_s": round(time.perf_counter() - start, 2),
-            "peak_rss_mb": round(peak_rss_mb()), "steps": {}, "report": manifest["counts"]}
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".parquet", ".json", ".png"))
+    digest = sha256_files(path, files)
+    return {"engine": "resplit", "questions": manifest["counts"]["pool"], "total_s": round(seconds, 2),
+            "cpu_s": round(cpu, 2), "peak_rss_mb": round(peak_rss_mb()),
+            "steps": {}, "report": manifest["counts"], "files_sha256": digest}
 
 
-def measured(engine: str, pool_path: Path, keep: bool = False) -> dict:
-    """Run one engine in a fresh interpreter and return its JSON result."""
+def measured(engine: str, pool_path: Path, keep: bool = False, python: str = sys.executable) -> dict:
+    """Run one engine in a fresh interpreter (``python``) and return its JSON result."""
     out = TMP / f"out-{engine}-{pool_path.stem}"
-    cmd = [sys.executable, "-m", "benchmarks.bench_balance_split", "--worker", engine, "--pool", str(pool_path), "--out", str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [python, "-m", "benchmarks.bench_balance_split", "--worker", engine, "--pool", str(pool_path), "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{engine} worker ({python}) failed:\n{done.stderr[-3000:]}")
     if not keep:
         shutil.rmtree(out, ignore_errors=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def resplit_only(full: Path, pythons: list[str], repeat: int) -> None:
+    """The full-size release written once, then its re-split timed under each interpreter, alternating."""
+    measured("vectorized", full, keep=True)
+    release = TMP / f"out-vectorized-{full.stem}"
+    digests = set()
+    try:
+        for rep in range(repeat):
+            for python in pythons if rep % 2 == 0 else pythons[::-1]:
+                result = measured("resplit", release / "release" / "bench" / "0.0.0-vectorized", python=python)
+                digests.add(json.dumps(result.pop("files_sha256"), sort_keys=True))
+                print(f"{python}: resplit of {result['questions']:,d} pool questions {result['total_s']} s, "
+                      f"{result['cpu_s']} CPU s, peak RSS {result['peak_rss_mb']} MB, counts {result['report']}", flush=True)
+    finally:
+        shutil.rmtree(release, ignore_errors=True)
+    if len(digests) != 1:
+        raise SystemExit("the re-splits' files differ between interpreters")
+    print("every re-split's Parquet, stats and figure files identical")
 
 
 def check_equal(questions: int) -> dict:
@@ -149,6 +182,9 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=180)
     parser.add_argument("--reference-questions", type=int, default=420_000)
     parser.add_argument("--check-questions", type=int, default=20_000)
+    parser.add_argument("--resplit-only", action="store_true", help="time only the re-split (see above)")
+    parser.add_argument("--pythons", nargs="+", default=[sys.executable])
+    parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--worker", choices=["vectorized", "reference", "resplit"], help=argparse.SUPPRESS)
     parser.add_argument("--pool", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -158,6 +194,11 @@ def main() -> None:
         return
     if args.worker:
         print(json.dumps(run_pipeline(args.worker, args.pool, args.out)))
+        return
+    if args.resplit_only:
+        print(f"load average before: {os.getloadavg()}", flush=True)
+        resplit_only(pool_file(args.questions, args.images, args.groups), args.pythons, args.repeat)
+        print(f"load average after: {os.getloadavg()}")
         return
 
     results: dict = {"check": check_equal(args.check_questions), "runs": []}
@@ -174,7 +215,7 @@ def main() -> None:
         print(f"{engine:10s} {result['questions']:>9,d} questions: {result['total_s']:7.2f} s, peak RSS {result['peak_rss_mb']} MB "
               f"steps {json.dumps(result['steps'])}", flush=True)
     release = TMP / f"out-vectorized-{full.stem}"
-    result = measured("resplit", release / "release" / "bench" / "vectorized")
+    result = measured("resplit", release / "release" / "bench" / "0.0.0-vectorized")
     shutil.rmtree(release, ignore_errors=True)
     results["runs"].append(result)
     print(f"resplit of the full release to 2 of 6 domains: {result['total_s']} s, peak RSS {result['peak_rss_mb']} MB, "

@@ -20,13 +20,13 @@ from prefect.cache_policies import NO_CACHE
 
 from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, record_tables, write_decisions_file
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
-from reasonvqa.tasks.balance.filters import DomainMatch, filter_pool
+from reasonvqa.tasks.balance.filters import FILTER_COLUMNS, DomainMatch, filter_rows, narrow_selected
 from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds
 from reasonvqa.tasks.balance.pipeline import plan_release
 from reasonvqa.tasks.balance.stats import write_stats
 from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
 from reasonvqa.tasks.release.embed import embedded_lookup
-from reasonvqa.tasks.release.reader import read_split
+from reasonvqa.tasks.release.reader import read_columns, read_rows
 from reasonvqa.tasks.release.writer import MANIFEST, sha256_file, write_release
 
 
@@ -68,15 +68,17 @@ def resplit(
     split_config = SplitConfig.model_validate(config.get("split", {}))
     seed = int(config.get("seed", 0)) if seed is None else seed
 
-    pool_in = read_split(source, "pool")
-    property_domains, bank_warning = _property_domains(pool_in) if domains is not None and domain_match == "route" else (None, None)
-    selection = filter_pool(pool_in, domains=domains, sources=sources, hops=hops, domain_match=domain_match,
-                            property_domains=property_domains)
-    del pool_in
+    # the filters' columns first, then only the selected rows, one pool file at a time
+    filtered_by = read_columns(source, "pool", [*FILTER_COLUMNS, "template_version"])
+    property_domains, bank_warning = (_property_domains(filtered_by) if domains is not None and domain_match == "route"
+                                      else (None, None))
+    keep, filter_report = filter_rows(filtered_by, domains=domains, sources=sources, hops=hops, domain_match=domain_match,
+                                      property_domains=property_domains)
+    del filtered_by
     if bank_warning:
-        selection.report["warnings"] = [bank_warning]
-    selected, filter_report = selection.table, selection.report
-    del selection
+        filter_report["warnings"] = [bank_warning]
+    selected = narrow_selected(read_rows(source, "pool", keep), domains, domain_match)
+    del keep
     selected, kind_report = select_kinds(selected, kinds or KindSelection())
     filter_report["filters"].update(kind_report["filters"])
     filter_report["questions_out"] = selected.num_rows

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -20,13 +20,24 @@ class EmptySelectionError(ValueError):
         self.report = report
 
 
+FILTER_COLUMNS = ("domains", "image_source", "n_hop", "route")  # what the filters read of a pool
+
+
 @dataclass
 class FilterResult:
     table: pa.Table
     report: dict
 
 
-def filter_pool(
+def filter_pool(pool: pa.Table, **filters: Any) -> FilterResult:
+    """Keep the questions that pass every given filter (``filters``: the keywords of ``filter_rows``), with
+    their ``domains`` narrowed (``narrow_selected``)."""
+    keep, report = filter_rows(pool, **filters)
+    return FilterResult(table=narrow_selected(pool.filter(pa.array(keep)), filters.get("domains"),
+                                              filters.get("domain_match", "route")), report=report)
+
+
+def filter_rows(
     pool: pa.Table,
     *,
     domains: list[str] | None = None,
@@ -34,8 +45,9 @@ def filter_pool(
     hops: list[int] | None = None,
     domain_match: DomainMatch = "route",
     property_domains: Mapping[str, Sequence[str]] | None = None,
-) -> FilterResult:
-    """Keep the questions that pass every given filter (None = no filter on that field).
+) -> tuple[np.ndarray, dict]:
+    """The mask of the questions that pass every given filter (None = no filter on that field) and its report.
+    ``pool`` needs only the FILTER_COLUMNS it has (a re-split reads just those of a big pool first).
 
     A question's ``domains`` are the union of the domains of the properties on its route, and
     properties often carry several (P17 country: Places & Locations, Politics & Government).
@@ -49,7 +61,7 @@ def filter_pool(
     """
     if domains is not None and domain_match == "route" and property_domains is None:
         raise ValueError('domain_match="route" needs property_domains (the template bank\'s property -> domains map)')
-    frame = pl.from_arrow(pool.select([c for c in ("domains", "image_source", "n_hop", "route") if c in pool.column_names]))
+    frame = pl.from_arrow(pool.select([c for c in FILTER_COLUMNS if c in pool.column_names]))
     available = _available(frame)
     checks: list[tuple[str, list, pl.Expr]] = []
     if domains is not None:
@@ -89,10 +101,14 @@ def filter_pool(
             f"available: {available})",
             report,
         )
-    table = pool.filter(pa.array(keep))
+    return keep, report
+
+
+def narrow_selected(table: pa.Table, domains: list[str] | None, domain_match: DomainMatch) -> pa.Table:
+    """The rows ``filter_rows`` kept, with ``domains`` narrowed to the selected ones for ``domain_match="route"``."""
     if domains is not None and domain_match == "route":
-        table = _narrow_domains(table, sorted(set(domains)))
-    return FilterResult(table=table, report=report)
+        return _narrow_domains(table, sorted(set(domains)))
+    return table
 
 
 def _narrow_domains(table: pa.Table, selected: list[str]) -> pa.Table:

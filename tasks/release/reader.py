@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -23,10 +24,42 @@ class Release:
 
 def read_split(path: Path, split: str, schema: pa.Schema = schemas.QUESTIONS) -> pa.Table:
     """All Parquet files of one split (or record table) folder as one table of ``schema``."""
+    return schemas.conform(pa.concat_tables([pq.read_table(p) for p in split_parts(path, split)]), schema)
+
+
+def split_parts(path: Path, split: str) -> list[Path]:
+    """The Parquet files of one split folder, in order (FileNotFoundError when there are none)."""
     parts = sorted((path / split).glob("*.parquet"))
     if not parts:
         raise FileNotFoundError(f"{path / split}: no Parquet files")
-    return schemas.conform(pa.concat_tables([pq.read_table(p) for p in parts]), schema)
+    return parts
+
+
+def read_columns(path: Path, split: str, columns: list[str], schema: pa.Schema = schemas.QUESTIONS) -> pa.Table:
+    """The ``columns`` of one split (of their type in ``schema``; a column the files lack is all nulls, as
+    ``read_split`` conforms it), nothing else read."""
+    parts = split_parts(path, split)
+    present = [c for c in columns if c in pq.read_schema(parts[0]).names]
+    table = pa.concat_tables([pq.read_table(p, columns=present) for p in parts])
+    return pa.table({c: table[c].cast(schema.field(c).type) if c in present else pa.nulls(table.num_rows, schema.field(c).type)
+                     for c in columns})
+
+
+def read_rows(path: Path, split: str, keep: np.ndarray, schema: pa.Schema = schemas.QUESTIONS) -> pa.Table:
+    """The rows of one split where the mask ``keep`` (one entry per row, in file order) is True, as a table of
+    ``schema``; read one file at a time, so only one file's other rows are ever in memory."""
+    parts = split_parts(path, split)
+    rows = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+    if rows != len(keep):
+        raise ValueError(f"{path / split}: {rows} rows, the mask has {len(keep)}")
+    tables, start = [], 0
+    for part in parts:
+        table = pq.read_table(part)
+        mine = keep[start:start + table.num_rows]
+        start += table.num_rows
+        tables.append(table.filter(pa.array(mine)) if not mine.all() else table)
+        del table
+    return schemas.conform(pa.concat_tables(tables), schema)
 
 
 def read_release(path: Path) -> Release:

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from reasonvqa import schemas
 from reasonvqa.tasks.balance.balance import MULTIPLE_CHOICE_KINDS
 from reasonvqa.tasks.release.paths import ReleasePathError, check_release_name, check_release_version
+from reasonvqa.tasks.release.verify_regions import check_evidence, check_regions
 from reasonvqa.tasks.release.writer import (
     CARD, MANIFEST, MANIFEST_DIGEST, config_digest, content_hash, digest_line, manifest_bytes, sha256_file,
 )
@@ -85,39 +86,39 @@ def verify_release(path: Path) -> list[str]:
     if problems:
         return problems  # do not parse files whose bytes or listing are wrong
     manifest = json.loads(raw)
-    tables: dict[str, pa.Table] = {}
-    for split in [*manifest["splits"], "pool"]:
-        table, errors = _read_split(path, split)
-        problems += errors
-        if table is None:
-            continue
-        tables[split] = table
-        if split != "pool":
-            problems += _check_questions(split, table)
-    problems += _check_disjoint(tables, manifest["splits"])
+    # the record tables first: the questions' evidence is checked against regions while each split is at hand
+    record_problems: list[str] = []
     records: dict[str, pa.Table] = {}
     for name in manifest.get("tables", []):
         if name == "images":  # streamed file by file: it may hold the images' bytes
             from reasonvqa.tasks.release.verify_images import check_images
 
-            problems += check_images(path, manifest)
+            record_problems += check_images(path, manifest)
             continue
         records[name], errors = _read_split(path, name, schemas.TABLES[name])
+        record_problems += errors
+    regions, listed = records.get("regions"), "regions" in manifest.get("tables", [])
+    evidence: dict[str, list[str]] = {}
+    images: dict[str, pa.Array] = {}
+    for split in [*manifest["splits"], "pool"]:  # one split's checked columns in memory at a time
+        table, errors = _read_split(path, split, columns=CHECKED_COLUMNS)
         problems += errors
-    problems += _check_regions(tables, records.get("regions"), "regions" in manifest.get("tables", []))
-    return problems
+        if table is None:
+            continue
+        if split != "pool":
+            problems += _check_questions(split, table)
+            images[split] = pc.unique(table["image_id"])
+        if not (listed and regions is None):  # unreadable regions: already reported
+            evidence[split] = check_evidence(split, table, regions)
+        del table
+    problems += _check_disjoint(images, manifest["splits"]) + record_problems
+    if regions is not None:
+        problems += check_regions(regions)
+    return problems + [problem for split in sorted(evidence) for problem in evidence[split]]
 
 
-def _check_regions(questions: dict[str, pa.Table], regions: pa.Table | None, listed: bool) -> list[str]:
-    """The regions table and every split's evidence ids against it (tasks/release/verify_regions.py)."""
-    from reasonvqa.tasks.release.verify_regions import check_evidence, check_regions
-
-    if listed and regions is None:
-        return []  # unreadable: already reported
-    problems = check_regions(regions) if regions is not None else []
-    for split, table in sorted(questions.items()):
-        problems += check_evidence(split, table, regions)
-    return problems
+CHECKED_COLUMNS = ["question_id", "image_id", "answer", "choices", "kind", "task_type", "evidence_region_ids",
+                   "is_hallucination"]  # what the question and evidence checks read (every column is still decoded)
 
 
 def check_digest(root: Path, manifest: bytes) -> list[str]:
@@ -272,7 +273,10 @@ def _check_splits(splits: object, counts: object, found: ReleaseFiles, record_ta
     return problems
 
 
-def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS) -> tuple[pa.Table | None, list[str]]:
+def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS,
+                columns: list[str] | None = None) -> tuple[pa.Table | None, list[str]]:
+    """The split's parts read whole (so every column is decoded once) and checked against ``schema``, keeping
+    only ``columns`` (None: all) of each part as it is read."""
     parts = sorted((root / split).glob("*.parquet"))
     if not parts:
         return None, [f"{split}: no Parquet files"]
@@ -286,7 +290,8 @@ def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS) -
         if not table.schema.equals(schema, check_metadata=False):
             problems.append(f"{part.relative_to(root)}: schema differs from the record model {schemas.SCHEMA_VERSION}")
             continue
-        tables.append(table)
+        tables.append(table if columns is None else table.select(columns))
+        del table
     if problems:
         return None, problems
     return pa.concat_tables(tables), []
@@ -320,13 +325,14 @@ def _check_questions(split: str, table: pa.Table) -> list[str]:
     return problems
 
 
-def _check_disjoint(tables: dict[str, pa.Table], splits: list[str]) -> list[str]:
+def _check_disjoint(images: dict[str, pa.Array], splits: list[str]) -> list[str]:
+    """Images in two splits (``images``: each split's distinct image ids), the first 20."""
     seen: dict[str, str] = {}
     problems = []
     for split in splits:
-        if split not in tables:
+        if split not in images:
             continue
-        for image in pc.unique(tables[split]["image_id"]).to_pylist():
+        for image in images[split].to_pylist():
             if image in seen:
                 problems.append(f"image {image} is in both {seen[image]} and {split}")
             seen.setdefault(image, split)

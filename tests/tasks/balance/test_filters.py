@@ -82,3 +82,11 @@ def test_empty_selection_is_a_clear_error(pool):
 
 def test_no_filter_keeps_everything(pool):
     assert filter_pool(pool).table.num_rows == 4
+
+
+def test_the_filter_columns_alone_give_the_same_rows_and_report(pool):
+    from reasonvqa.tasks.balance.filters import FILTER_COLUMNS, filter_rows
+
+    keep, report = filter_rows(pool.select(list(FILTER_COLUMNS)), sources=["gldv2"], hops=[1, 3])
+    assert keep.tolist() == [False, False, True, True]
+    assert report == filter_pool(pool, sources=["gldv2"], hops=[1, 3]).report

@@ -70,3 +70,47 @@ def test_template_rows_without_evidence_ids_are_not_checked():
     table = schemas.from_rows([dict(question_id="t", image_id="vg:1", question="Q?", answer="A", kind="template")],
                               schemas.QUESTIONS)
     assert check_evidence("train", table, None) == []
+
+
+def per_row_evidence(split, questions, regions) -> list[str]:
+    """``check_evidence`` one Python row at a time (what the Arrow checks must equal)."""
+    image_of = dict(zip(regions["region_id"].to_pylist(), regions["image_id"].to_pylist())) if regions is not None else {}
+    found = {"missing": [], "foreign": [], "halluc": [], "empty": [], "count": []}
+    for q in questions.to_pylist():
+        evidence = q["evidence_region_ids"] or []
+        for rid in evidence:
+            if rid not in image_of:
+                found["missing"].append(q["question_id"])
+            elif image_of[rid] != q["image_id"]:
+                found["foreign"].append(q["question_id"])
+        if q["is_hallucination"] and evidence:
+            found["halluc"].append(q["question_id"])
+        if q["kind"] in ("grounded", "grounded_vlm") and not q["is_hallucination"] and not evidence:
+            found["empty"].append(q["question_id"])
+        if (q["kind"] == "grounded" and q["task_type"] == "counting" and not q["is_hallucination"]
+                and q["answer"] != str(len(evidence))):
+            found["count"].append(q["question_id"])
+    names = {"missing": "evidence regions missing from regions/", "foreign": "evidence regions of another image",
+             "halluc": "hallucination questions with evidence", "empty": "grounded questions without evidence",
+             "count": "counting answers that are not the number of evidence regions"}
+    return [f"{split}: {len(found[k])} {names[k]} (first: {sorted(set(found[k]))[:5]})" for k in names if found[k]]
+
+
+def test_the_evidence_checks_equal_the_per_row_checks_on_a_mixed_pool():
+    rng = np.random.default_rng(4)
+    region_ids = REGIONS["region_id"].to_pylist() + ["gone/g1"]
+    rows = []
+    for i in range(300):
+        image = ["vg:2", "sa1b:1", None][i % 3]
+        evidence = None if i % 11 == 0 else [region_ids[j] for j in rng.integers(0, 4, size=i % 4)]
+        rows.append(dict(question_id=f"q{rng.integers(0, 10_000):05d}", image_id=image, question="Q?",
+                         answer=["0", "1", "2", "3", None][i % 5], kind=["grounded", "grounded_vlm", "template", None][i % 4],
+                         task_type=["counting", "spatial", None][i % 3], evidence_region_ids=evidence,
+                         is_hallucination=[False, True, None][i % 3 if i % 2 else 0]))
+    table = schemas.from_rows(rows, schemas.QUESTIONS)
+    chunked = pa.concat_tables([table.slice(0, 100), table.slice(100)])
+    for regions in (REGIONS, None):
+        expected = per_row_evidence("pool", table, regions)
+        assert len(expected) == (5 if regions is not None else 4)  # every check finds something (no regions: none foreign)
+        assert check_evidence("pool", table, regions) == expected
+        assert check_evidence("pool", chunked, regions) == expected
