@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import polars as pl
 import pyarrow as pa
@@ -16,7 +17,7 @@ import pyarrow.parquet as pq
 from reasonvqa import schemas
 from reasonvqa.tasks.balance.balance import MULTIPLE_CHOICE_KINDS
 from reasonvqa.tasks.release.paths import ReleasePathError, check_release_name, check_release_version
-from reasonvqa.tasks.release.verify_regions import check_evidence, check_regions
+from reasonvqa.tasks.release.verify_regions import EvidenceTally, check_regions
 from reasonvqa.tasks.release.writer import (
     CARD, MANIFEST, MANIFEST_DIGEST, config_digest, content_hash, digest_line, manifest_bytes, sha256_file,
 )
@@ -100,25 +101,29 @@ def verify_release(path: Path) -> list[str]:
     regions, listed = records.get("regions"), "regions" in manifest.get("tables", [])
     evidence: dict[str, list[str]] = {}
     images: dict[str, pa.Array] = {}
-    for split in [*manifest["splits"], "pool"]:  # one split's checked columns in memory at a time
-        table, errors = _read_split(path, split, columns=CHECKED_COLUMNS)
+    for split in [*manifest["splits"], "pool"]:  # one part of one split in memory at a time
+        questions = _QuestionChecks() if split != "pool" else None
+        tally = EvidenceTally() if not (listed and regions is None) else None  # unreadable regions: already reported
+
+        def check(part: pa.Table) -> None:
+            if questions is not None:
+                questions.add(part)
+            if tally is not None:
+                tally.add(part, regions)
+
+        errors = _each_part(path, split, schemas.QUESTIONS, check)
         problems += errors
-        if table is None:
+        if errors:  # a split with an unreadable part is not checked further
             continue
-        if split != "pool":
-            problems += _check_questions(split, table)
-            images[split] = pc.unique(table["image_id"])
-        if not (listed and regions is None):  # unreadable regions: already reported
-            evidence[split] = check_evidence(split, table, regions)
-        del table
+        if questions is not None:
+            problems += questions.problems(split)
+            images[split] = questions.images()
+        if tally is not None:
+            evidence[split] = tally.problems(split)
     problems += _check_disjoint(images, manifest["splits"]) + record_problems
     if regions is not None:
         problems += check_regions(regions)
     return problems + [problem for split in sorted(evidence) for problem in evidence[split]]
-
-
-CHECKED_COLUMNS = ["question_id", "image_id", "answer", "choices", "kind", "task_type", "evidence_region_ids",
-                   "is_hallucination"]  # what the question and evidence checks read (every column is still decoded)
 
 
 def check_digest(root: Path, manifest: bytes) -> list[str]:
@@ -273,14 +278,20 @@ def _check_splits(splits: object, counts: object, found: ReleaseFiles, record_ta
     return problems
 
 
-def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS,
-                columns: list[str] | None = None) -> tuple[pa.Table | None, list[str]]:
-    """The split's parts read whole (so every column is decoded once) and checked against ``schema``, keeping
-    only ``columns`` (None: all) of each part as it is read."""
+def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS) -> tuple[pa.Table | None, list[str]]:
+    """The split's parts as one table of ``schema`` (None when a part is unreadable or of another schema)."""
+    tables: list[pa.Table] = []
+    problems = _each_part(root, split, schema, tables.append)
+    return (None, problems) if problems else (pa.concat_tables(tables), [])
+
+
+def _each_part(root: Path, split: str, schema: pa.Schema, consume: Callable[[pa.Table], None]) -> list[str]:
+    """Read the split's parts one at a time, whole (every column decoded once), check each against ``schema`` and
+    hand the good ones to ``consume``; return the problems (no files, unreadable parts, other schemas)."""
     parts = sorted((root / split).glob("*.parquet"))
     if not parts:
-        return None, [f"{split}: no Parquet files"]
-    tables, problems = [], []
+        return [f"{split}: no Parquet files"]
+    problems = []
     for part in parts:
         try:
             table = pq.read_table(part)
@@ -290,39 +301,57 @@ def _read_split(root: Path, split: str, schema: pa.Schema = schemas.QUESTIONS,
         if not table.schema.equals(schema, check_metadata=False):
             problems.append(f"{part.relative_to(root)}: schema differs from the record model {schemas.SCHEMA_VERSION}")
             continue
-        tables.append(table if columns is None else table.select(columns))
+        consume(table)
         del table
-    if problems:
-        return None, problems
-    return pa.concat_tables(tables), []
-
-
-def _check_questions(split: str, table: pa.Table) -> list[str]:
-    problems = []
-    has_id = pc.fill_null(pc.greater(pc.utf8_length(table["question_id"]), 0), False)
-    ids = table["question_id"].filter(has_id)
-    if len(ids) != table.num_rows:
-        problems.append(f"{split}: {table.num_rows - len(ids)} questions without a question_id (null or empty)")
-    if pc.count_distinct(ids).as_py() != len(ids):
-        problems.append(f"{split}: duplicate question_id")
-    answers = pc.utf8_trim_whitespace(table["answer"].fill_null(""))
-    empty = pc.sum(pc.equal(pc.utf8_length(answers), 0)).as_py() or 0
-    if empty:
-        problems.append(f"{split}: {empty} questions with an empty answer")
-    choices = pl.from_arrow(table.select(["answer", "choices", "kind"]))
-    good = (
-        (pl.col("choices").list.len() == 4)
-        & (pl.col("choices").list.n_unique() == 4)
-        & pl.col("choices").list.contains(pl.col("answer"))
-    ).fill_null(False)
-    # free-form kinds (verified, grounded) may have no choices (null or [], as the bias report reads them);
-    # templated questions always have four
-    no_choices = pl.col("choices").list.len().fill_null(0) == 0
-    good = good | (no_choices & ~pl.col("kind").fill_null("template").is_in(list(MULTIPLE_CHOICE_KINDS)))
-    bad_choices = choices.select((~good).sum()).item()
-    if bad_choices:
-        problems.append(f"{split}: {bad_choices} questions whose choices are not the answer + 3 distinct distractors")
     return problems
+
+
+class _QuestionChecks:
+    """A split's question invariants, added up part by part: ids present and distinct, answers not empty, choices
+    the answer + 3 distinct distractors (free-form kinds may have none); and the split's distinct images."""
+
+    def __init__(self) -> None:
+        self.rows = self.without_id = self.empty_answers = self.bad_choices = 0
+        self.ids: list[pa.Array] = []  # the present ids (the duplicate check needs all of them)
+        self.image_ids: list[pa.Array] = []
+
+    def add(self, table: pa.Table) -> None:
+        has_id = pc.fill_null(pc.greater(pc.utf8_length(table["question_id"]), 0), False)
+        ids = table["question_id"].filter(has_id)
+        self.rows += table.num_rows
+        self.without_id += table.num_rows - len(ids)
+        self.ids += ids.chunks
+        self.image_ids.append(pc.unique(table["image_id"]))
+        answers = pc.utf8_trim_whitespace(table["answer"].fill_null(""))
+        self.empty_answers += pc.sum(pc.equal(pc.utf8_length(answers), 0)).as_py() or 0
+        choices = pl.from_arrow(table.select(["answer", "choices", "kind"]))
+        good = (
+            (pl.col("choices").list.len() == 4)
+            & (pl.col("choices").list.n_unique() == 4)
+            & pl.col("choices").list.contains(pl.col("answer"))
+        ).fill_null(False)
+        # free-form kinds (verified, grounded) may have no choices (null or [], as the bias report reads them);
+        # templated questions always have four
+        no_choices = pl.col("choices").list.len().fill_null(0) == 0
+        good = good | (no_choices & ~pl.col("kind").fill_null("template").is_in(list(MULTIPLE_CHOICE_KINDS)))
+        self.bad_choices += choices.select((~good).sum()).item()
+
+    def problems(self, split: str) -> list[str]:
+        problems = []
+        if self.without_id:
+            problems.append(f"{split}: {self.without_id} questions without a question_id (null or empty)")
+        ids = pa.chunked_array(self.ids, pa.string())
+        if pc.count_distinct(ids).as_py() != len(ids):
+            problems.append(f"{split}: duplicate question_id")
+        if self.empty_answers:
+            problems.append(f"{split}: {self.empty_answers} questions with an empty answer")
+        if self.bad_choices:
+            problems.append(f"{split}: {self.bad_choices} questions whose choices are not the answer + 3 distinct distractors")
+        return problems
+
+    def images(self) -> pa.Array:
+        """The split's distinct image ids, in the order they first occur."""
+        return pc.unique(pa.chunked_array(self.image_ids, pa.string()))
 
 
 def _check_disjoint(images: dict[str, pa.Array], splits: list[str]) -> list[str]:

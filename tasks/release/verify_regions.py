@@ -45,12 +45,42 @@ def check_regions(regions: pa.Table) -> list[str]:
 
 
 def check_evidence(split: str, questions: pa.Table, regions: pa.Table | None) -> list[str]:
-    """Problems of the evidence of one split's questions against the regions table.
+    """Problems of the evidence of one split's questions against the regions table (``EvidenceTally`` of one table)."""
+    tally = EvidenceTally()
+    tally.add(questions, regions)
+    return tally.problems(split)
 
-    Counted in Arrow: "missing" and "another image" count evidence ids (a question may have several), the other
-    checks count questions; each problem lists the first question ids in order. A null evidence list is empty."""
-    if "evidence_region_ids" not in questions.column_names:
-        return []
+
+EVIDENCE_CHECKS = ("evidence regions missing from regions/", "evidence regions of another image",
+                   "hallucination questions with evidence", "grounded questions without evidence",
+                   "counting answers that are not the number of evidence regions")
+
+
+class EvidenceTally:
+    """The evidence checks added up over parts of a split, counted in Arrow: "missing" and "another image" count
+    evidence ids (a question may have several), the other checks count questions; each problem lists the first
+    question ids in order. A null evidence list is empty; of a region id listed twice, the first row counts."""
+
+    def __init__(self) -> None:
+        self.counts = dict.fromkeys(EVIDENCE_CHECKS, 0)
+        self.first: dict[str, list[str]] = {what: [] for what in EVIDENCE_CHECKS}
+
+    def add(self, questions: pa.Table, regions: pa.Table | None) -> None:
+        if "evidence_region_ids" not in questions.column_names:
+            return
+        for what, flagged in zip(EVIDENCE_CHECKS, _flagged(questions, regions)):
+            if len(flagged):
+                self.counts[what] += len(flagged)
+                self.first[what] = _first_ids(pa.concat_arrays([pa.array(self.first[what], pa.string()),
+                                                                flagged.cast(pa.string())]))
+
+    def problems(self, split: str) -> list[str]:
+        return [f"{split}: {self.counts[what]} {what} (first: {self.first[what]})"
+                for what in EVIDENCE_CHECKS if self.counts[what]]
+
+
+def _flagged(questions: pa.Table, regions: pa.Table | None) -> list[pa.Array]:
+    """Per EVIDENCE_CHECKS entry, the question ids it flags (one per evidence id for the first two)."""
     evidence = _one_chunk(questions["evidence_region_ids"])
     has = pc.greater(pc.fill_null(pc.list_value_length(evidence), 0), 0)
     halluc = pc.fill_null(_one_chunk(questions["is_hallucination"]), False)
@@ -72,13 +102,10 @@ def check_evidence(split: str, questions: pa.Table, regions: pa.Table | None) ->
     counting = pc.fill_null(pc.and_(pc.equal(kind, "grounded"), pc.equal(_one_chunk(questions["task_type"]), "counting")), False)
     number = pc.cast(pc.fill_null(pc.list_value_length(evidence), 0), pa.string())
     right_count = pc.fill_null(pc.equal(_one_chunk(questions["answer"]), number), False)
-    checks = (("evidence regions missing from regions/", pc.take(ids, pc.filter(owner, missing))),
-              ("evidence regions of another image", pc.take(ids, pc.filter(owner, foreign))),
-              ("hallucination questions with evidence", pc.filter(ids, pc.and_(halluc, has))),
-              ("grounded questions without evidence", pc.filter(ids, pc.and_(pc.and_(grounded, not_halluc), pc.invert(has)))),
-              ("counting answers that are not the number of evidence regions",
-               pc.filter(ids, pc.and_(pc.and_(counting, not_halluc), pc.invert(right_count)))))
-    return [f"{split}: {len(flagged)} {what} (first: {_first_ids(flagged)})" for what, flagged in checks if len(flagged)]
+    return [pc.take(ids, pc.filter(owner, missing)), pc.take(ids, pc.filter(owner, foreign)),
+            pc.filter(ids, pc.and_(halluc, has)),
+            pc.filter(ids, pc.and_(pc.and_(grounded, not_halluc), pc.invert(has))),
+            pc.filter(ids, pc.and_(pc.and_(counting, not_halluc), pc.invert(right_count)))]
 
 
 def _one_chunk(column: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -114,3 +114,21 @@ def test_the_evidence_checks_equal_the_per_row_checks_on_a_mixed_pool():
         assert len(expected) == (5 if regions is not None else 4)  # every check finds something (no regions: none foreign)
         assert check_evidence("pool", table, regions) == expected
         assert check_evidence("pool", chunked, regions) == expected
+
+
+def test_a_split_in_several_parts_is_checked_as_one(tmp_path, monkeypatch):
+    from reasonvqa.tasks.release import writer
+
+    train = [grounded("a", "vg:2", "counting", "3", ["vg:2/g5", "vg:2/g6"]),
+             grounded("b", "vg:2", "counting", "There are no dogs.", ["vg:2/g5"], halluc=True),
+             grounded("d", "vg:2", "spatial", "left", ["vg:2/g9", "sa1b:1/g1"]),
+             grounded("e", "vg:2", "spatial", "", ["vg:9/g1"]),
+             grounded("e", "vg:2", "counting", "1", ["vg:2/g6"])]  # "e" twice, in another part
+    test = [grounded("c", "sa1b:1", "comparison", "x", [])]
+    whole = verify_release(release(tmp_path / "one", train, test))
+    monkeypatch.setattr(writer, "ROWS_PER_FILE", 2)
+    parted = release(tmp_path / "parts", train, test)
+    assert len(list((parted / "train").glob("part-*.parquet"))) == 3
+    assert verify_release(parted) == whole
+    assert "train: duplicate question_id" in whole and "train: 1 questions with an empty answer" in whole
+    assert "train: 2 evidence regions missing from regions/ (first: ['d', 'e'])" in whole
