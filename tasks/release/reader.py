@@ -36,13 +36,15 @@ def split_parts(path: Path, split: str) -> list[Path]:
 
 
 def read_columns(path: Path, split: str, columns: list[str], schema: pa.Schema = schemas.QUESTIONS) -> pa.Table:
-    """The ``columns`` of one split (of their type in ``schema``; a column the files lack is all nulls, as
-    ``read_split`` conforms it), nothing else read."""
-    parts = split_parts(path, split)
-    present = [c for c in columns if c in pq.read_schema(parts[0]).names]
-    table = pa.concat_tables([pq.read_table(p, columns=present) for p in parts])
-    return pa.table({c: table[c].cast(schema.field(c).type) if c in present else pa.nulls(table.num_rows, schema.field(c).type)
-                     for c in columns})
+    """The ``columns`` of one split, of their type in ``schema``, nothing else read; a column a file lacks is all
+    nulls for that file's rows (a verified release has every column)."""
+    tables = []
+    for part in split_parts(path, split):
+        present = set(pq.read_schema(part).names)
+        table = pq.read_table(part, columns=[c for c in columns if c in present])
+        tables.append(pa.table({c: table[c].cast(schema.field(c).type) if c in present
+                                else pa.nulls(table.num_rows, schema.field(c).type) for c in columns}))
+    return pa.concat_tables(tables)
 
 
 def read_rows(path: Path, split: str, keep: np.ndarray, schema: pa.Schema = schemas.QUESTIONS) -> pa.Table:
@@ -54,11 +56,15 @@ def read_rows(path: Path, split: str, keep: np.ndarray, schema: pa.Schema = sche
         raise ValueError(f"{path / split}: {rows} rows, the mask has {len(keep)}")
     tables, start = [], 0
     for part in parts:
+        mine = keep[start:start + pq.ParquetFile(part).metadata.num_rows]
+        start += len(mine)
+        if not mine.any():  # nothing selected here: the file is not read
+            continue
         table = pq.read_table(part)
-        mine = keep[start:start + table.num_rows]
-        start += table.num_rows
         tables.append(table.filter(pa.array(mine)) if not mine.all() else table)
         del table
+    if not tables:
+        return schema.empty_table()
     return schemas.conform(pa.concat_tables(tables), schema)
 
 

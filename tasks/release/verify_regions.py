@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -87,7 +88,10 @@ def _flagged(questions: pa.Table, regions: pa.Table | None) -> list[pa.Array]:
     kind = _one_chunk(questions["kind"])
     ids = _one_chunk(questions["question_id"])
     # one entry per evidence id: where it is in the regions table (null: missing) and whether its image is the question's
-    flat, owner = pc.list_flatten(evidence), pc.list_parent_indices(evidence)
+    # owners from the lengths: a null list slot may still span values, which list_flatten skips but
+    # list_parent_indices would count
+    lengths = pc.fill_null(pc.list_value_length(evidence), 0).to_numpy(zero_copy_only=False)
+    flat, owner = pc.list_flatten(evidence), pa.array(np.repeat(np.arange(len(evidence)), lengths))
     if regions is not None and regions.num_rows:
         found = pc.index_in(flat, value_set=_one_chunk(regions["region_id"]), skip_nulls=True)
         region_image = pc.take(_one_chunk(regions["image_id"]), found)

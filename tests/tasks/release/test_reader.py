@@ -39,3 +39,14 @@ def test_a_few_columns_are_read_and_a_missing_one_is_nulls(release, tmp_path):
     pq.write_table(read_split(root, "pool").drop_columns(["route"]), old / "pool" / "part-00000.parquet")
     routes = read_columns(old, "pool", ["route", "answer"])
     assert routes["route"].type == schemas.QUESTIONS.field("route").type and routes["route"].null_count == 7
+
+
+def test_files_without_a_selected_row_are_skipped_and_none_selected_is_empty(release, monkeypatch):
+    root, _ = release
+    read = []
+    original = pq.read_table
+    monkeypatch.setattr(pq, "read_table", lambda path, *a, **k: read.append(path.name) or original(path, *a, **k))
+    rows = read_rows(root, "pool", np.array([False] * 4 + [True, False, False]))
+    assert rows["question_id"].to_pylist() == ["q4"] and read == ["part-00001.parquet"]
+    empty = read_rows(root, "pool", np.zeros(7, dtype=bool))
+    assert empty.num_rows == 0 and empty.schema.equals(schemas.QUESTIONS)

@@ -132,3 +132,14 @@ def test_a_split_in_several_parts_is_checked_as_one(tmp_path, monkeypatch):
     assert verify_release(parted) == whole
     assert "train: duplicate question_id" in whole and "train: 1 questions with an empty answer" in whole
     assert "train: 2 evidence regions missing from regions/ (first: ['d', 'e'])" in whole
+
+
+def test_a_null_evidence_slot_that_spans_values_counts_as_empty():
+    values = pa.array(["vg:2/g5", "vg:2/g6", "vg:9/g1"])
+    evidence = pa.ListArray.from_arrays(pa.array([0, 2, 3], pa.int32()), values, mask=pa.array([True, False]))
+    table = schemas.from_rows([grounded("a", "vg:2", "counting", "0", None), grounded("b", "vg:2", "spatial", "x", None)],
+                              schemas.QUESTIONS)
+    table = table.set_column(table.schema.get_field_index("evidence_region_ids"), "evidence_region_ids", evidence)
+    assert evidence.to_pylist() == [None, ["vg:9/g1"]]
+    assert check_evidence("train", table, REGIONS) == ["train: 1 evidence regions missing from regions/ (first: ['b'])",
+                                                       "train: 1 grounded questions without evidence (first: ['a'])"]
