@@ -25,6 +25,14 @@ def combined(column: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 
+def filled(table: pa.Table, name: str, default) -> pa.Array | pa.ChunkedArray:
+    """The column ``name`` with nulls as ``default``; a column of ``default`` (typed, also when empty) when the
+    table has none."""
+    if name not in table.column_names:
+        return pa.repeat(pa.scalar(default), table.num_rows)
+    return pc.fill_null(table[name], default)
+
+
 def dense_codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     """(code per row, distinct values sorted); code i means ``values[i]``, -1 means null; codes in
     ``rows.row_dtype`` of the column's length."""

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
+from reasonvqa.tasks.balance.codes import filled
 from reasonvqa.tasks.balance.filters import EmptySelectionError
 
 Hallucination = Literal["only", "exclude"]
@@ -29,12 +30,6 @@ class KindSelection(BaseModel):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
-def _column(pool: pa.Table, name: str, default) -> pa.ChunkedArray | pa.Array:
-    if name in pool.column_names:
-        return pc.fill_null(pool[name], default)
-    return pa.repeat(pa.scalar(default), pool.num_rows)  # typed also when empty (a shard of none)
-
-
 def select_kinds(pool: pa.Table, selection: KindSelection) -> tuple[pa.Table, dict]:
     """The rows of ``pool`` that pass ``selection`` and a report of what each filter dropped.
 
@@ -53,12 +48,12 @@ def select_kinds_part(pool: pa.Table, selection: KindSelection) -> tuple[pa.Tabl
     dropped: dict[str, int] = {}
     checks = []
     if selection.kinds is not None:
-        checks.append(("kinds", pc.is_in(_column(pool, "kind", "template"), pa.array(sorted(set(selection.kinds))))))
+        checks.append(("kinds", pc.is_in(filled(pool, "kind", "template"), pa.array(sorted(set(selection.kinds))))))
     if selection.task_types is not None:
-        checks.append(("task_types", pc.fill_null(pc.is_in(_column(pool, "task_type", ""),
+        checks.append(("task_types", pc.fill_null(pc.is_in(filled(pool, "task_type", ""),
                                                             pa.array(sorted(set(selection.task_types)))), False)))
     if selection.hallucination is not None:
-        flag = _column(pool, "is_hallucination", False)
+        flag = filled(pool, "is_hallucination", False)
         checks.append(("hallucination", flag if selection.hallucination == "only" else pc.invert(flag)))
     for name, passed in checks:
         failed = pc.invert(passed) if keep is None else pc.and_(keep, pc.invert(passed))
@@ -74,7 +69,7 @@ def select_kinds_part(pool: pa.Table, selection: KindSelection) -> tuple[pa.Tabl
 
 def _distinct(pool: pa.Table, name: str, default) -> list:
     """The column's distinct values (nulls as ``default``), sorted; counted in Arrow, not as Python objects per row."""
-    return sorted(set(pc.unique(_column(pool, name, default)).to_pylist()))
+    return sorted(set(pc.unique(filled(pool, name, default)).to_pylist()))
 
 
 def add_select_reports(reports: list[dict]) -> dict:

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from reasonvqa.tasks.balance.codes import dense_codes, filled
 from reasonvqa.tasks.release.pixels import Pixels
 
 MULTIPLICITY_BINS = ("0", "1", "2", "3", "4", "5-9", "10+")
@@ -71,11 +72,12 @@ class _Counts:
 
     def add(self, questions: pa.Table) -> None:
         """Count one slice in Arrow (a Python value per distinct value, not per row)."""
-        halluc = _filled(questions, "is_hallucination", False).to_numpy(zero_copy_only=False).astype(bool)
+        halluc = filled(questions, "is_hallucination", False).to_numpy(zero_copy_only=False).astype(bool)
         self.questions += questions.num_rows
-        self.kinds.update(_value_counts(_filled(questions, "kind", "template")))
-        self.tasks.update(_value_counts(_filled(questions, "task_type", "none")))
-        sources, source_codes = _codes(_filled(questions, "image_source", "unknown"))
+        self.kinds.update(_value_counts(filled(questions, "kind", "template")))
+        self.tasks.update(_value_counts(filled(questions, "task_type", "none")))
+        source_codes, sources = dense_codes(filled(questions, "image_source", "unknown"))
+        sources = sources.to_pylist()
         for (code, h), count in zip(*_pair_counts(source_codes, halluc)):
             domain = self.by_domain.setdefault(self.domains.get(sources[code], "unknown"), Counter())
             domain["hallucination" if h else "other"] += count
@@ -103,25 +105,10 @@ class _Counts:
         }
 
 
-def _filled(questions: pa.Table, name: str, default) -> pa.ChunkedArray | pa.Array:
-    """The column with nulls as ``default``; a column of ``default`` when the table has none."""
-    if name not in questions.column_names:
-        return pa.repeat(pa.scalar(default), questions.num_rows)
-    return pc.fill_null(questions[name], default)
-
-
 def _value_counts(column: pa.ChunkedArray | pa.Array) -> dict:
     """{value: rows} of a column without nulls."""
     counts = pc.value_counts(column)
     return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
-
-
-def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[list, np.ndarray]:
-    """(distinct values, each row's index into them) of a column without nulls."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    encoded = pc.dictionary_encode(column)
-    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _pair_counts(codes: np.ndarray, flags: np.ndarray) -> tuple[list[tuple[int, bool]], list[int]]:

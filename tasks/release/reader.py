@@ -51,13 +51,13 @@ def read_rows(path: Path, split: str, keep: np.ndarray, schema: pa.Schema = sche
     """The rows of one split where the mask ``keep`` (one entry per row, in file order) is True, as a table of
     ``schema``; read one file at a time, so only one file's other rows are ever in memory."""
     parts = split_parts(path, split)
-    rows = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
-    if rows != len(keep):
-        raise ValueError(f"{path / split}: {rows} rows, the mask has {len(keep)}")
+    sizes = [pq.ParquetFile(p).metadata.num_rows for p in parts]
+    if sum(sizes) != len(keep):
+        raise ValueError(f"{path / split}: {sum(sizes)} rows, the mask has {len(keep)}")
     tables, start = [], 0
-    for part in parts:
-        mine = keep[start:start + pq.ParquetFile(part).metadata.num_rows]
-        start += len(mine)
+    for part, size in zip(parts, sizes):
+        mine = keep[start:start + size]
+        start += size
         if not mine.any():  # nothing selected here: the file is not read
             continue
         table = pq.read_table(part)

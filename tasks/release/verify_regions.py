@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from reasonvqa.tasks.balance.codes import combined
+
 GROUNDED_KINDS = ("grounded", "grounded_vlm")
 MAX_LISTED = 5
 
@@ -82,20 +84,20 @@ class EvidenceTally:
 
 def _flagged(questions: pa.Table, regions: pa.Table | None) -> list[pa.Array]:
     """Per EVIDENCE_CHECKS entry, the question ids it flags (one per evidence id for the first two)."""
-    evidence = _one_chunk(questions["evidence_region_ids"])
+    evidence = combined(questions["evidence_region_ids"])
     has = pc.greater(pc.fill_null(pc.list_value_length(evidence), 0), 0)
-    halluc = pc.fill_null(_one_chunk(questions["is_hallucination"]), False)
-    kind = _one_chunk(questions["kind"])
-    ids = _one_chunk(questions["question_id"])
+    halluc = pc.fill_null(combined(questions["is_hallucination"]), False)
+    kind = combined(questions["kind"])
+    ids = combined(questions["question_id"])
     # one entry per evidence id: where it is in the regions table (null: missing) and whether its image is the question's
     # owners from the lengths: a null list slot may still span values, which list_flatten skips but
     # list_parent_indices would count
     lengths = pc.fill_null(pc.list_value_length(evidence), 0).to_numpy(zero_copy_only=False)
     flat, owner = pc.list_flatten(evidence), pa.array(np.repeat(np.arange(len(evidence)), lengths))
     if regions is not None and regions.num_rows:
-        found = pc.index_in(flat, value_set=_one_chunk(regions["region_id"]), skip_nulls=True)
-        region_image = pc.take(_one_chunk(regions["image_id"]), found)
-        question_image = pc.take(_one_chunk(questions["image_id"]), owner)
+        found = pc.index_in(flat, value_set=combined(regions["region_id"]), skip_nulls=True)
+        region_image = pc.take(combined(regions["image_id"]), found)
+        question_image = pc.take(combined(questions["image_id"]), owner)
         same = pc.or_kleene(pc.equal(region_image, question_image), pc.and_(pc.is_null(region_image), pc.is_null(question_image)))
         foreign = pc.and_(pc.is_valid(found), pc.invert(pc.fill_null(same, False)))
         missing = pc.is_null(found)
@@ -103,17 +105,13 @@ def _flagged(questions: pa.Table, regions: pa.Table | None) -> list[pa.Array]:
         foreign, missing = pa.repeat(pa.scalar(False), len(flat)), pa.repeat(pa.scalar(True), len(flat))
     not_halluc = pc.invert(halluc)
     grounded = pc.fill_null(pc.is_in(kind, value_set=pa.array(GROUNDED_KINDS)), False)
-    counting = pc.fill_null(pc.and_(pc.equal(kind, "grounded"), pc.equal(_one_chunk(questions["task_type"]), "counting")), False)
+    counting = pc.fill_null(pc.and_(pc.equal(kind, "grounded"), pc.equal(combined(questions["task_type"]), "counting")), False)
     number = pc.cast(pc.fill_null(pc.list_value_length(evidence), 0), pa.string())
-    right_count = pc.fill_null(pc.equal(_one_chunk(questions["answer"]), number), False)
+    right_count = pc.fill_null(pc.equal(combined(questions["answer"]), number), False)
     return [pc.take(ids, pc.filter(owner, missing)), pc.take(ids, pc.filter(owner, foreign)),
             pc.filter(ids, pc.and_(halluc, has)),
             pc.filter(ids, pc.and_(pc.and_(grounded, not_halluc), pc.invert(has))),
             pc.filter(ids, pc.and_(pc.and_(counting, not_halluc), pc.invert(right_count)))]
-
-
-def _one_chunk(column: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
 def _first_ids(ids: pa.Array) -> list[str]:

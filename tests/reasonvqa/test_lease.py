@@ -153,3 +153,20 @@ def test_a_backend_without_if_match_renews_by_reading_back(s3, monkeypatch):
                 fs.pipe_file("leases/w9/.lock", json.dumps({"owner": "thief:1:x", "ttl": 60}).encode())
                 held.lost.wait(0.2)
             assert held.lost.is_set()
+
+
+def test_a_backend_whose_writes_take_no_create_mode_is_refused(s3, monkeypatch):
+    fs = filesystem("s3://leases/w10")[0]
+    real = fs.pipe_file
+
+    def no_create_mode(path, data, mode="overwrite", **kwargs):
+        if mode == "create":
+            raise NotImplementedError("mode='create' is not supported")
+        return real(path, data, **kwargs)
+
+    monkeypatch.setattr(fs, "pipe_file", no_create_mode)
+    with pytest.raises(lease.NoExclusiveCreate, match=r"^work folder s3://leases/w10: its backend cannot create an "
+                                                      r"object exclusively \(mode='create' is not supported\)"):
+        with lease.lease_lock("s3://leases/w10", "build work folder"):
+            pass
+    assert s3_filesystem().find("leases/w10") == []
