@@ -7,6 +7,7 @@ make a rerun skip finished work; Prefect's own cache is not used.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -33,6 +34,7 @@ from reasonvqa.knowledge.endpoint import (
 )
 from reasonvqa.knowledge.rate_limit import query_throttle, require_rate_limit
 from reasonvqa.knowledge.refresh import utc_now
+from reasonvqa.knowledge.release_knowledge import SourceKnowledge
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
 from reasonvqa.flows.runners import runner_for_endpoint
 from reasonvqa.lease import Lease, lease_lock
@@ -64,15 +66,17 @@ def read_source_unit(config: sources.SourceConfig, unit: Any, stage_dir: Path, s
 @task(name="link-shard", task_run_name="link-shard-{shard.number:05d}", cache_policy=NO_CACHE)
 @workstore.portable
 def link_shard(shard: SourceShard, stage_dir: Path, endpoint: str, config: KnowledgeConfig,
-               cache_dir: Path, cache_key: str | None) -> dict:
-    """Link one source shard's objects to Wikidata items (written as link shard ``shard.number``)."""
+               cache_dir: Path, cache_key: str | None, replay: Path | None = None) -> dict:
+    """Link one source shard's objects to Wikidata items (written as link shard ``shard.number``), its
+    SPARQL answers recorded; ``replay``: answer from a release's recorded answers instead (offline)."""
     from reasonvqa.knowledge.linking import link_objects
-    from reasonvqa.knowledge.wikidata import WikidataClient
+    from reasonvqa.knowledge.recorded import RecordingClient, with_answers
 
     def compute():
-        client = WikidataClient(endpoint, config, cache_dir, cache_key=cache_key, throttle=query_throttle(config))
+        client = RecordingClient(knowledge_client(endpoint, config, cache_dir, cache_key, replay))
         source_file = shard.file("objects").relative_to(stage_dir.parent).as_posix()
-        return link_objects(shard.table("objects"), client, config, shard.number, source_file=source_file)
+        return with_answers(link_objects(shard.table("objects"), client, config, shard.number,
+                                         source_file=source_file), client)
 
     return run_shard(stage_dir, shard.number, compute)
 
@@ -80,16 +84,29 @@ def link_shard(shard: SourceShard, stage_dir: Path, endpoint: str, config: Knowl
 @task(name="facts-shard", task_run_name="facts-shard-{shard:05d}", cache_policy=NO_CACHE)
 @workstore.portable
 def facts_shard(qids: list[str], shard: int, stage_dir: Path, endpoint: str, config: KnowledgeConfig,
-                cache_dir: Path, cache_key: str | None, properties: list[str]) -> dict:
-    """Fetch up to 3 hops of facts for one batch of linked items."""
+                cache_dir: Path, cache_key: str | None, properties: list[str], replay: Path | None = None) -> dict:
+    """Fetch up to 3 hops of facts for one batch of linked items, its SPARQL answers recorded (``replay``:
+    answered from a release's recorded answers, offline)."""
     from reasonvqa.knowledge.facts import fetch_facts
-    from reasonvqa.knowledge.wikidata import WikidataClient
+    from reasonvqa.knowledge.recorded import RecordingClient, with_answers
 
     def compute():
-        client = WikidataClient(endpoint, config, cache_dir, cache_key=cache_key, throttle=query_throttle(config))
-        return fetch_facts(qids, client, config, properties, shard)
+        client = RecordingClient(knowledge_client(endpoint, config, cache_dir, cache_key, replay))
+        return with_answers(fetch_facts(qids, client, config, properties, shard), client)
 
     return run_shard(stage_dir, shard, compute)
+
+
+def knowledge_client(endpoint: str, config: KnowledgeConfig, cache_dir: Path, cache_key: str | None,
+                     replay: Path | None):
+    """The SPARQL client of a linking or facts shard: the endpoint's, or a replay of recorded answers."""
+    if replay is not None:
+        from reasonvqa.knowledge.recorded import replay_client
+
+        return replay_client(replay)
+    from reasonvqa.knowledge.wikidata import WikidataClient
+
+    return WikidataClient(endpoint, config, cache_dir, cache_key=cache_key, throttle=query_throttle(config))
 
 
 @task(name="questions-shard", task_run_name="questions-shard-{shard.number:05d}", cache_policy=NO_CACHE)
@@ -171,12 +188,17 @@ def run_questions(shards: list[SourceShard], link_dir: Path, question_dir: Path,
     return summarize(run_tasks(questions_shard, calls, False, in_flight=local_slots()))
 
 
-def input_snapshots(config: BuildConfig, as_of: datetime | None = None) -> dict[str, str]:
+def input_snapshots(config: BuildConfig, as_of: datetime | None = None,
+                    knowledge: dict[str, str] | None = None) -> dict[str, str]:
     """Content ids of every input: each source's annotation files and the knowledge base
-    (a live endpoint's by its refresh period holding ``as_of``, default now)."""
+    (a live endpoint's by its refresh period holding ``as_of``, default now; ``knowledge``: the
+    ``knowledge`` and ``knowledge_date`` of a release rebuilt from, as its manifest names them)."""
     inputs = {f"source:{s.kind}": sources.get(s.kind).snapshot(s) for s in config.sources}
-    inputs["knowledge"] = knowledge_snapshot(config.knowledge, as_of)
-    inputs["knowledge_date"] = knowledge_date(config.knowledge, as_of)
+    if knowledge is not None:
+        inputs |= knowledge
+    else:
+        inputs["knowledge"] = knowledge_snapshot(config.knowledge, as_of)
+        inputs["knowledge_date"] = knowledge_date(config.knowledge, as_of)
     return inputs | question_kind_inputs(config)
 
 
@@ -205,41 +227,50 @@ def work_key(config: BuildConfig, inputs: dict[str, str]) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def check_build_inputs(config: BuildConfig) -> None:
+def check_build_inputs(config: BuildConfig, needs_mirror: bool = True) -> None:
     """Refuse a build that cannot finish, before any work: each source's own check
-    (FileNotFoundError naming a missing folder or file), the mirror's entities, the domains."""
+    (FileNotFoundError naming a missing folder or file), the mirror's entities (unless the knowledge
+    comes from a release: ``needs_mirror`` False), the domains."""
     from reasonvqa.tasks.questions.bank import load_bank
 
     for source in config.sources:
         sources.get(source.kind).check(source)
-    if not config.knowledge.endpoint and not config.knowledge.mirror_entities.exists():
+    if needs_mirror and not config.knowledge.endpoint and not config.knowledge.mirror_entities.exists():
         raise FileNotFoundError(f"knowledge mirror entities not found: {config.knowledge.mirror_entities}")
     load_bank().property_ids(config.questions.domains)  # raises on an unknown domain
 
 
 @flow(name="build-reasonvqa", log_prints=True)
 def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, overwrite: bool = False,
-                    knowledge_as_of: datetime | None = None) -> str:
+                    knowledge_as_of: datetime | None = None, knowledge_from: str | None = None) -> str:
     """Build a release from ``config`` into ``out``; returns the release folder.
 
     ``knowledge_as_of`` (default now) picks a live endpoint's refresh period (``knowledge.refresh``):
     builds of one period reuse its facts, the first build of a new period fetches them again.
+    ``knowledge_from``: a release folder whose recorded knowledge answers every SPARQL query instead
+    (offline: no endpoint, no mirror); with that release's config the rebuild is byte-identical.
     """
+    from reasonvqa.knowledge.release_knowledge import open_release_knowledge
+
     logger = get_run_logger()
     build = workstore.new_build()
     work_path = storage.work_folder(work, build) if work else None  # a URL: this build's mirror
-    check_build_inputs(config)
-    require_rate_limit(config.knowledge)
+    recorded = open_release_knowledge(Path(knowledge_from)) if knowledge_from else None
+    check_build_inputs(config, needs_mirror=recorded is None)
+    if recorded is None:  # a replay sends no query
+        require_rate_limit(config.knowledge)
     if storage.protocol(out):  # an fsspec URL: build into a local folder, then upload the release
         storage.filesystem(out)  # fail now, naming the extra to install, when its backend is missing
         # the local copy is only staging: whether a release may be replaced is decided at the URL
-        local = build_reasonvqa.fn(config, str(local_staging(out)), work, True, knowledge_as_of)
+        local = build_reasonvqa.fn(config, str(local_staging(out)), work, True, knowledge_as_of, knowledge_from)
         return storage.upload_release(Path(local), out, overwrite)
     out_dir = Path(out)
     release_dir(out_dir, config.release.name, config.release.version)  # refuse a release path outside out first
     as_of = knowledge_as_of or utc_now()
-    inputs = input_snapshots(config, as_of)
-    work_dir = work_path or out_dir / ".work" / work_key(config, inputs)
+    inputs = input_snapshots(config, as_of, recorded.inputs if recorded is not None else None)
+    # a rebuild from recorded answers never reuses the work of a build that queried (nor the reverse)
+    keyed = inputs | ({"knowledge_replay": recorded.answers_digest} if recorded is not None else {})
+    work_dir = work_path or out_dir / ".work" / work_key(config, keyed)
     work_dir.mkdir(parents=True, exist_ok=True)
     on_wait = functools.partial(_tell, logger)
     lock = (lease_lock(work.rstrip("/"), "build work folder", build=build, on_wait=on_wait)
@@ -248,7 +279,7 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     with lock as held:
         try:
             return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of,
-                             held.check if isinstance(held, Lease) else _always_held)
+                             held.check if isinstance(held, Lease) else _always_held, recorded)
         finally:
             forget_mirrors(work_dir)
 
@@ -286,9 +317,10 @@ def _tell(logger, message: str) -> None:
 
 
 def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str], overwrite: bool,
-              as_of: datetime, still_held: Callable[[], None] = _always_held) -> str:
+              as_of: datetime, still_held: Callable[[], None] = _always_held,
+              recorded: SourceKnowledge | None = None) -> str:
     """The build's stages, run while this process holds the work folder's lock (``still_held`` raises,
-    between stages, when a lease was lost)."""
+    between stages, when a lease was lost); ``recorded``: the knowledge of a release, replayed."""
     logger = get_run_logger()
     report: dict[str, dict] = {}
 
@@ -326,20 +358,21 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
 
     properties = load_bank().property_ids(config.questions.domains)
     cache_dir = config.knowledge.cache_dir or work_dir / "_sparql_cache"
-    cache_key = source_cache_key(config.knowledge, as_of)
-    remote = bool(config.knowledge.endpoint)
-    with knowledge_endpoint(config.knowledge, work_dir) as endpoint, \
+    replay = replay_file(recorded, work_dir) if recorded is not None else None
+    cache_key = source_cache_key(config.knowledge, as_of) if replay is None else None
+    remote = bool(config.knowledge.endpoint) and replay is None
+    with (knowledge_endpoint(config.knowledge, work_dir) if replay is None else _replayed()) as endpoint, \
             runner_for_endpoint(getattr(FlowRunContext.get(), "task_runner", None), endpoint) as querying:
         # 2. linking: one task per source shard of objects, written under the shard's number
         # (on a cluster given by address, a loopback endpoint is queried from the flow's process: querying)
         link_dir = work_dir / "link"
-        link_calls = [(shard, link_dir, endpoint, config.knowledge, cache_dir, cache_key) for shard in shards]
+        link_calls = [(shard, link_dir, endpoint, config.knowledge, cache_dir, cache_key, replay) for shard in shards]
         report["link"] = summarize(run_tasks(link_shard, link_calls, remote, runner=querying))
         still_held()
 
         # 3. facts: the distinct linked items, in batches of shard_size
         facts_dir = work_dir / "facts"
-        fact_calls = [(b, n, facts_dir, endpoint, config.knowledge, cache_dir, cache_key, properties)
+        fact_calls = [(b, n, facts_dir, endpoint, config.knowledge, cache_dir, cache_key, properties, replay)
                       for n, b in enumerate(linked_item_batches(link_dir, config.shard_size))]
         report["facts"] = summarize(run_tasks(facts_shard, fact_calls, remote, runner=querying))
     still_held()
@@ -353,6 +386,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
             extra_pools.append(vlm)
     facts_path = merge_fact_shards(facts_dir, work_dir / "facts_merged.parquet")
     snapshot = facts_content_id(config.knowledge, facts_path, inputs["knowledge"])
+    knowledge = release_knowledge_tables(config.knowledge, inputs, facts_path, link_dir, facts_dir)
 
     # 4. questions: one task per source shard of images, joined to its links by shard number
     question_dir = work_dir / "questions"
@@ -362,6 +396,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     used = pool.image_ids() if isinstance(pool, PoolFiles) else pool  # what the images and regions keep
     if "regions" in extra_tables:  # the pixel evidence of the images that have questions
         extra_tables["regions"] = regions_of_pool(extra_tables["regions"], used)
+    extra_tables |= knowledge(used)  # the facts, answers and links the questions came from
     images = release_images([shard.table("images") for shard in prefetch(shards, ["images"])], used)
     del used
     # bytes are read when the release is written (a file's rows at a time), where the license allows
@@ -375,6 +410,41 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     release = finish_release(handed.pop(), config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
     logger.info("release written to %s", release)
     return str(release)
+
+
+@contextlib.contextmanager
+def _replayed():
+    """The "endpoint" of a build that replays recorded answers: none is started or queried."""
+    yield "replay:"
+
+
+def replay_file(recorded: SourceKnowledge, work_dir: Path) -> Path:
+    """The release's recorded answers as one file of the work folder, which every knowledge shard reads."""
+    from reasonvqa.knowledge.recorded import write_replay_file
+
+    path = write_replay_file(recorded.answers, work_dir / "knowledge_replay.parquet")
+    workstore.push(path)
+    return path
+
+
+def release_knowledge_tables(config: KnowledgeConfig, inputs: dict[str, str], facts_path: Path, link_dir: Path,
+                             facts_dir: Path) -> Callable[[Any], dict[str, pa.Table]]:
+    """The release's knowledge tables, given the pool (or its image ids): the merged facts with where and when
+    they were fetched, every SPARQL answer the linking and facts shards used, the links of the pool's images."""
+    from reasonvqa.knowledge.recorded import TABLE, merge_answers
+    from reasonvqa.knowledge.release_knowledge import (
+        FACTS_TABLE, LINKS_TABLE, fetched_from, knowledge_table, links_of_images,
+    )
+
+    facts = knowledge_table(facts_path, fetched_from(config, inputs["knowledge"]), inputs["knowledge_date"])
+    answers = merge_answers([read_table(d, TABLE, schemas.KNOWLEDGE_QUERIES) for d in (link_dir, facts_dir)])
+    links = read_table(link_dir, "entity_links", schemas.ENTITY_LINKS)
+
+    def tables(used: Any) -> dict[str, pa.Table]:
+        images = used["image_id"] if isinstance(used, pa.Table) else used
+        return {FACTS_TABLE: facts, TABLE: answers, LINKS_TABLE: links_of_images(links, images)}
+
+    return tables
 
 
 def merged_pool(question_dir: Path, others: list[pa.Table], config: BuildConfig, work_dir: Path,

@@ -134,9 +134,12 @@ def resplit(
 
 
 def tables_of_pool(tables: dict, pool: pa.Table) -> dict:
-    """The source release's record tables (regions, images), restricted to the images of the new pool."""
+    """The source release's record tables (regions, images, entity links), restricted to the images of the new
+    pool; tables of no image (the knowledge and its recorded answers) are carried over whole, so the re-split
+    can be rebuilt from (``build --knowledge-from``) as its source can."""
     images = pc.unique(pool["image_id"])
-    return {name: table.restricted(images) if hasattr(table, "restricted") else table.filter(pc.is_in(table["image_id"], images))
+    return {name: table.restricted(images) if hasattr(table, "restricted")
+            else table.filter(pc.is_in(table["image_id"], images)) if "image_id" in table.column_names else table
             for name, table in tables.items()}
 
 

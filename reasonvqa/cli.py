@@ -126,20 +126,27 @@ def build(
     embed_images: Annotated[Optional[str], typer.Option(
         help="auto: embed the bytes of local images whose source license allows it; never: URLs and paths only "
              "(overrides release.embed_images).")] = None,
+    knowledge_from: Annotated[Optional[Path], typer.Option(
+        "--knowledge-from", exists=True, file_okay=False,
+        help="A release folder: answer every knowledge query from the knowledge it carries (offline: no endpoint, "
+             "no mirror). Without --sample or --config the release's own config is used: the same release, "
+             "byte for byte.")] = None,
 ) -> None:
     """Run the build-reasonvqa flow and print the release folder."""
     from reasonvqa.config import sample_config
 
     from reasonvqa import storage
 
-    if sample == (config is not None):
-        raise typer.BadParameter("give exactly one of --sample or --config FILE")
+    if sample and config is not None or not sample and config is None and knowledge_from is None:
+        raise typer.BadParameter("give exactly one of --sample or --config FILE (or --knowledge-from RELEASE alone)")
+    recorded = _release_knowledge_or_exit(knowledge_from) if knowledge_from is not None else None
     if storage.protocol(out):
         storage.filesystem(out)  # a MissingBackend (exit 2) names the extra to install
     else:
         _check_out_folder(Path(out))
     work_dir = storage.work_folder(work) if work is not None else None  # a URL: its mirror; a bad one exits 2
-    cfg = sample_config() if sample else _load_config_or_exit(config)
+    cfg = (sample_config() if sample else _load_config_or_exit(config) if config is not None
+           else _release_config_or_exit(knowledge_from, recorded.config))
     if domains is not None:
         cfg.questions.domains = _domain_list(domains, strict=True)
     if version is not None:
@@ -155,7 +162,7 @@ def build(
     from reasonvqa.flows.runners import make_task_runner
 
     try:  # fail in a line, before Prefect starts, rather than in a task's traceback after minutes of work
-        check_build_inputs(cfg)
+        check_build_inputs(cfg, needs_mirror=recorded is None)
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
@@ -168,13 +175,40 @@ def build(
     try:
         with local_prefect_api(), progress.bars(not _debug()):  # a local API unless one is configured
             release = build_reasonvqa.with_options(task_runner=runner)(
-                cfg, out, (work if storage.protocol(work) else str(work_dir)) if work_dir else None, overwrite)
+                cfg, out, (work if storage.protocol(work) else str(work_dir)) if work_dir else None, overwrite,
+                knowledge_from=str(knowledge_from) if knowledge_from is not None else None)
     except (FileNotFoundError, ReleaseExistsError, EmptySplitError) as exc:  # missing input, version taken, no questions
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     if not storage.protocol(out):
         _print_summary(Path(release), work_dir or Path(out) / ".work")
     typer.echo(release)
+
+
+def _release_knowledge_or_exit(release: Path):
+    """The knowledge a release carries (``SourceKnowledge``); exit 2 naming why a release cannot be rebuilt from."""
+    from reasonvqa.knowledge.release_knowledge import ReleaseKnowledgeError, open_release_knowledge
+
+    try:
+        return open_release_knowledge(release)
+    except ReleaseKnowledgeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+
+
+def _release_config_or_exit(release: Path, config: dict):
+    """The BuildConfig a release was built with (its manifest's ``config``); exit 2 when it no longer validates."""
+    from pydantic import ValidationError
+
+    from reasonvqa.config import BuildConfig
+
+    try:
+        return BuildConfig.model_validate(config)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        typer.echo(f"error: {release}/manifest.json: config does not validate here "
+                   f"({'.'.join(map(str, first['loc']))}: {first['msg']}); give --config FILE", err=True)
+        raise typer.Exit(2)
 
 
 def _kind_selection(kinds: Optional[str], task_types: Optional[str], hallucination: Optional[str]):

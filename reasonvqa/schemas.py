@@ -136,6 +136,25 @@ FACTS = pa.schema(
     ]
 )
 
+# A release's knowledge (knowledge/release_knowledge.py): the facts its questions were generated from, with
+# where and when they were fetched (the endpoint URL or the embedded mirror's id; the knowledge date).
+KNOWLEDGE = pa.schema(
+    [
+        *FACTS,
+        ("fetched_from", pa.string()),  # "https://query.wikidata.org/sparql", "oxigraph-mirror:sha256:..."
+        ("fetched_on", pa.string()),  # the knowledge date: the refresh period of an endpoint, the mirror's newest edit
+    ]
+)
+
+# Every SPARQL answer the linking and facts stages used (knowledge/recorded.py): what `build --knowledge-from`
+# replays, so the rebuild asks the same questions of the same answers, offline.
+KNOWLEDGE_QUERIES = pa.schema(
+    [
+        ("query", pa.string()),  # the query text as sent
+        ("answer", pa.string()),  # its bindings as canonical JSON (sorted rows, sorted keys)
+    ]
+)
+
 QUESTIONS = pa.schema(
     [
         ("question_id", pa.string()),
@@ -188,6 +207,8 @@ TABLES: dict[str, pa.Schema] = {
     "regions": REGIONS,
     "entity_links": ENTITY_LINKS,
     "facts": FACTS,
+    "knowledge": KNOWLEDGE,
+    "knowledge_queries": KNOWLEDGE_QUERIES,
     "questions": QUESTIONS,
     "rejects": REJECTS,
 }
