@@ -6,6 +6,7 @@ import yaml
 
 from reasonvqa import schemas
 from reasonvqa.tasks.release.breakdown import breakdown_section, regions_section
+from reasonvqa.tasks.release.card_knowledge import knowledge_section
 
 _COLUMNS = {
     "question_id": "stable hash of image, objects, route and template version",
@@ -108,6 +109,8 @@ def render_card(
         *[f"- input `{k}`: `{v}`" for k, v in sorted(inputs.items())],
         "- `manifest.json` lists the sha256 of every file; `reasonvqa verify <folder>` checks them.",
     ]
+    if "knowledge" in tables:
+        lines += ["", *knowledge_section(counts, inputs)]
     if "images" in tables:
         lines += ["", *images_section(counts.get("images", 0), images)]
     if bias:

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from reasonvqa import schemas
 from reasonvqa.tasks.balance.balance import MULTIPLE_CHOICE_KINDS
 from reasonvqa.tasks.release.paths import ReleasePathError, check_release_name, check_release_version
+from reasonvqa.tasks.release.verify_knowledge import check_knowledge
 from reasonvqa.tasks.release.verify_regions import EvidenceTally, check_regions
 from reasonvqa.tasks.release.writer import (
     CARD, MANIFEST, MANIFEST_DIGEST, config_digest, content_hash, digest_line, manifest_bytes, sha256_file,
@@ -123,6 +124,7 @@ def verify_release(path: Path) -> list[str]:
     problems += _check_disjoint(images, manifest["splits"]) + record_problems
     if regions is not None:
         problems += check_regions(regions)
+    problems += check_knowledge(path, manifest, records)
     return problems + [problem for split in sorted(evidence) for problem in evidence[split]]
 
 
