@@ -1,0 +1,64 @@
+"""Reading a release's knowledge back for a rebuild, and the knowledge table it is written as."""
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from reasonvqa import schemas
+from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.release_knowledge import (
+    ReleaseKnowledgeError, fetched_from, knowledge_table, links_of_images, open_release_knowledge,
+)
+from reasonvqa.tasks.release.writer import write_release
+from tests.tasks.release.conftest import question
+
+
+def _release(tmp_path, tables=None, inputs=None):
+    splits = {"train": schemas.from_rows([question("q1", "vg:1", "Paris", ["Paris", "Lyon", "Nice", "Lille"])],
+                                         schemas.QUESTIONS),
+              "test": schemas.from_rows([question("q2", "vg:2", "Rome", ["Rome", "Bern", "Oslo", "Riga"])],
+                                        schemas.QUESTIONS)}
+    return write_release(tmp_path, "demo", "1.0.0", splits, pool=pa.concat_tables(list(splits.values())),
+                         stats_dir=None, config={}, inputs=inputs or {"knowledge": "sha256:ab", "knowledge_date": "2026-12-01"},
+                         tables=tables)
+
+
+def test_a_release_written_before_releases_carried_knowledge_is_refused(tmp_path):
+    release = _release(tmp_path)
+    with pytest.raises(ReleaseKnowledgeError, match=r"carries no knowledge to rebuild from \(no knowledge, "
+                                                    r"knowledge_queries; releases written before 2026-12 hold none\)"):
+        open_release_knowledge(release)
+    with pytest.raises(ReleaseKnowledgeError, match="not a release folder"):
+        open_release_knowledge(tmp_path)
+
+
+def test_the_knowledge_of_a_release_is_its_inputs_and_recorded_answers(tmp_path):
+    answers = pa.table({"query": ["SELECT 1", "SELECT 2"], "answer": ["[]", "[]"]}, schema=schemas.KNOWLEDGE_QUERIES)
+    facts = schemas.from_rows([{"subject_qid": "Q142", "property_id": "P36", "hop": 1, "value_type": "item",
+                                "value_qid": "Q90", "fetched_from": "oxigraph-mirror:sha256:ab",
+                                "fetched_on": "2026-12-01"}], schemas.KNOWLEDGE)
+    release = _release(tmp_path, {"knowledge": facts, "knowledge_queries": answers})
+    found = open_release_knowledge(release)
+    assert found.inputs == {"knowledge": "sha256:ab", "knowledge_date": "2026-12-01"}
+    assert found.answers.equals(answers)
+    assert len(found.answers_digest) == 64
+
+
+def test_the_knowledge_table_is_the_facts_with_where_and_when(tmp_path):
+    path = tmp_path / "facts.parquet"
+    pq.write_table(schemas.from_rows([{"subject_qid": "Q513", "property_id": "P2044", "hop": 1, "value_type": "quantity",
+                                       "amount": 8848.86, "unit_qid": "Q11573", "unit_label": "metre"}], schemas.FACTS), path)
+    table = knowledge_table(path, fetched_from(KnowledgeConfig(endpoint="https://query.wikidata.org/sparql"), "x"),
+                            "2026-12-07")
+    assert table.schema == schemas.KNOWLEDGE
+    row = table.to_pylist()[0]
+    assert (row["amount"], row["unit_label"], row["fetched_from"], row["fetched_on"]) == (
+        8848.86, "metre", "https://query.wikidata.org/sparql", "2026-12-07")
+    assert fetched_from(KnowledgeConfig(), "sha256:ab") == "oxigraph-mirror:sha256:ab"
+
+
+def test_links_are_kept_for_the_images_with_questions():
+    links = schemas.from_rows([{"object_id": f"vg:{i}/o1", "image_id": f"vg:{i}", "qid": "Q1"} for i in range(3)],
+                              schemas.ENTITY_LINKS)
+    kept = links_of_images(links, pa.chunked_array([["vg:2", "vg:0", "vg:2"]]))
+    assert kept["image_id"].to_pylist() == ["vg:0", "vg:2"]
