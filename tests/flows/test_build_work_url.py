@@ -142,7 +142,7 @@ def test_a_build_whose_lease_is_taken_over_fails_at_the_next_stage_boundary_nami
     from reasonvqa import lease
     from reasonvqa.flows import build_reasonvqa as flow_module
 
-    def stages(config, out_dir, work_dir, inputs, overwrite, as_of, still_held):
+    def stages(config, out_dir, work_dir, inputs, overwrite, as_of, still_held, recorded=None):
         s3_filesystem().pipe_file("lost/work/.lock", json.dumps({"owner": "thief:1:x", "ttl": 60}).encode())
         time.sleep(1.5)  # the next renewal finds the other build's lease
         still_held()  # the check between two stages
