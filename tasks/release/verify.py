@@ -342,7 +342,8 @@ class _QuestionChecks:
             bases = table["absence_basis"].filter(halluc)
             unknown = pc.invert(pc.fill_null(pc.is_in(bases, pa.array(BASES, pa.string())), False))
             for basis in bases.filter(unknown).to_pylist():
-                self.unbased[str(basis)] = self.unbased.get(str(basis), 0) + 1
+                name = "null" if basis is None else basis
+                self.unbased[name] = self.unbased.get(name, 0) + 1
 
     def problems(self, split: str) -> list[str]:
         problems = []
