@@ -2,7 +2,8 @@
 
 Questions: ``wrong`` drops the question; ``edit_answer`` sets the answer (the corrected
 answer takes the old answer's place among the choices unless it already is one, in which
-case the old, wrong answer stays as a distractor); ``correct`` keeps it as is.
+case the old, wrong answer stays as a distractor); ``correct`` keeps it as is, and on a hallucination
+question makes the review its absence basis (absence_review.py).
 Regions: ``reject`` drops the region (and its id from questions' evidence lists);
 ``edit`` replaces box, mask and area; ``add`` appends a region with origin
 ``annotation:human``; ``accept`` keeps it. A decision whose question or region is not in
@@ -20,6 +21,7 @@ import pyarrow.compute as pc
 
 from reasonvqa import schemas
 from reasonvqa.annotation_exports import masks
+from reasonvqa.annotation_exports.absence_review import review_bases
 from reasonvqa.annotation_exports.decisions import DecisionStore, effective_decisions
 
 DECISIONS_FILE = "annotation_decisions.json"  # written into the release's stats/
@@ -56,7 +58,7 @@ def apply_decisions(store: DecisionStore, questions: pa.Table, tables: dict[str,
     present = set(questions["question_id"].to_pylist())
     for qid, d in sorted(question_decisions.items()):
         (used if qid in present else unmatched).append(d if qid in present else d["decision_id"])
-    questions = _apply_to_questions(questions, question_decisions)
+    questions = review_bases(_apply_to_questions(questions, question_decisions), question_decisions)
 
     regions = tables.get("regions")
     if region_decisions and regions is None:

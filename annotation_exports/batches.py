@@ -35,6 +35,10 @@ class BatchFilters(BaseModel):
     hops: list[int] | None = Field(default=None, description="Hop counts of the questions.")
     hallucination: bool | None = Field(default=None, description="Only items with (true) or without (false) the flag.")
     undecided: bool = Field(default=True, description="Skip items that already have a decision in the store.")
+    # left out of dumps when unset, so batch ids (a hash of the filters) read as before it existed
+    absence_basis: list[str] | None = Field(default=None, exclude_if=lambda value: value is None,
+                                            description="Only hallucination questions whose absence_basis is one of "
+                                            "these; \"none\" for those without a basis (set aside until reviewed).")
 
 
 @dataclass
@@ -164,13 +168,13 @@ def _candidates(tables: SourceTables, by_image: dict[str, list[str]], regions: d
                    column(q, "question") or nulls, column(q, "answer") or nulls, column(q, "choices") or nulls,
                    column(q, "domains") or nulls, column(q, "task_type") or nulls, column(q, "kind") or nulls,
                    column(q, "n_hop") or nulls, column(q, "hallucination", "is_hallucination", "hallucination_flag") or nulls,
-                   evidence):
-        qid, image_id, source, question, answer, choices, domains, task_type, kind, hop, halluc, ev = row
+                   evidence, column(q, "absence_basis") or nulls):
+        qid, image_id, source, question, answer, choices, domains, task_type, kind, hop, halluc, ev, basis = row
         region_ids = sorted(r for r in ev if r in regions) if ev else sorted(by_image.get(image_id, []))
         out.append({"item_id": qid, "image_id": image_id, "region_ids": region_ids, "question_id": qid,
                     "question": question, "answer": answer, "choices": list(choices or []),
                     "source": source or image_id.split(":", 1)[0], "domains": list(domains or []),
-                    "task_type": task_type, "kind": kind, "n_hop": hop, "hallucination": halluc})
+                    "task_type": task_type, "kind": kind, "n_hop": hop, "hallucination": halluc, "absence_basis": basis})
     return out
 
 
@@ -186,6 +190,8 @@ def _passes(c: dict, f: BatchFilters, image_domains: dict[str, str | None], deci
     if f.hops is not None and c["n_hop"] not in f.hops:
         return False
     if f.hallucination is not None and bool(c["hallucination"]) != f.hallucination:
+        return False
+    if f.absence_basis is not None and not (c["hallucination"] and (c.get("absence_basis") or "none") in f.absence_basis):
         return False
     return not (f.undecided and c["item_id"] in decided)
 

@@ -351,7 +351,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     if config.grounded.enabled:
         from reasonvqa.tasks.questions.grounded_task import submit_grounded
 
-        grounded_results = submit_grounded(config.grounded, shards, work_dir, proposals_dir)
+        grounded_results = submit_grounded(config.grounded, shards, work_dir, proposals_dir, exhaustive_labels(config))
 
     from reasonvqa.knowledge.facts import linked_item_batches, merge_fact_shards
     from reasonvqa.tasks.questions.bank import load_bank
@@ -445,6 +445,20 @@ def release_knowledge_tables(config: KnowledgeConfig, inputs: dict[str, str], fa
         return {FACTS_TABLE: facts, TABLE: answers, LINKS_TABLE: links_of_images(links, images)}
 
     return tables
+
+
+def exhaustive_labels(config: BuildConfig) -> dict[str, list[str] | None]:
+    """Source kind -> the labels its annotations cover exhaustively: a source config's ``exhaustive_labels``, or
+    None where the source declares its own categories exhaustive (nuScenes); kinds with neither are left out."""
+    out: dict[str, list[str] | None] = {}
+    for source in config.sources:
+        declared = source.exhaustive_labels
+        if declared is None and not sources.get(source.kind).exhaustive_taxonomy:
+            continue
+        if source.kind in out and out[source.kind] != declared:
+            raise ValueError(f"sources of kind {source.kind!r} declare different exhaustive_labels; give one list")
+        out[source.kind] = sorted(declared) if declared is not None else None
+    return out
 
 
 def merged_pool(question_dir: Path, others: list[pa.Table], config: BuildConfig, work_dir: Path,

@@ -47,9 +47,13 @@ def resplit(
     overwrite: bool = False,
     kinds: KindSelection | None = None,
     decisions: Path | None = None,
+    absence_bases: list[str] | None = None,
 ) -> Path:
     """Write a new release version from ``source``'s pool filtered by domains / sources / hops
     and by question kind, task type and hallucination flag (``kinds``).
+
+    ``absence_bases``: the bases of absence claims the new release takes (``balance.absence_bases``; default
+    the source's); hallucination rows without one are set aside by balancing, kept in the pool.
 
     ``decisions``: an annotation decision store (annotation_exports) whose decisions the new
     release applies to the pool and the record tables before balancing, listed in its manifest.
@@ -64,7 +68,10 @@ def resplit(
     manifest = _verified_manifest(source)  # its name and version become a path: trust them only after verify
     pool_id = pool_fingerprint(source, manifest)
     config = manifest.get("config", {})
-    balance_config = BalanceConfig.model_validate(config.get("balance", {}))
+    balance_dump = dict(config.get("balance", {}))
+    if absence_bases is not None:
+        balance_dump["absence_bases"] = sorted(set(absence_bases))
+    balance_config = BalanceConfig.model_validate(balance_dump)
     split_config = SplitConfig.model_validate(config.get("split", {}))
     seed = int(config.get("seed", 0)) if seed is None else seed
 
@@ -83,6 +90,8 @@ def resplit(
     filter_report["filters"].update(kind_report["filters"])
     filter_report["questions_out"] = selected.num_rows
     filter_report["dropped_by"].update(kind_report["dropped_by"])
+    if absence_bases is not None:  # applied by balancing (after the decisions, which may give a basis)
+        filter_report["filters"]["absence_bases"] = balance_config.absence_bases
     selected, tables, applied = apply_store(decisions, selected, record_tables(source, manifest))
     request = {"filters": filter_report["filters"], "seed": seed, "source_pool": pool_id}
     if applied is not None:
@@ -103,6 +112,8 @@ def resplit(
             "seed": seed,
         },
     }
+    if absence_bases is not None:
+        new_config["balance"] = balance_config.model_dump(mode="json")
     new_config.setdefault("release", {})
     new_config["release"] = {**new_config["release"], "version": version}
     inputs = {**manifest.get("inputs", {}), "resplit_source_pool": pool_id}
@@ -210,12 +221,13 @@ def _card_notes(manifest: dict, selection: dict, balance: dict, split: dict) -> 
 
 @task(name="resplit-release", cache_policy=NO_CACHE)
 def resplit_task(source: str, out: str, domains, sources, hops, version, seed, domain_match, overwrite,
-                 kinds: KindSelection | None = None, decisions: str | None = None) -> str:
+                 kinds: KindSelection | None = None, decisions: str | None = None,
+                 absence_bases: list[str] | None = None) -> str:
     """One task: the whole re-split is seconds of vectorized work over one pool."""
     return str(
         resplit(Path(source), Path(out), domains=domains, sources=sources, hops=hops, version=version, seed=seed,
                 domain_match=domain_match, overwrite=overwrite, kinds=kinds,
-                decisions=Path(decisions) if decisions else None)
+                decisions=Path(decisions) if decisions else None, absence_bases=absence_bases)
     )
 
 
@@ -232,12 +244,13 @@ def resplit_flow(
     overwrite: bool = False,
     kinds: KindSelection | None = None,
     decisions: str | None = None,
+    absence_bases: list[str] | None = None,
 ) -> str:
     """Prefect flow ``resplit``: re-split a release and publish its stats as artifacts."""
     from reasonvqa.flows.artifacts import publish_artifacts
 
     release = Path(resplit_task(source, out, domains, sources, hops, version, seed, domain_match, overwrite, kinds,
-                                decisions))
+                                decisions, absence_bases))
     publish_artifacts(release)
     print(f"re-split release written to {release}")
     return str(release)

@@ -103,6 +103,9 @@ KINDS_HELP = "Comma-separated question kinds to keep: template, verified, ground
 TASK_TYPES_HELP = ("Comma-separated task types to keep: knowledge, free_form, identification, attribute, ocr, "
                    "spatial, counting, comparison.")
 HALLUCINATION_HELP = "only: keep hallucination questions only; exclude: drop them."
+ABSENCE_BASIS_HELP = ("Comma-separated bases of absence claims the release takes (strongest first: taxonomy, review, "
+                      "annotated_attribute, refuting_boxes, annotated_relation, detector, vlm, cooccurrence); hallucination "
+                      "questions with another basis, or none, are set aside in pool/ (default: every basis).")
 
 
 @app.command()
@@ -123,6 +126,7 @@ def build(
     kinds: Annotated[Optional[str], typer.Option(help=KINDS_HELP)] = None,
     task_types: Annotated[Optional[str], typer.Option(help=TASK_TYPES_HELP)] = None,
     hallucination: Annotated[Optional[str], typer.Option(help=HALLUCINATION_HELP)] = None,
+    absence_basis: Annotated[Optional[str], typer.Option(help=ABSENCE_BASIS_HELP)] = None,
     embed_images: Annotated[Optional[str], typer.Option(
         help="auto: embed the bytes of local images whose source license allows it; never: URLs and paths only "
              "(overrides release.embed_images).")] = None,
@@ -157,6 +161,8 @@ def build(
         cfg.release.embed_images = embed_images
     if kinds is not None or task_types is not None or hallucination is not None:
         cfg.select = _kind_selection(kinds, task_types, hallucination)
+    if absence_basis is not None:
+        cfg.balance = cfg.balance.model_validate({**cfg.balance.model_dump(), "absence_bases": _absence_bases(absence_basis)})
     _quiet_prefect()
     from reasonvqa.flows.build_reasonvqa import build_reasonvqa, check_build_inputs
     from reasonvqa.flows.runners import make_task_runner
@@ -218,6 +224,18 @@ def _kind_selection(kinds: Optional[str], task_types: Optional[str], hallucinati
     if hallucination not in (None, "only", "exclude"):
         raise typer.BadParameter("is one of only, exclude", param_hint="--hallucination")
     return KindSelection(kinds=_split_list(kinds), task_types=_split_list(task_types), hallucination=hallucination)
+
+
+def _absence_bases(text: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """The --absence-basis list (bad values exit 2); ``extra`` names further accepted words (export's "none")."""
+    from reasonvqa.tasks.questions.absence import BASES
+
+    names = _split_list(text) or []
+    unknown = sorted(set(names) - set(BASES) - set(extra))
+    if unknown or not names:
+        raise typer.BadParameter(f"unknown basis {unknown}; one or more of {', '.join(BASES + extra)}",
+                                 param_hint="--absence-basis")
+    return sorted(set(names))
 
 
 def _print_summary(release: Path, work: Path) -> None:
@@ -303,6 +321,7 @@ def resplit(
     hallucination: Annotated[Optional[str], typer.Option(help=HALLUCINATION_HELP)] = None,
     decisions: Annotated[Optional[Path], typer.Option(
         help="Annotation decision store to apply (reasonvqa import writes it).", file_okay=False)] = None,
+    absence_basis: Annotated[Optional[str], typer.Option(help=ABSENCE_BASIS_HELP.replace("every basis", "the source's"))] = None,
 ) -> None:
     """Filter, re-balance and re-split a release without touching the network."""
     from reasonvqa.flows.resplit import SourceReleaseError, resplit as run_resplit
@@ -317,7 +336,8 @@ def resplit(
     try:
         path = run_resplit(source, out, domains=_domain_list(domains, strict=False), sources=_split_list(sources),
                            hops=hop_list, version=version, seed=seed, domain_match=domain_match,
-                           kinds=_kind_selection(kinds, task_types, hallucination), decisions=decisions)
+                           kinds=_kind_selection(kinds, task_types, hallucination), decisions=decisions,
+                           absence_bases=_absence_bases(absence_basis) if absence_basis is not None else None)
     except (EmptySelectionError, SourceReleaseError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
@@ -370,6 +390,9 @@ def export_annotations_command(
     hops: Annotated[Optional[str], typer.Option(help="Comma-separated hop counts.")] = None,
     hallucination: Annotated[Optional[bool], typer.Option("--hallucination/--no-hallucination",
                                                           help="Only items with / without the hallucination flag.")] = None,
+    absence_basis: Annotated[Optional[str], typer.Option(
+        help="Only hallucination questions with one of these absence bases (comma-separated; none: without a "
+             "basis, the ones a release sets aside until a review confirms them).")] = None,
     include_decided: Annotated[bool, typer.Option(help="Also send items that already have a decision.")] = False,
     url_prefix: Annotated[Optional[str], typer.Option(help="Label Studio image URL prefix for local files.")] = None,
 ) -> None:
@@ -381,7 +404,8 @@ def export_annotations_command(
         raise typer.BadParameter(f"one of {', '.join(EXPORT_FORMATS)}", param_hint="--format")
     filters = BatchFilters(sources=_split_list(sources), domains=_split_list(domains), task_types=_split_list(task_types),
                            kinds=_split_list(kinds), hops=_hop_list(hops), hallucination=hallucination,
-                           undecided=not include_decided)
+                           undecided=not include_decided,
+                           absence_basis=_absence_bases(absence_basis, ("none",)) if absence_basis is not None else None)
     result = export_batch(source, out, format, size, store=store, seed=seed, filters=filters, batch_id=batch_id,
                           url_prefix=url_prefix)
     typer.echo(json.dumps(result.summary(), indent=2, sort_keys=True))

@@ -11,7 +11,8 @@ import pyarrow as pa
 
 # 2.0.0: QUESTIONS gained task_type, evidence_region_ids, is_hallucination (one schema for template,
 # verified and grounded questions); a 1.x reader cannot read 2.x question tables.
-SCHEMA_VERSION = "2.0.0"
+# 2.1.0: QUESTIONS gained absence_basis and absence_evidence (what backs a hallucination row's absence claim).
+SCHEMA_VERSION = "2.1.0"
 
 RLE = pa.struct([("size", pa.list_(pa.int32())), ("counts", pa.string())])
 
@@ -186,6 +187,11 @@ QUESTIONS = pa.schema(
         ("task_type", pa.string()),
         ("evidence_region_ids", pa.list_(pa.string())),  # regions (release regions/ table) proving the answer; [] for hallucination
         ("is_hallucination", pa.bool_()),  # the asked thing is absent: the answer says so and the evidence is empty
+        # what backs the absence claim of a hallucination row (tasks/questions/absence.py BASES: taxonomy, review,
+        # detector, cooccurrence, annotated_attribute, annotated_relation, refuting_boxes, vlm); null on other rows
+        # and on hallucination rows without a basis (never released: balancing sets them aside)
+        ("absence_basis", pa.string()),
+        ("absence_evidence", pa.string()),  # the basis's particulars as sorted-key JSON (taxonomy, estimate and threshold, decision id)
     ]
 )
 
@@ -227,7 +233,8 @@ def from_rows(rows: list[dict], schema: pa.Schema) -> pa.Table:
 # Nullable QUESTIONS columns of the non-template kinds: tables without them (templated questions,
 # tables written before they existed) conform with nulls there.
 OPTIONAL_COLUMNS = frozenset({"kind", "generator_model", "program", "program_output", "similarity", "evidence_object_ids",
-                              "task_type", "evidence_region_ids", "is_hallucination"})
+                              "task_type", "evidence_region_ids", "is_hallucination", "absence_basis",
+                              "absence_evidence"})
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

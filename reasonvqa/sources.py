@@ -50,6 +50,10 @@ class SourceConfig(BaseModel):
                                    description="Folder the images' file_path is relative to, when the pixels are not "
                                    "under path (e.g. Visual Genome's VG_100K/, GLDv2's train/); only release "
                                    "pictures and embedded images read it.")
+    exhaustive_labels: list[str] | None = Field(default=None, exclude_if=lambda value: value is None,
+                                                description="Labels this source's annotations cover exhaustively "
+                                                "(every instance in every image): hallucination questions may claim "
+                                                "those absent, and no other label (tasks/questions/absence.py).")
 
 
 class ImageUnavailable(Exception):
@@ -91,6 +95,9 @@ class Source(ABC):
     visual_domain: ClassVar[str]  # e.g. "mixed", "landmarks", "indoor", "outdoor", "driving", "robotics"
     license: ClassVar[str]  # license of the images and annotations, e.g. "CC BY 4.0"
     description: ClassVar[str] = ""  # one line for --help and the dataset card
+    # True where the source's own categories are annotated exhaustively (nuScenes): an absence claim about one of
+    # them is backed by the taxonomy, and no label outside them is claimed absent (tasks/questions/absence.py)
+    exhaustive_taxonomy: ClassVar[bool] = False
     # whether the images' license lets a release embed their bytes, and why (the card and manifest say it)
     redistributable: ClassVar[bool] = False
     redistribution: ClassVar[str] = "the source's license is not known to allow redistributing its images"

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reasonvqa.tasks.balance import codes, keys
+from reasonvqa.tasks.balance.absence_filter import SET_ASIDE_REASONS, set_aside
 from reasonvqa.tasks.balance.config import BalanceConfig
 from reasonvqa.tasks.balance.rows import row_dtype, row_numbers
 from reasonvqa.tasks.balance.summary import balance_report
@@ -54,6 +55,7 @@ INVALID_REASONS = (
     "missing_property_id",
     "missing_answer",
     "missing_choices",
+    *SET_ASIDE_REASONS,  # hallucination rows without an allowed absence basis (absence_filter.py)
 )
 MULTIPLE_CHOICE_KINDS = ("template",)  # kinds whose questions need choices; a null kind is a 1.x templated row
 NO_CHOICES = "__no_choices"  # a decision table's precomputed ``no_choices`` (partitioned.py reads no choices column)
@@ -163,7 +165,7 @@ def balance_questions(pool: pa.Table, config: BalanceConfig, seed: int, *, mater
     check_columns(pool)
     coded = coded or codes.ColumnCodes(pool)
     qid_order = coded.sorted("question_id")[0]
-    invalid = _invalid_codes(pool, coded)
+    invalid = _invalid_codes(pool, coded, config.absence_bases)
     enc = _encode(coded, qid_order[invalid[qid_order] == 0], seed)
     state = _run_rounds(enc, config)
 
@@ -343,7 +345,7 @@ def _priority_order(pair: np.ndarray, image_count: np.ndarray, key_rank: np.ndar
     return np.lexsort((key_rank, -image_count, pair))
 
 
-def _invalid_codes(pool: pa.Table, coded: codes.ColumnCodes) -> np.ndarray:
+def _invalid_codes(pool: pa.Table, coded: codes.ColumnCodes, absence_bases: list[str] | None = None) -> np.ndarray:
     """Per row: 0 valid, else 1 + index of its first reason in INVALID_REASONS."""
     conditions = [
         codes.missing(pool["question_id"]),
@@ -352,6 +354,7 @@ def _invalid_codes(pool: pa.Table, coded: codes.ColumnCodes) -> np.ndarray:
         coded.missing("property_id"),
         coded.missing("answer"),
         _no_choices_rows(pool),
+        *set_aside(pool, absence_bases),
     ]
     invalid = np.zeros(pool.num_rows, dtype=np.int8)  # np.select would build int64 per row first
     for code in range(len(conditions), 0, -1):  # the first reason that applies is written last

@@ -62,6 +62,14 @@ class BalanceConfig(BaseModel):
         description="Share of hallucination questions among the grounded questions kept by balancing "
         "(VistaQA 3.1: 314 of 1,157, about 27%); extra ones are removed as hallucination_share. null: keep all.",
     )
+    # left out of dumps when unset, so configs (and their hashes) without it read as before it existed
+    absence_bases: list[str] | None = Field(
+        default=None, exclude_if=lambda value: value is None,
+        description="Bases of absence claims a release takes (tasks/questions/absence.py BASES: taxonomy, review, "
+        "annotated_attribute, refuting_boxes, annotated_relation, detector, vlm, cooccurrence); hallucination rows "
+        "with another basis are set aside (absence_basis_not_allowed), those with none always (no_absence_basis). "
+        "null: every basis.",
+    )
     hop_shares: dict[int, float] | None = Field(
         default_factory=lambda: {1: 0.305, 2: 0.634, 3: 0.061},
         description="Target share of questions per hop count after balancing (default: ReasonVQA-U, 23,767 / "
@@ -76,6 +84,17 @@ class BalanceConfig(BaseModel):
                 raise ValueError("hop_shares maps hop counts 1..3 to non-negative shares")
             if abs(sum(self.hop_shares.values()) - 1.0) > 0.01:
                 raise ValueError(f"hop_shares must sum to 1 (got {sum(self.hop_shares.values()):.3f})")
+        return self
+
+    @model_validator(mode="after")
+    def _absence_bases_known(self) -> "BalanceConfig":
+        from reasonvqa.tasks.questions.absence import BASES
+
+        unknown = sorted(set(self.absence_bases or ()) - set(BASES))
+        if unknown:
+            raise ValueError(f"absence_bases: unknown basis {unknown}; known: {', '.join(BASES)}")
+        if self.absence_bases is not None and not self.absence_bases:
+            raise ValueError("absence_bases: give at least one basis (null takes every basis)")
         return self
 
     @model_validator(mode="after")

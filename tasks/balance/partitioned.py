@@ -45,7 +45,7 @@ from reasonvqa.tasks.release.gathered import gather_rows
 from reasonvqa.tasks.release.writer import ROWS_PER_FILE
 
 KEY_COLUMNS = ["question_id", "image_id", "property_id", "answer", "n_hop"]
-KIND_COLUMNS = ["kind", "task_type", "is_hallucination"]  # read when the pool files have them (pipeline.decide)
+KIND_COLUMNS = ["kind", "task_type", "is_hallucination", "absence_basis"]  # read when the pool files have them (pipeline.decide)
 BATCH_ROWS = 262_144  # rows per record batch streamed from the pool files
 PAIR_PARTITIONS = 16
 STATS_ROWS = 262_144  # rows the statistics count at a time (their working memory is a few times this)

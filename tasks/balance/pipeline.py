@@ -45,7 +45,7 @@ SeenCheck = Callable[[np.ndarray, np.ndarray], np.ndarray]
 # what ``decide`` reads of the pool (kind, task_type and is_hallucination where the pool has them), and the
 # ``balance.no_choices`` flags of its rows (from its choices column, or a key table's NO_CHOICES column)
 DECISION_COLUMNS = ("question_id", "image_id", "property_id", "answer", "n_hop", "kind", "task_type", "is_hallucination",
-                    NO_CHOICES)
+                    "absence_basis", NO_CHOICES)
 
 
 def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from reasonvqa.tasks.balance.absence_filter import SET_ASIDE_REASONS
 from reasonvqa.tasks.balance.config import BalanceConfig
 
 
@@ -110,11 +111,13 @@ def balance_report(
             f"{len(single)} property group(s) have a single answer and cannot be balanced "
             f"(kept as they are): {', '.join(single[:10])}{' ...' if len(single) > 10 else ''}"
         )
-    if sum(invalid.values()):
-        warnings.append(
-            "removed invalid questions before balancing: "
-            + ", ".join(f"{k}={v}" for k, v in sorted(invalid.items()) if v)
-        )
+    broken = {k: v for k, v in invalid.items() if v and k not in SET_ASIDE_REASONS}
+    if broken:
+        warnings.append("removed invalid questions before balancing: " + ", ".join(f"{k}={v}" for k, v in sorted(broken.items())))
+    aside = {k: v for k, v in invalid.items() if v and k in SET_ASIDE_REASONS}
+    if aside:
+        warnings.append("set aside hallucination questions without an allowed absence basis (kept in pool/ for review): "
+                        + ", ".join(f"{k}={v}" for k, v in sorted(aside.items())))
     if not converged and config.enabled:
         warnings.append(f"balancing stopped after {len(rounds)} round(s) before reaching its fixed point")
     if questions_in and kept == 0:

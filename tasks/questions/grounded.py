@@ -39,6 +39,7 @@ import yaml
 from reasonvqa import schemas
 from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.stage import Rejects
+from reasonvqa.tasks.questions.absence import evidence_text
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.regions import Region, box_iou
 
@@ -73,7 +74,7 @@ def attribute_words() -> dict[str, str]:
 
 RULE_FILES = (ATTRIBUTES_FILE, TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml", TEMPLATES_DIR / "grounded" / "relations.yaml",
               Path(__file__), *(Path(__file__).with_name(n) for n in ("hallucination.py", "hallucination_attribute.py",
-                                                                     "hallucination_relation.py")))
+                                                                     "hallucination_relation.py", "absence.py")))
 
 
 @lru_cache(maxsize=1)
@@ -355,6 +356,8 @@ def to_rows(candidates: list[Candidate], sources: dict[str, str], objects_of: di
             "generator_model": generator_model, "evidence_object_ids": objects, "task_type": c.task_type,
             "evidence_region_ids": c.evidence, "is_hallucination": c.is_hallucination,
             "template_ids": [c.template_id] if c.template_id else None,
+            "absence_basis": c.detail.get("absence_basis") if c.is_hallucination else None,
+            "absence_evidence": evidence_text(c.detail.get("absence_evidence")) if c.is_hallucination else None,
         })
     rows.sort(key=lambda r: r["question_id"])
     return schemas.from_rows(rows, schemas.QUESTIONS)

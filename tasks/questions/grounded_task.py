@@ -14,6 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from reasonvqa import schemas, workstore
 from reasonvqa.model_stage import instance, run_model_shard
 from reasonvqa.stage import part_name, read_table, run_shard, summarize, write_parquet
+from reasonvqa.tasks.questions.absence import corpus_taxonomies
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig, VLMConfig
 from reasonvqa.tasks.questions.grounded_shard import grounded_for_shard, proposals_part
 from reasonvqa.tasks.questions.hallucination_relation import corpus_relation_counts
@@ -43,23 +44,30 @@ def write_corpus_relations(shards: list[SourceShard], path: Path) -> Path:
 @task(name="grounded-shard", task_run_name="grounded-shard-{shard.number:05d}", cache_policy=NO_CACHE)
 @workstore.portable
 def grounded_shard(shard: SourceShard, proposals_dir: Path | None, stage_dir: Path, corpus_path: Path,
-                   corpus_relations_path: Path, config: GroundedConfig) -> dict:
+                   corpus_relations_path: Path, config: GroundedConfig,
+                   taxonomies: dict[str, list[str]] | None = None) -> dict:
     """Grounded and hallucination questions of one source shard (written as shard ``shard.number``)."""
     source_file = shard.file("regions").relative_to(stage_dir.parent).as_posix()
     return run_shard(stage_dir, shard.number, lambda: grounded_for_shard(
         shard.table("images"), shard.table("objects"), shard.table("attributes"), shard.table("relations"),
         shard.table("regions"), proposals_part(proposals_dir, shard.number), corpus_path, corpus_relations_path,
-        config, shard.number, source_file))
+        config, shard.number, source_file, taxonomies))
 
 
 def submit_grounded(config: GroundedConfig, shards: list[SourceShard], work_dir: Path,
-                    proposals_dir: Path | None) -> Callable[[], tuple[dict, pa.Table, pa.Table]]:
+                    proposals_dir: Path | None, exhaustive: dict[str, list[str] | None] | None = None,
+                    ) -> Callable[[], tuple[dict, pa.Table, pa.Table]]:
     """Write the corpus files and submit one grounded task per source shard without waiting for them;
-    the returned call waits for them and gives the stage totals, the questions and every region."""
+    the returned call waits for them and gives the stage totals, the questions and every region.
+
+    ``exhaustive``: source kind -> the labels it annotates exhaustively (None: its own categories, the labels
+    its images carry in the corpus); absence.corpus_taxonomies resolves it once for every shard."""
     stage_dir = work_dir / "grounded"
     corpus = write_corpus_labels(shards, proposals_dir, work_dir / "corpus_labels.parquet")
     corpus_relations = write_corpus_relations(shards, work_dir / "corpus_relations.parquet")
-    futures = [grounded_shard.submit(s, proposals_dir, stage_dir, corpus, corpus_relations, config) for s in shards]
+    taxonomies = corpus_taxonomies(pq.read_table(corpus), exhaustive or {}) if exhaustive else {}
+    futures = [grounded_shard.submit(s, proposals_dir, stage_dir, corpus, corpus_relations, config, taxonomies)
+               for s in shards]
 
     def collect() -> tuple[dict, pa.Table, pa.Table]:
         report = summarize([f.result() for f in futures])

@@ -38,6 +38,7 @@ from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.questions.grounded import Candidate, spatial_answer, to_rows
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig, VLMConfig
+from reasonvqa.tasks.questions.absence import VLM_BASIS
 from reasonvqa.tasks.questions.hallucination import is_absent
 from reasonvqa.tasks.questions.regions import Region, regions_by_image
 
@@ -243,7 +244,10 @@ class GroundedVLMStage(ModelStage):
             return None, "no_evidence"
         evidence = list(dict.fromkeys(handles[h].region_id for h in ids))
         c = Candidate(image["image_id"], task_type, item["question"].strip(), item["answer"].strip(), evidence,
-                      is_hallucination=negative, detail={"absent": item["absent"].strip().lower()} if negative else {},
+                      is_hallucination=negative, detail={
+                          "absent": item["absent"].strip().lower(), "absence_basis": VLM_BASIS,
+                          "absence_evidence": {"model": self.llm_config.model, "checked": "not among the image's labels"},
+                      } if negative else {},
                       template_id=NEGATIVE_TEMPLATE_ID if negative else None)
         return c, None
 

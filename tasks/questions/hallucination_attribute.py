@@ -12,7 +12,9 @@ image has one car, annotated white:
    form) is a whole word of any attribute of the subject or of a box duplicating it (IoU at least
    ``duplicate_iou``, another annotation of the same thing); the next group is examined until
    one is kept (at most one question per region and family).
-3. Forms as the absent-object questions (hallucination.forms) about "<attribute> <label>"; the
+3. Basis (``absence_basis``): ``annotated_attribute``, the subject's annotated values of the family (in
+   ``absence_evidence``) contradict the asked word.
+4. Forms as the absent-object questions (hallucination.forms) about "<attribute> <label>"; the
    attribute form asks the other family ("What is the blue car made of?").
 """
 
@@ -23,6 +25,7 @@ from functools import lru_cache
 import yaml
 
 from reasonvqa.paths import TEMPLATES_DIR
+from reasonvqa.tasks.questions.absence import ATTRIBUTE_BASIS
 from reasonvqa.tasks.questions.grounded import Candidate, be, plural, singular, stable_order
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.hallucination import forms, words
@@ -83,8 +86,11 @@ def attribute_candidates(image_id: str, regions: list[Region], refs: dict[str, s
                           else f"There {be(r.label)} no {phrase} in the image.")
                 if task == "counting":
                     question = f"How many {wrong} {plural(r.label)} are there in the image?"
+                annotated = sorted(a for a in r.attributes if any(_carries([a], g) for g in attribute_families()[family]))
                 c = Candidate(image_id, task, question, answer, [], is_hallucination=True, template_id=TEMPLATE_ID,
-                              detail={"subject": r.region_id, "family": family, "attribute": wrong})
+                              detail={"subject": r.region_id, "family": family, "attribute": wrong,
+                                      "absence_basis": ATTRIBUTE_BASIS,
+                                      "absence_evidence": {"subject": r.region_id, "family": family, "annotated": annotated}})
                 out.append(c)
                 if _carries(carried, group):
                     c.reason = "attribute_present"

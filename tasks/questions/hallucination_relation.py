@@ -13,7 +13,8 @@ cup and the table are both present and named unambiguously, and the relation can
    "table below cup"); ``relation_not_refuted`` unless the boxes refute the asked family by the
    spatial margin (grounded.spatial_answer) or an annotated relation of an excluded family holds
    (annotated "on" vs asked "under"). Visual Genome relations are incomplete, so absence of an
-   annotation alone never makes a question.
+   annotation alone never makes a question. What refuted it is the row's ``absence_basis``:
+   ``refuting_boxes`` (checked first) or ``annotated_relation``.
 4. At most one kept question per pair, ``hallucination_candidates_per_image`` per image; corpus
    predicates of every pair are examined before the spatial fallbacks of any pair.
 """
@@ -203,9 +204,17 @@ def relation_candidates(image_id: str, regions: list[Region], refs: dict[str, st
             c = Candidate(image_id, task, question, f"No {a.label} {be(a.label)} {predicate} {b_ref} in the image.", [],
                           is_hallucination=True, template_id=TEMPLATE_ID,
                           detail={"subject": a.region_id, "object": b.region_id, "predicate": predicate})
+            contrary = sorted(held & set(family.excludes))
             if family.name in held:
                 c.reason = "relation_present"
-            elif not (geometry_refutes(family, a, b, image, config) or held & set(family.excludes)):
+            elif geometry_refutes(family, a, b, image, config):
+                c.detail.update(absence_basis="refuting_boxes", absence_evidence={
+                    "subject": a.region_id, "object": b.region_id, "geometry": family.geometry,
+                    "margin": config.spatial_margin})
+            elif contrary:
+                c.detail.update(absence_basis="annotated_relation", absence_evidence={
+                    "subject": a.region_id, "object": b.region_id, "annotated_families": contrary})
+            else:
                 c.reason = "relation_not_refuted"
             out.append(c)
             if c.reason is None:

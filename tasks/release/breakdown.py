@@ -3,8 +3,9 @@
 ``write_breakdown`` writes ``breakdown.json`` and ``examples/*.png`` into a release's stats folder;
 ``breakdown_section`` renders them as the card's "Question breakdown" section. Counts are over the
 released questions (train + test): per task type, per visual domain (hallucination or not), per
-kind, per evidence multiplicity (number of evidence regions; 0 = hallucination), and per
-hallucination form (the ``hallucination:<form>`` entry of a hallucination row's ``template_ids``).
+kind, per evidence multiplicity (number of evidence regions; 0 = hallucination), per
+hallucination form (the ``hallucination:<form>`` entry of a hallucination row's ``template_ids``) and per
+absence basis (``absence_basis``; "none" for a row without one).
 ``released_questions`` reads the splits' few breakdown columns ``SLICE_ROWS`` rows at a time, and
 the counts and the examples' candidates are added up slice by slice, so memory does not grow with
 the release (the same ``breakdown.json`` and pictures as from one table: tested).
@@ -69,6 +70,7 @@ class _Counts:
         self.multiplicity: Counter = Counter()
         self.hallucination = 0
         self.forms: Counter = Counter()
+        self.bases: Counter = Counter()
 
     def add(self, questions: pa.Table) -> None:
         """Count one slice in Arrow (a Python value per distinct value, not per row)."""
@@ -92,6 +94,9 @@ class _Counts:
             templates = (questions["template_ids"].take(rows).to_pylist() if "template_ids" in questions.column_names
                          else [None] * len(rows))
             self.forms.update(hallucination_form(t) for t in templates)
+            bases = (questions["absence_basis"].take(rows).to_pylist() if "absence_basis" in questions.column_names
+                     else [None] * len(rows))
+            self.bases.update(b or "none" for b in bases)
 
     def report(self) -> dict:
         return {
@@ -102,7 +107,15 @@ class _Counts:
             "evidence_multiplicity": {b: self.multiplicity.get(b, 0) for b in MULTIPLICITY_BINS},
             "hallucination": self.hallucination,
             "hallucination_form": dict(sorted(self.forms.items())),
+            "absence_basis": {b: self.bases[b] for b in _basis_order(self.bases)},
         }
+
+
+def _basis_order(bases: Counter) -> list[str]:
+    """The counted bases strongest first (absence.BASES), then any other, then "none"."""
+    from reasonvqa.tasks.questions.absence import BASES
+
+    return [b for b in BASES if b in bases] + sorted(set(bases) - set(BASES) - {"none"}) + (["none"] if "none" in bases else [])
 
 
 def _value_counts(column: pa.ChunkedArray | pa.Array) -> dict:
@@ -196,9 +209,9 @@ def draw_example(regions: list[dict], path: Path, photo: bytes | None = None) ->
 
 
 BREAKDOWN_COLUMNS = ["question_id", "image_id", "image_source", "question", "answer", "kind", "task_type",
-                     "is_hallucination", "evidence_region_ids", "template_ids"]  # what the breakdown and the examples read
+                     "is_hallucination", "evidence_region_ids", "template_ids", "absence_basis"]  # what the breakdown and the examples read
 COUNTED_COLUMNS = ["image_source", "kind", "task_type", "is_hallucination", "evidence_region_ids",
-                   "template_ids"]  # what the counts alone read (a release without regions has no examples)
+                   "template_ids", "absence_basis"]  # what the counts alone read (a release without regions has no examples)
 
 
 SLICE_ROWS = 262_144  # released questions counted (and gathered) at a time
@@ -215,8 +228,8 @@ class ReleasedQuestions:
     def slices(self, columns: list[str] = BREAKDOWN_COLUMNS) -> Iterator[pa.Table]:
         """``columns`` of the released rows, ``rows`` at a time, split after split."""
         for split in self.splits:
-            if isinstance(split, pa.Table):
-                table = split.select(columns)
+            if isinstance(split, pa.Table):  # a table made without the newer columns is counted without them
+                table = split.select([c for c in columns if c in split.column_names])
                 yield from (table.slice(start, self.rows) for start in range(0, table.num_rows, self.rows))
             else:
                 yield from split.slices(columns, self.rows)
@@ -280,6 +293,12 @@ def breakdown_section(report: dict) -> list[str]:
     if report.get("hallucination_form"):
         lines += ["", "| hallucination form | questions |", "| --- | ---: |"]
         lines += [f"| {k.replace('_', ' ')} | {v} |" for k, v in report["hallucination_form"].items()]
+    if report.get("absence_basis"):
+        total = sum(report["absence_basis"].values())
+        lines += ["", "What backs each hallucination question's absence claim (`absence_basis`, strongest first; "
+                  "`absence_evidence` holds the particulars; questions without a basis are set aside, not released):",
+                  "", "| absence basis | questions | share |", "| --- | ---: | ---: |"]
+        lines += [f"| {b} | {n} | {n / total:.1%} |" for b, n in report["absence_basis"].items()]
     lines += ["", "| kind | questions |", "| --- | ---: |"]
     lines += [f"| {k} | {v} |" for k, v in report["kind"].items()]
     lines += ["", "| evidence regions | questions |", "| --- | ---: |"]

@@ -37,6 +37,12 @@ _COLUMNS = {
                  "for templated, `free_form` for verified questions",
     "evidence_region_ids": "regions (`regions/` table) whose masks or boxes prove the answer, in the order the question names them; empty for hallucination questions",
     "is_hallucination": "the asked object, attribute or relation is absent: the answer states the absence and the evidence is empty",
+    "absence_basis": "what backs a hallucination question's absence claim, strongest first: `taxonomy` (the source "
+                     "annotates the class exhaustively), `review` (a human confirmed it), `annotated_attribute`, "
+                     "`refuting_boxes`, `annotated_relation`, `detector`, `vlm`, `cooccurrence` (improbable for the "
+                     "scene by corpus co-occurrence); null on other questions",
+    "absence_evidence": "the basis's particulars as JSON: the taxonomy, the estimate and its threshold, the decision id, "
+                        "the contrary annotation",
 }
 
 

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from reasonvqa import schemas
 from reasonvqa.tasks.balance.balance import MULTIPLE_CHOICE_KINDS
+from reasonvqa.tasks.questions.absence import BASES
 from reasonvqa.tasks.release.paths import ReleasePathError, check_release_name, check_release_version
 from reasonvqa.tasks.release.verify_knowledge import check_knowledge
 from reasonvqa.tasks.release.verify_regions import EvidenceTally, check_regions
@@ -314,6 +315,7 @@ class _QuestionChecks:
 
     def __init__(self) -> None:
         self.rows = self.without_id = self.empty_answers = self.bad_choices = 0
+        self.unbased: dict[str, int] = {}  # hallucination rows without a known absence basis, by the basis they name
         self.ids: list[pa.Array] = []  # the present ids (the duplicate check needs all of them)
         self.image_ids: list[pa.Array] = []
 
@@ -337,6 +339,13 @@ class _QuestionChecks:
         no_choices = pl.col("choices").list.len().fill_null(0) == 0
         good = good | (no_choices & ~pl.col("kind").fill_null("template").is_in(list(MULTIPLE_CHOICE_KINDS)))
         self.bad_choices += choices.select((~good).sum()).item()
+        halluc = pc.fill_null(table["is_hallucination"], False)
+        if pc.any(halluc).as_py():
+            bases = table["absence_basis"].filter(halluc)
+            unknown = pc.invert(pc.fill_null(pc.is_in(bases, pa.array(BASES, pa.string())), False))
+            for basis in bases.filter(unknown).to_pylist():
+                name = "null" if basis is None else basis
+                self.unbased[name] = self.unbased.get(name, 0) + 1
 
     def problems(self, split: str) -> list[str]:
         problems = []
@@ -349,6 +358,9 @@ class _QuestionChecks:
             problems.append(f"{split}: {self.empty_answers} questions with an empty answer")
         if self.bad_choices:
             problems.append(f"{split}: {self.bad_choices} questions whose choices are not the answer + 3 distinct distractors")
+        if self.unbased:
+            problems.append(f"{split}: {sum(self.unbased.values())} hallucination questions without a known absence "
+                            f"basis ({', '.join(f'{k}: {v}' for k, v in sorted(self.unbased.items()))})")
         return problems
 
     def images(self) -> pa.Array:

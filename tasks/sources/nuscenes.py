@@ -54,6 +54,7 @@ class NuScenesSource(Source):
     kind: ClassVar[str] = "nuscenes"
     config_model: ClassVar[type[SourceConfig]] = NuScenesConfig
     visual_domain: ClassVar[str] = "driving"
+    exhaustive_taxonomy: ClassVar[bool] = True  # every instance of its categories is annotated (3D boxes)
     license: ClassVar[str] = LICENSE
     description: ClassVar[str] = "nuScenes v1.0 tables: camera keyframes with projected 3D boxes, categories, attributes"
     # camera files sit under the dataroot (config.path, or image_dir) at the sample_data filename

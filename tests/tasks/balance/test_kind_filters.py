@@ -11,7 +11,7 @@ POOL = schemas.from_rows([
     dict(question_id="t0", image_id="vg:1", answer="Paris", property_id="P36"),  # a 1.x row: no kind
     dict(question_id="g1", image_id="vg:1", answer="2", kind="grounded", task_type="counting", is_hallucination=False),
     dict(question_id="g2", image_id="vg:1", answer="There are no dogs in the image.", kind="grounded",
-         task_type="counting", is_hallucination=True),
+         task_type="counting", is_hallucination=True, absence_basis="taxonomy"),
     dict(question_id="v1", image_id="vg:2", answer="red", kind="verified", task_type="free_form", is_hallucination=False),
 ], schemas.QUESTIONS)
 
@@ -50,7 +50,8 @@ def test_balancing_keeps_the_configured_hallucination_share():
     rows = [dict(question_id=f"g{i:02d}", image_id=f"vg:{i % 10}", question=f"How many {i}?", answer=str(i), kind="grounded",
                  task_type="counting", is_hallucination=False, n_hop=0) for i in range(30)]
     rows += [dict(question_id=f"h{i:02d}", image_id=f"vg:{i % 10}", question=f"How many dogs {i}?", answer=f"There are no dog{i}.",
-                  kind="grounded", task_type="counting", is_hallucination=True, n_hop=0) for i in range(40)]
+                  kind="grounded", task_type="counting", is_hallucination=True, n_hop=0, absence_basis="taxonomy")
+              for i in range(40)]
     pool = schemas.from_rows(rows, schemas.QUESTIONS)
     done = balance_and_split(pool, BalanceConfig(hop_shares=None), SplitConfig(drop_test_pairs_seen_in_train=False), 0)
     kept = pa.concat_tables([done.split.train, done.split.test])

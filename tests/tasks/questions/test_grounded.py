@@ -13,7 +13,8 @@ from pycocotools import mask as mask_utils
 from reasonvqa import schemas
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.grounded_shard import generate_grounded
-from reasonvqa.tasks.questions.hallucination import cooccurrence_candidates, is_absent
+from reasonvqa.tasks.questions.absence import absent_labels
+from reasonvqa.tasks.questions.hallucination import is_absent
 from reasonvqa.tasks.questions.grounded import spatial_answer
 from reasonvqa.tasks.questions.regions import Region, image_labels, shard_regions
 
@@ -182,7 +183,9 @@ def test_absence_is_checked_by_whole_words_both_ways():
 
 def test_cooccurrence_ranks_labels_seen_with_this_scene():
     corpus = pa.table({"image_id": ["a", "a", "b", "b", "c", "c", "d"], "label": ["tree", "car", "tree", "dog", "car", "dog", "cat"]})
-    assert cooccurrence_candidates(corpus, ["a"], 2) == {"a": ["dog"]}  # two neighbours hold a dog; the cat none
+    found = absent_labels(corpus, ["a"], 2, {}, 0.05)
+    # two neighbours hold a dog, the cat none; the most co-occurring label has no basis (likely present, unannotated)
+    assert [(c.label, c.basis) for c in found["a"]] == [("dog", None)]
 
 
 def test_spatial_margin_skips_close_pairs():

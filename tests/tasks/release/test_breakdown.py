@@ -169,7 +169,15 @@ def per_row_breakdown(table, domains: dict[str, str]) -> dict:
             "domain": {d: dict(sorted(c.items())) for d, c in sorted(domain.items())},
             "evidence_multiplicity": {b: bins.get(b, 0) for b in MULTIPLICITY_BINS},
             "hallucination": len(halluc),
-            "hallucination_form": dict(sorted(Counter(hallucination_form(r.get("template_ids")) for r in halluc).items()))}
+            "hallucination_form": dict(sorted(Counter(hallucination_form(r.get("template_ids")) for r in halluc).items())),
+            "absence_basis": _ordered(Counter(r.get("absence_basis") or "none" for r in halluc))}
+
+
+def _ordered(bases) -> dict:
+    """Strongest basis first (absence.BASES), "none" last."""
+    from reasonvqa.tasks.questions.absence import BASES
+
+    return {b: bases[b] for b in [*BASES, "none"] if b in bases}
 
 
 def test_arrow_counts_equal_the_per_row_counts_with_nulls_bins_and_missing_columns():
@@ -180,7 +188,8 @@ def test_arrow_counts_equal_the_per_row_counts_with_nulls_bins_and_missing_colum
                  task_type=[None, "counting", "ocr", "spatial", "attribute"][i % 5],
                  evidence_region_ids=None if i % 7 == 0 else [f"r{j}" for j in range(i % 13)],
                  is_hallucination=[None, True, False][i % 3],
-                 template_ids=[["t1"], ["t2", "hallucination:wrong_attribute"], None][i % 3 if i % 2 else 2])
+                 template_ids=[["t1"], ["t2", "hallucination:wrong_attribute"], None][i % 3 if i % 2 else 2],
+                 absence_basis=[None, "cooccurrence", "review", "taxonomy"][i % 4])
             for i in range(120)]
     table = schemas.from_rows(rows, schemas.QUESTIONS)
     chunked = pa.concat_tables([table.slice(0, 50), table.slice(50)])
@@ -191,3 +200,4 @@ def test_arrow_counts_equal_the_per_row_counts_with_nulls_bins_and_missing_colum
     report = breakdown(table, domains)
     assert report["evidence_multiplicity"]["10+"] == 24 and report["evidence_multiplicity"]["5-9"] == 38
     assert set(report["hallucination_form"]) == {"wrong_attribute", "unspecified"}
+    assert list(report["absence_basis"]) == ["taxonomy", "review", "cooccurrence", "none"]  # strongest first

@@ -23,10 +23,10 @@ REGIONS = schemas.from_rows([
 ], schemas.REGIONS)
 
 
-def grounded(qid, image, task, answer, evidence, halluc=False):
+def grounded(qid, image, task, answer, evidence, halluc=False, basis="taxonomy"):
     return dict(question_id=qid, image_id=image, image_source=image.split(":")[0], question=f"Q {qid}?", answer=answer,
                 property_id=f"grounded:{task}", kind="grounded", task_type=task, evidence_region_ids=evidence,
-                is_hallucination=halluc, n_hop=0)
+                is_hallucination=halluc, n_hop=0, absence_basis=basis if halluc else None)
 
 
 def release(tmp_path, train_rows, test_rows, regions=REGIONS):
@@ -143,3 +143,10 @@ def test_a_null_evidence_slot_that_spans_values_counts_as_empty():
     assert evidence.to_pylist() == [None, ["vg:9/g1"]]
     assert check_evidence("train", table, REGIONS) == ["train: 1 evidence regions missing from regions/ (first: ['b'])",
                                                        "train: 1 grounded questions without evidence (first: ['a'])"]
+
+
+def test_every_released_hallucination_question_names_a_known_basis(tmp_path):
+    path = release(tmp_path, [grounded("a", "vg:2", "counting", "There are no dogs.", [], halluc=True, basis=None),
+                              grounded("b", "vg:2", "counting", "There are no cats.", [], halluc=True, basis="hunch")],
+                   [grounded("c", "sa1b:1", "counting", "There are no cows.", [], halluc=True, basis="review")])
+    assert verify_release(path) == ["train: 2 hallucination questions without a known absence basis (hunch: 1, null: 1)"]

@@ -1,0 +1,168 @@
+"""What backs an absence claim: the choice of absent labels and the basis each one carries.
+
+A hallucination question states that something is absent. Visual Genome does not annotate
+every object in a picture, so "no X in the image" is true only where something stronger than
+"X is not among the annotations" backs it. Every hallucination row names its basis in
+``absence_basis`` and the particulars in ``absence_evidence`` (sorted-key JSON); a row without a
+basis (null) is never released (balancing sets it aside as ``no_absence_basis``, kept in the
+pool for review), and ``balance.absence_bases`` (``--absence-basis``) says which bases a release
+takes.
+
+Bases of absent objects, strongest first (``ABSENT_OBJECT_BASES``):
+
+- ``taxonomy``: the image's source annotates that class exhaustively (nuScenes' own categories,
+  a source config's ``exhaustive_labels``); evidence ``{"taxonomy": <source kind>, "classes": n}``.
+  Only classes of that taxonomy are ever claimed absent from such an image (never "no sidewalk"
+  on a nuScenes frame).
+- ``review``: a human decision imported from review (annotation_exports); evidence the decision id.
+- ``detector``: a detector's negative at a stated threshold (reserved: the proposals stage does not
+  yet record which prompted classes found no box before its filters, so none is made here).
+- ``cooccurrence`` (weakest): the label is improbable for the scene by corpus co-occurrence:
+  among the n images sharing a label with this one, k hold it, and the rule-of-succession
+  estimate (k + 1) / (n + 2) is below ``absence_probability``; evidence the estimate, threshold,
+  n and k. With few such images the estimate cannot fall below the threshold: no claim.
+
+The most co-occurring absent label (the label most likely present but unannotated) is still
+made for images without a taxonomy, with a null basis: set aside, exportable for review, and
+released once a reviewer confirms it (basis ``review``).
+
+Bases of the other hallucination forms: wrong attributes ``annotated_attribute`` (the subject's
+annotated value of the asked family contradicts the asked word); impossible relations
+``refuting_boxes`` (the boxes refute the predicate by the spatial margin) or
+``annotated_relation`` (an annotated relation of an excluded family holds); VLM negatives
+``vlm`` (the model's judgement from the pixels, checked against the annotations).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+import polars as pl
+import pyarrow as pa
+
+ABSENT_OBJECT_BASES = ("taxonomy", "review", "detector", "cooccurrence")
+ATTRIBUTE_BASIS = "annotated_attribute"
+RELATION_BASES = ("refuting_boxes", "annotated_relation")
+VLM_BASIS = "vlm"
+# every basis a hallucination row may name, strongest first (the card lists them in this order)
+BASES = ("taxonomy", "review", "annotated_attribute", "refuting_boxes", "annotated_relation", "detector", "vlm",
+         "cooccurrence")
+
+
+@dataclass(frozen=True)
+class AbsentLabel:
+    """A label to claim absent from an image, with its basis (None: unbased) and the basis's particulars."""
+
+    label: str
+    basis: str | None
+    evidence: dict = field(default_factory=dict, compare=False)
+
+
+def evidence_text(evidence: dict | None) -> str | None:
+    """``absence_evidence`` as stored: sorted-key compact JSON, None for no evidence."""
+    return json.dumps(evidence, sort_keys=True, separators=(",", ":")) if evidence else None
+
+
+def source_of(image_id: str) -> str:
+    """The source kind of a stable image id (``vg:1`` -> ``vg``)."""
+    return image_id.partition(":")[0]
+
+
+def corpus_taxonomies(corpus: pa.Table, declared: dict[str, list[str] | None]) -> dict[str, list[str]]:
+    """source kind -> the labels its annotations cover exhaustively: the declared list, or (None: the source's
+    own categories) every label its images carry in ``corpus`` (so never a class the source does not annotate)."""
+    out = {kind: sorted(set(labels)) for kind, labels in declared.items() if labels is not None}
+    own = [kind for kind, labels in declared.items() if labels is None]
+    if own and corpus.num_rows:
+        frame = pl.from_arrow(corpus).with_columns(source=pl.col("image_id").str.split(":").list.first())
+        for kind in own:
+            out[kind] = sorted(set(frame.filter(pl.col("source") == kind)["label"].to_list()))
+    return {kind: labels for kind, labels in sorted(out.items()) if labels}
+
+
+def _stable_rank(values: list[str], salt: str) -> list[int]:
+    return [int.from_bytes(hashlib.blake2b(f"{salt}\x1f{v}".encode(), digest_size=8).digest(), "big") for v in values]
+
+
+def absent_labels(corpus: pa.Table, images: list[str], per_image: int, taxonomies: dict[str, list[str]],
+                  threshold: float, min_label_images: int = 2) -> dict[str, list[AbsentLabel]]:
+    """image -> labels to claim absent, each with its basis (see the module docstring), at most ``3 * per_image``
+    per basis: taxonomy classes (most co-occurring first) for images of a source with a taxonomy; else the most
+    co-occurring labels (unbased) and labels improbable for the scene (``cooccurrence``, drawn in a stable hash
+    order from the labels that ``min_label_images`` images of the source hold).
+
+    ``corpus`` holds (image_id, label) of every image of the build (regions.image_labels). Labels present in the
+    image (exactly) are never returned; the caller checks whole-word containment (hallucination.is_absent).
+    """
+    if corpus.num_rows == 0 or not images or per_image == 0:
+        return {}
+    cap = 3 * per_image
+    pairs = pl.from_arrow(corpus.select(["image_id", "label"])).unique()
+    mine = pairs.filter(pl.col("image_id").is_in(images))
+    # images of the corpus that share a label with each of ours, and how many of them hold each label
+    neighbours = (mine.join(pairs, on="label").filter(pl.col("image_id") != pl.col("image_id_right"))
+                  .select("image_id", neighbour="image_id_right").unique())
+    scenes = neighbours.group_by("image_id").agg(n=pl.len())
+    scores = neighbours.join(pairs, left_on="neighbour", right_on="image_id").group_by("image_id", "label").agg(k=pl.len())
+    out: dict[str, list[AbsentLabel]] = {}
+    with_taxonomy = [i for i in images if source_of(i) in taxonomies]
+    if with_taxonomy:
+        classes = pl.DataFrame([(i, label) for i in with_taxonomy for label in taxonomies[source_of(i)]],
+                               schema={"image_id": pl.String, "label": pl.String}, orient="row")
+        ranked = (classes.join(mine, on=["image_id", "label"], how="anti").join(scores, on=["image_id", "label"], how="left")
+                  .with_columns(pl.col("k").fill_null(0)).sort(["image_id", "k", "label"], descending=[False, True, False])
+                  .group_by("image_id", maintain_order=True).head(cap))
+        for image_id, label in ranked.select("image_id", "label").iter_rows():
+            kind = source_of(image_id)
+            out.setdefault(image_id, []).append(
+                AbsentLabel(label, "taxonomy", {"taxonomy": kind, "classes": len(taxonomies[kind])}))
+    others = [i for i in images if source_of(i) not in taxonomies]
+    if not others:
+        return out
+    improbable = _improbable(pairs, mine, scenes, scores, others, cap, threshold, min_label_images)
+    for image_id, label, p, n, k in improbable:
+        out.setdefault(image_id, []).append(AbsentLabel(label, "cooccurrence", {
+            "probability": round(p, 6), "threshold": threshold, "scenes": n, "with_label": k,
+            "estimate": "(with_label + 1) / (scenes + 2) over the images sharing a label with this one"}))
+    # the most co-occurring absent labels: the ones most likely present but unannotated, so unbased
+    based = pl.DataFrame([(i, label) for i, label, *_ in improbable], schema={"image_id": pl.String, "label": pl.String},
+                         orient="row")
+    top = (scores.filter(pl.col("image_id").is_in(others)).join(mine, on=["image_id", "label"], how="anti")
+           .join(based, on=["image_id", "label"], how="anti")
+           .sort(["image_id", "k", "label"], descending=[False, True, False]).group_by("image_id", maintain_order=True).head(cap))
+    for image_id, label in top.select("image_id", "label").iter_rows():
+        out.setdefault(image_id, []).append(AbsentLabel(label, None))
+    return out
+
+
+def _improbable(pairs: pl.DataFrame, mine: pl.DataFrame, scenes: pl.DataFrame, scores: pl.DataFrame, images: list[str],
+                cap: int, threshold: float, min_label_images: int) -> list[tuple[str, str, float, int, int]]:
+    """(image, label, estimate, scenes, with label) of labels whose estimate is below ``threshold``: a window of
+    ``cap`` labels of the image's source vocabulary, at a stable hash offset of the image, in hash order."""
+    common = (pairs.with_columns(source=pl.col("image_id").str.split(":").list.first())
+              .group_by("source", "label").agg(images=pl.len()).filter(pl.col("images") >= min_label_images))
+    if common.is_empty():
+        return []
+    common = common.with_columns(key=pl.Series(_stable_rank(common["label"].to_list(), "absent-vocabulary"), dtype=pl.UInt64))
+    common = common.sort(["source", "key", "label"]).with_columns(rank=pl.int_range(pl.len()).over("source"),
+                                                                 size=pl.len().over("source"))
+    sizes = dict(common.group_by("source").agg(pl.first("size")).iter_rows())
+    rows = []
+    for image_id, start in zip(images, _stable_rank(images, "absent-window")):
+        size = sizes.get(source_of(image_id), 0)
+        rows += [(image_id, source_of(image_id), (start + o) % size, o) for o in range(min(cap, size))]
+    if not rows:
+        return []
+    window = pl.DataFrame(rows, schema={"image_id": pl.String, "source": pl.String, "rank": pl.Int64, "at": pl.Int64},
+                          orient="row")
+    found = (window.join(common.select("source", "rank", "label").with_columns(pl.col("rank").cast(pl.Int64)),
+                         on=["source", "rank"])
+             .join(mine, on=["image_id", "label"], how="anti")
+             .join(scores, on=["image_id", "label"], how="left").join(scenes, on="image_id", how="left")
+             .with_columns(pl.col("k").fill_null(0), pl.col("n").fill_null(0))
+             .with_columns(p=(pl.col("k") + 1) / (pl.col("n") + 2))
+             .filter(pl.col("p") < threshold)
+             .sort(["image_id", "at"]))
+    return [(i, label, p, n, k) for i, label, p, n, k in found.select("image_id", "label", "p", "n", "k").iter_rows()]
