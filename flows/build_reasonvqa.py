@@ -470,6 +470,7 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
                 overwrite=overwrite, tables=tables,
                 annotations=applied.manifest_entry() if applied is not None else None,
                 stats_ready=rendered.result,
+                verify_first=applied is not None,  # human decisions applied: publish only what verify accepts
             )
     finally:  # a work folder URL: the local temporary stats folder, also when the release is refused
         if workstore.is_mirrored(work_dir):

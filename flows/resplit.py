@@ -84,6 +84,8 @@ def resplit(
     filter_report["questions_out"] = selected.num_rows
     filter_report["dropped_by"].update(kind_report["dropped_by"])
     selected, tables, applied = apply_store(decisions, selected, record_tables(source, manifest))
+    if applied is not None and applied.set_aside:  # questions the review left without consistent evidence
+        filter_report["set_aside_by_review"] = applied.set_aside
     request = {"filters": filter_report["filters"], "seed": seed, "source_pool": pool_id}
     if applied is not None:
         request["annotations"] = applied.store_fingerprint
@@ -130,6 +132,7 @@ def resplit(
             overwrite=overwrite,
             tables=tables or None,
             annotations=applied.manifest_entry() if applied is not None else None,
+            verify_first=True,  # a re-split that fails verify is never published
         )
 
 

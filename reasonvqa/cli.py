@@ -361,13 +361,19 @@ def import_annotations_command(
     batch_id: Annotated[Optional[str], typer.Option(help="CVAT: the batch, when the file does not name it.")] = None,
     annotator: Annotated[Optional[str], typer.Option(help="CVAT: annotator (default: the task owner).")] = None,
     time: Annotated[Optional[str], typer.Option(help="CVAT: annotation time, ISO 8601 (default: the dump time).")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Import nothing when any record is rejected.")] = False,
 ) -> None:
-    """Commit a file's decisions to the store (all or nothing); print the import report's summary."""
+    """Commit a file's good decisions to the store in one step; print each rejected record (``file#task-id:
+    reason``) on stderr and the import report's summary."""
+    from reasonvqa.annotation_exports.importing import reject_lines
     from reasonvqa.annotation_exports.roundtrip import IMPORT_FORMATS, import_decisions
 
     if format not in IMPORT_FORMATS:
         raise typer.BadParameter(f"one of {', '.join(IMPORT_FORMATS)}", param_hint="--format")
-    report = import_decisions(file, format, store=store, batch_id=batch_id, annotator=annotator, time=time)
+    report = import_decisions(file, format, store=store, batch_id=batch_id, annotator=annotator, time=time,
+                              strict=strict)
+    for line in reject_lines(report):
+        typer.echo(f"rejected: {line}", err=True)
     typer.echo(json.dumps(report.summary(), indent=2, sort_keys=True))
 
 

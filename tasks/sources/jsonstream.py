@@ -94,6 +94,12 @@ _KIND[[ord("]"), ord("}")]] = _CLOSE
 _KIND[_BACKSLASH] = 4
 
 
+def deepest_point(data: bytes, max_depth: int = MAX_DEPTH) -> int | None:
+    """The byte offset where JSON text ``data`` first nests deeper than ``max_depth``; None if it never does."""
+    found = _Structure(max_depth, len(data) + 1).feed(data, 0)
+    return found[1] if found and found[0].startswith("nesting") else None
+
+
 class _TooDeepOrLarge(Exception):
     def __init__(self, what: str, at: int) -> None:
         super().__init__(what)
