@@ -40,7 +40,7 @@ from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.release.embed import EmbeddedImages, embedded_lookup
 from reasonvqa.tasks.release.images import release_images
 from reasonvqa.tasks.release.pixels import PixelReader
-from reasonvqa.tasks.release.paths import release_dir
+from reasonvqa.tasks.release.paths import default_work_folder, release_dir
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig
 from reasonvqa.snapshot import code_fingerprint
@@ -239,7 +239,7 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     release_dir(out_dir, config.release.name, config.release.version)  # refuse a release path outside out first
     as_of = knowledge_as_of or utc_now()
     inputs = input_snapshots(config, as_of)
-    work_dir = work_path or out_dir / ".work" / work_key(config, inputs)
+    work_dir = work_path or default_work_folder(out_dir, out_dir / ".work" / work_key(config, inputs))
     work_dir.mkdir(parents=True, exist_ok=True)
     on_wait = functools.partial(_tell, logger)
     lock = (lease_lock(work.rstrip("/"), "build work folder", build=build, on_wait=on_wait)

@@ -26,6 +26,7 @@ from reasonvqa.tasks.balance.pipeline import plan_release
 from reasonvqa.tasks.balance.stats import write_stats
 from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
 from reasonvqa.tasks.release.embed import embedded_lookup
+from reasonvqa.tasks.release.paths import release_dir
 from reasonvqa.tasks.release.reader import read_columns, read_rows
 from reasonvqa.tasks.release.writer import MANIFEST, sha256_file, write_release
 
@@ -91,6 +92,7 @@ def resplit(
         request["annotations"] = applied.store_fingerprint
     request_id = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
     version = version or f"{manifest['version']}-resplit-{request_id[:8]}"
+    release_dir(Path(out), manifest["name"], version)  # a name the file system refuses fails now, not after the work
 
     tables = tables_of_pool(tables, selected)  # the pool keeps every selected row (removed ones too)
     done = plan_release(selected, balance_config, split_config, seed)  # views of selected: no copy until written

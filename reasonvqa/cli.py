@@ -18,11 +18,23 @@ class OneLineErrors(TyperGroup):
     """Turns any exception of a command into one ``error:`` line (exit 2 usage, 1 otherwise);
     ``reasonvqa --debug`` re-raises it with its traceback."""
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except typer.TyperException as exc:  # a bad option before the command: one line too
+            if "--debug" in args or not hasattr(exc, "format_message"):
+                raise
+            _click_error(exc)
+
     def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, typer.TyperException, KeyboardInterrupt):  # usage errors, exits
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):  # exits
             raise
+        except typer.TyperException as exc:  # a bad flag or value (Typer would draw a box): one line, exit 2
+            if ctx.params.get("debug") or not hasattr(exc, "format_message"):
+                raise
+            _click_error(exc)
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
@@ -32,6 +44,15 @@ class OneLineErrors(TyperGroup):
             typer.echo(f"error: {type(exc).__name__}: {one_line(exc)} (reasonvqa --debug ... shows the traceback)",
                        err=True)
             raise typer.Exit(DATA_EXIT) from None
+
+
+def _click_error(exc: typer.TyperException) -> None:
+    """A usage error of click or Typer as one ``error:`` line (its exit status: 2 for usage); the help a
+    command without arguments shows stays as it is."""
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        raise exc
+    typer.echo(f"error: {one_line(exc.format_message())}", err=True)
+    raise typer.Exit(exc.exit_code)
 
 
 app = typer.Typer(help="Build knowledge-based VQA datasets (ReasonVQA style) as Prefect flows.",
@@ -91,12 +112,14 @@ def _domain_list(value: Optional[str], strict: bool) -> Optional[list[str]]:
             typer.echo(f"error: --domains: {exc}", err=True)
             raise typer.Exit(2)
     out = []
+    if not any(names):  # "--domains ," or "" must not mean "no filter"
+        raise UsageError(f"--domains {value!r} names no domain; give comma-separated names or leave the option out")
     for name in filter(None, names):
         try:
             out += resolve_domain_names([name])
         except ValueError:
             out.append(name)
-    return out or None
+    return out
 
 
 KINDS_HELP = "Comma-separated question kinds to keep: template, verified, grounded, grounded_vlm."
@@ -150,6 +173,12 @@ def build(
         cfg.release.embed_images = embed_images
     if kinds is not None or task_types is not None or hallucination is not None:
         cfg.select = _kind_selection(kinds, task_types, hallucination)
+    if not storage.protocol(out):
+        from reasonvqa.tasks.release.paths import default_work_folder, release_dir
+
+        release_dir(Path(out), cfg.release.name, cfg.release.version)  # lengths and containment, before any work
+        if work is None:  # a symlinked OUT/.work would take the build outside --out
+            default_work_folder(Path(out), Path(out) / ".work")
     _quiet_prefect()
     from reasonvqa.flows.build_reasonvqa import build_reasonvqa, check_build_inputs
     from reasonvqa.flows.runners import make_task_runner
@@ -363,8 +392,8 @@ def import_annotations_command(
     time: Annotated[Optional[str], typer.Option(help="CVAT: annotation time, ISO 8601 (default: the dump time).")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Import nothing when any record is rejected.")] = False,
 ) -> None:
-    """Commit a file's good decisions to the store in one step; print each rejected record (``file#task-id:
-    reason``) on stderr and the import report's summary."""
+    """Commit a file's good decisions to the store in one step; print each rejected record (file#task-id:
+    reason) on stderr and the import report's summary."""
     from reasonvqa.annotation_exports.importing import reject_lines
     from reasonvqa.annotation_exports.roundtrip import IMPORT_FORMATS, import_decisions
 
