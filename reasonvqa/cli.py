@@ -179,6 +179,7 @@ def build(
         release_dir(Path(out), cfg.release.name, cfg.release.version)  # lengths and containment, before any work
         if work is None:  # a symlinked OUT/.work would take the build outside --out
             default_work_folder(Path(out), Path(out) / ".work")
+        _tell_busy_work_folders(Path(out), None if work is None or storage.protocol(work) else work_dir)
     _quiet_prefect()
     from reasonvqa.flows.build_reasonvqa import build_reasonvqa, check_build_inputs
     from reasonvqa.flows.runners import make_task_runner
@@ -204,6 +205,19 @@ def build(
     if not storage.protocol(out):
         _print_summary(Path(release), work_dir or Path(out) / ".work")
     typer.echo(release)
+
+
+def _tell_busy_work_folders(out: Path, work: Optional[Path]) -> None:
+    """Within a second of the command, before Prefect starts: the work folders another build holds now
+    (this build waits there if it needs the same one; the flow says so again when it does)."""
+    from reasonvqa.locks import held_by
+
+    candidates = [work / ".lock"] if work is not None else sorted((out / ".work").glob("*/.lock"))
+    for lock in candidates:
+        holder = held_by(lock)
+        if holder is not None:
+            typer.echo(f"warning: build work folder {lock.parent} is in use by {holder}; a build that needs it "
+                       "waits for it to finish", err=True)
 
 
 def _kind_selection(kinds: Optional[str], task_types: Optional[str], hallucination: Optional[str]):

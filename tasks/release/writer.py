@@ -6,6 +6,7 @@ folder, checksummed, then renamed into place.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -310,6 +311,7 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
                              annotations: dict[str, Any] | None = None,
                              stats_ready: Callable[[], object] | None = None, verify_first: bool = False) -> Path:
     name, version = final.parent.name, final.name
+    remove_leftover_staging(final)
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
@@ -369,6 +371,29 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def remove_leftover_staging(final: Path) -> list[Path]:
+    """Remove the staging folders ``.<version>.tmp-<pid>`` beside ``final`` whose writer process is gone (a build
+    killed while writing); called under the version's lock. Returns what was removed."""
+    removed = []
+    for staged in sorted(final.parent.glob(f".{glob.escape(final.name)}.tmp-*")) if final.parent.is_dir() else []:
+        pid = staged.name.rsplit("-", 1)[-1]
+        if staged.is_dir() and not staged.is_symlink() and pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(staged)
+            removed.append(staged)
+    return removed
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (one of another user counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # OverflowError: no pid is that large
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_folders(root: Path, jobs: list[tuple[str, Rows, pa.Schema]]) -> None:

@@ -222,3 +222,21 @@ def test_typer_usage_errors_are_one_line_not_a_box(tmp_path, args, says):
     result = runner.invoke(app, args)
     line = one_error_line(result, 2)
     assert line.startswith(says) and line.count("\n") == 0 and "╭" not in result.output
+
+
+def test_a_build_names_a_held_work_folder_before_prefect_starts(tmp_path, capsys):
+    from reasonvqa.cli import _tell_busy_work_folders
+    from tests.reasonvqa.test_locks import _holder
+
+    lock = tmp_path / "out" / ".work" / "abc" / ".lock"
+    child = _holder(lock)
+    try:
+        _tell_busy_work_folders(tmp_path / "out", None)
+        _tell_busy_work_folders(tmp_path / "out", tmp_path / "out" / ".work" / "abc")
+    finally:
+        child.kill()
+        child.wait()
+    said = f"warning: build work folder {lock.parent} is in use by pid {child.pid}; a build that needs it waits"
+    assert capsys.readouterr().err.count(said) == 2
+    _tell_busy_work_folders(tmp_path / "out", None)
+    assert capsys.readouterr().err == ""
