@@ -521,19 +521,26 @@ sandbox_app = typer.Typer(help="Run LLM-written verification programs in the san
 app.add_typer(sandbox_app, name="sandbox")
 
 
+GRAPH_MAX_BYTES = 64 << 20  # one image's scene graph is kilobytes
+
+
 @sandbox_app.command("run")
 def sandbox_run(
     program: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="A program with def verify(sg) or def execute_command(scene_graph).")],
     graph: Annotated[Path, typer.Option("--graph", exists=True, dir_okay=False, help="Scene graph JSON (caption tuple form).")],
 ) -> None:
     """Print one JSON object {status, output, reason}; exit 0 for every status (the status is the result)."""
+    from reasonvqa.tasks.sources.jsonstream import JsonSourceError, read_json_document
     from reasonvqa.tasks.verify.sandbox import run_one
     from reasonvqa.tasks.verify.scene_graph import SceneGraph
 
-    try:
-        graph_json = SceneGraph.from_json(json.loads(graph.read_text(encoding="utf-8"))).to_json()
+    try:  # size and nesting checked before parsing: a 100,000-deep graph is one line, not a RecursionError
+        graph_json = SceneGraph.from_json(read_json_document(graph, max_bytes=GRAPH_MAX_BYTES)).to_json()
+    except JsonSourceError as exc:
+        typer.echo(f"error: {one_line(exc)}", err=True)
+        raise typer.Exit(2)
     except ValueError as exc:
-        typer.echo(f"error: {graph}: {exc}", err=True)
+        typer.echo(f"error: {graph}: {one_line(exc)}", err=True)
         raise typer.Exit(2)
     result = run_one(program.read_text(encoding="utf-8", errors="replace"), graph_json)
     typer.echo(json.dumps(result, sort_keys=True))
