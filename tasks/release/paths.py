@@ -108,4 +108,17 @@ def default_work_folder(out_root: Path, path: Path) -> Path:
     except ReleasePathError:
         raise ReleasePathError(f"{path} resolves to {Path(path).resolve()}, outside the output folder "
                                f"{Path(out_root).resolve()} (a symlink); name it with --work to build there") from None
+    if Path(path).is_dir():  # its stage folders and lock file: none may lead elsewhere either
+        for child in sorted(Path(path).iterdir()):
+            if child.is_symlink() and not inside_or_none(out_root, child):
+                raise ReleasePathError(f"{child} is a symlink to {child.resolve()}, outside the output folder "
+                                       f"{Path(out_root).resolve()}; name the work folder with --work to build there")
     return Path(path)
+
+
+def inside_or_none(root: Path, path: Path) -> Path | None:
+    """``inside(root, path)``, or None where it is outside."""
+    try:
+        return inside(root, path)
+    except ReleasePathError:
+        return None

@@ -67,3 +67,24 @@ def test_writer_writes_nothing_for_a_bad_name_or_version(tmp_path, splits, name,
     with pytest.raises(ReleasePathError):
         write_release(out, name, version, splits, pool=pool, stats_dir=None, config={}, inputs={})
     assert files_under(tmp_path) == []
+
+
+def test_a_default_work_folder_whose_stage_folder_links_outside_is_refused(tmp_path):
+    from reasonvqa.tasks.release.paths import ReleasePathError, default_work_folder
+
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    work = out / ".work" / "key"
+    work.mkdir(parents=True)
+    elsewhere.mkdir()
+    assert default_work_folder(out, work) == work
+    (out / "shared").mkdir()
+    (work / "inside").symlink_to(out / "shared", target_is_directory=True)  # a link that stays inside --out is no escape
+    assert default_work_folder(out, work) == work
+    (work / "sources_vg").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ReleasePathError, match=rf"{work / 'sources_vg'} is a symlink to {elsewhere.resolve()}, outside"):
+        default_work_folder(out, work)
+    (work / "sources_vg").unlink()
+    (out / ".work").rename(out / ".work-real")
+    (out / ".work").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ReleasePathError, match=r"outside the output folder .* name it with --work"):
+        default_work_folder(out, out / ".work" / "key")
