@@ -205,7 +205,8 @@ def _text_id(value: object, what: str) -> str:
 def _task_key(task: object, i: int) -> str:
     """Where a task is named in rejects: its Label Studio id, else its place in the file."""
     tid = task.get("id") if isinstance(task, dict) else None
-    return str(tid) if isinstance(tid, int) and not isinstance(tid, bool) or (isinstance(tid, str) and tid.isalnum()) else f"[{i}]"
+    named = (isinstance(tid, int) and not isinstance(tid, bool)) or (isinstance(tid, str) and tid.isalnum())
+    return str(tid) if named else f"[{i}]"
 
 
 def _annotator(annotation: dict) -> str:

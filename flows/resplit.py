@@ -205,6 +205,11 @@ def _card_notes(manifest: dict, selection: dict, balance: dict, split: dict) -> 
     ]
     lines += [f"Warning: {w}" for w in balance["warnings"] + split["warnings"]]
     lines += [f"Warning: {w}" for w in selection.get("warnings", [])]
+    aside = selection.get("set_aside_by_review", [])
+    if aside:
+        reasons = sorted({a["reason"] for a in aside})
+        lines.append(f"Review: {len(aside)} question(s) set aside, their corrections inconsistent with their evidence "
+                     f"({', '.join(reasons)}); listed in stats/annotation_decisions.json.")
     if selection["unknown_values"]:
         lines.append(f"Warning: filter values absent from the pool: {json.dumps(selection['unknown_values'], sort_keys=True)}")
     return "\n\n".join(lines)

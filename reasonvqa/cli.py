@@ -388,6 +388,7 @@ def export_annotations_command(
 
     if format not in EXPORT_FORMATS:
         raise typer.BadParameter(f"one of {', '.join(EXPORT_FORMATS)}", param_hint="--format")
+    _check_out_folder(out)
     filters = BatchFilters(sources=_split_list(sources), domains=_split_list(domains), task_types=_split_list(task_types),
                            kinds=_split_list(kinds), hops=_hop_list(hops), hallucination=hallucination,
                            undecided=not include_decided)
@@ -471,6 +472,7 @@ def build_verified_qa_command(
     from reasonvqa.storage import local_work_folder
 
     work_dir = local_work_folder(work) if work is not None else None  # a URL: exit 2, saying why
+    _check_out_folder(out)
 
     from reasonvqa.flows.build_verified_qa import VerifiedBuildConfig, build_verified_qa
 

@@ -240,3 +240,20 @@ def test_a_build_names_a_held_work_folder_before_prefect_starts(tmp_path, capsys
     assert capsys.readouterr().err.count(said) == 2
     _tell_busy_work_folders(tmp_path / "out", None)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("command", [
+    ["resplit", "{release}"],
+    ["export", "--format", "labelstudio", "--source", "{release}", "--size", "2"],
+    ["build-verified-qa", "--config", "{config}"],
+])
+def test_an_out_below_a_file_is_a_usage_error_for_every_command(tmp_path, command):
+    release = _release(tmp_path / "src")
+    config = tmp_path / "verified.yaml"
+    config.write_text("graphs: {kind: vg, path: vg}\n")
+    (tmp_path / "a_file").write_text("x")
+    before = files_under(tmp_path)
+    args = [a.format(release=release, config=config) for a in command]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "a_file" / "sub")])
+    assert f"{tmp_path / 'a_file'} is a file, not a folder" in one_error_line(result, 2)
+    assert files_under(tmp_path) == before
