@@ -90,6 +90,30 @@ def test_impossible_boxes_are_rejected_at_file_task_id_and_good_records_kept(cou
     assert [d["box"] for d in stored] == [[30.0, 20.0, 10.0, 8.0]]
 
 
+def brush(rid: str, mask: np.ndarray, width: int = 50, height: int = 40) -> dict:
+    return {"id": rid, "from_name": "mask", "to_name": "image", "type": "brushlabels", "original_width": width,
+            "original_height": height, "value": {"format": "rle", "rle": masks.labelstudio_encode(mask),
+                                                 "brushlabels": ["car"]}}
+
+
+def test_a_mask_that_does_not_decode_to_the_images_size_is_rejected(counting):
+    tmp_path, release, store, tasks = counting
+    q4 = tasks["q4"]
+    good = np.zeros((40, 50), dtype=np.uint8)
+    good[5:15, 10:30] = 1
+    small = np.zeros((30, 40), dtype=np.uint8)  # drawn on a 40x30 image, labelled as the 50x40 one
+    small[5:15, 10:30] = 1
+    export = write_json(tmp_path / "brush.json", [annotate(q4, [brush("m1", small)], task_id=21),
+                                                   annotate(q4, [brush("m2", good)], task_id=22)])
+    report = import_decisions(export, "labelstudio", store=store)
+    assert [(r["source"].split(".result")[0], r["reason"], r["detail"]) for r in report.rejects] == [
+        ("brush.json#21.annotations[0]", "malformed_rle",
+         "brush RLE holds 4800 values, an RGBA image of 50x40 has 8000")]
+    [added] = report.decisions
+    assert added["action"] == "add" and added["mask"]["size"] == [40, 50] and added["box"] == [10.0, 5.0, 20.0, 10.0]
+    assert np.array_equal(masks.coco_decode(DecisionStore(store).decisions()[0]["mask"]), good)
+
+
 def test_wrong_typed_answers_annotators_times_and_null_values_are_rejected(counting):
     tmp_path, release, store, tasks = counting
     q7, q4 = tasks["q7"], tasks["q4"]
