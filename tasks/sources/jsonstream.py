@@ -117,7 +117,7 @@ def read_json_document(path: Path, *, max_depth: int = MAX_DEPTH, max_bytes: int
         raise JsonSourceError(f"{path}: nesting deeper than {max_depth} levels at byte {deep}")
     try:
         return json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not JSON, not UTF-8, or a number of more digits than Python converts
         raise JsonSourceError(f"{path}: not JSON ({' '.join(str(exc).split())})") from None
 
 

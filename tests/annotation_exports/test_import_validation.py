@@ -175,6 +175,9 @@ def test_deeply_nested_or_non_list_export_is_one_line_naming_the_file(counting):
     (tmp_path / "deep.json").write_text('[{"data": ' + "[" * 100_000 + "]" * 100_000 + "}]")
     with pytest.raises(StoreError, match=r"^deep\.json: nesting deeper than 64 levels at byte 72;"):
         import_decisions(tmp_path / "deep.json", "labelstudio", store=store)
+    (tmp_path / "digits.json").write_text('[{"id": ' + "9" * 5000 + "}]")  # more digits than Python converts
+    with pytest.raises(StoreError, match=r"^digits\.json: not JSON \(Exceeds the limit \(4300 digits\)"):
+        import_decisions(tmp_path / "digits.json", "labelstudio", store=store)
     write_json(tmp_path / "object.json", {"tasks": []})
     with pytest.raises(StoreError, match=r"^object\.json: a Label Studio JSON export is a list of tasks, got dict$"):
         import_decisions(tmp_path / "object.json", "labelstudio", store=store)

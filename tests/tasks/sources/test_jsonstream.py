@@ -84,3 +84,19 @@ def test_byte_range_points_into_the_chunk_that_failed(tmp_path):
     start, end = (int(v) for v in re.search(r"bytes \[(\d+):(\d+)\]", str(error.value)).groups())
     assert len(items) == 2000
     assert end == len(text) and 0 < start < end and end - start <= 1 << 16
+
+
+def test_a_whole_json_document_too_large_too_deep_or_with_a_huge_number_is_one_error_naming_the_file(tmp_path):
+    from reasonvqa.tasks.sources.jsonstream import read_json_document
+
+    graph = tmp_path / "graph.json"
+    graph.write_text('{"caption": "two dogs", "tuples": [["dog", "left of", "dog"]]}')
+    assert read_json_document(graph) == {"caption": "two dogs", "tuples": [["dog", "left of", "dog"]]}
+    with pytest.raises(JsonSourceError, match=rf"^{graph}: 62 bytes, more than the 40 a single JSON document may have"):
+        read_json_document(graph, max_bytes=40)
+    graph.write_text('{"tuples": ' + "[" * 70 + "]" * 70 + "}")
+    with pytest.raises(JsonSourceError, match=rf"^{graph}: nesting deeper than 64 levels at byte 74$"):
+        read_json_document(graph)
+    graph.write_text('{"tuples": [[' + "9" * 5000 + "]]}")
+    with pytest.raises(JsonSourceError, match=rf"^{graph}: not JSON \(Exceeds the limit \(4300 digits\)"):
+        read_json_document(graph)
