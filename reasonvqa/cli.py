@@ -322,7 +322,9 @@ def resplit(
     hop_list = _hop_list(hops)
     _check_out_folder(out)
     if version is not None:
-        _checked_version(version)
+        from reasonvqa.tasks.release.paths import check_version_length
+
+        check_version_length(out, _checked_version(version))  # before the source is read (its name: after)
     try:
         path = run_resplit(source, out, domains=_domain_list(domains, strict=False), sources=_split_list(sources),
                            hops=hop_list, version=version, seed=seed, domain_match=domain_match,

@@ -70,6 +70,13 @@ def check_name_lengths(out_root: Path, name: str, version: str) -> None:
     if len(name.encode()) > limit:
         raise ReleasePathError(f"release name is {len(name.encode())} bytes; the file system under {out_root} "
                                f"allows {limit} bytes per name")
+    check_version_length(out_root, version, limit)
+
+
+def check_version_length(out_root: Path, version: str, limit: int | None = None) -> None:
+    """ReleasePathError when a folder named after ``version`` (``.<version>.tmp-<pid>`` the longest) would
+    pass the file system's limit on a name under ``out_root`` (``limit``: that limit, when known)."""
+    limit = name_limit(out_root) if limit is None else limit
     if len(version.encode()) + _VERSION_NAME_EXTRA > limit:
         raise ReleasePathError(f"release version is {len(version.encode())} bytes; the file system under {out_root} "
                                f"allows {limit - _VERSION_NAME_EXTRA} (its staging folder's name adds {_VERSION_NAME_EXTRA})")

@@ -185,6 +185,14 @@ def test_names_too_long_and_an_out_below_a_file_are_usage_errors_before_any_work
     assert files_under(tmp_path) == ["a_file"]
 
 
+def test_a_resplit_version_beyond_the_name_limit_is_refused_before_the_source_is_read(tmp_path):
+    (tmp_path / "not_a_release").mkdir()  # never opened: the version is refused first
+    result = runner.invoke(app, ["resplit", str(tmp_path / "not_a_release"), "--out", str(tmp_path / "o"),
+                                 "--version", "1.0.0-" + "a" * 245])
+    assert one_error_line(result, 2).startswith("error: release version is 251 bytes; the file system under")
+    assert files_under(tmp_path) == [] and not (tmp_path / "o").exists()
+
+
 def test_a_release_name_beyond_the_name_limit_is_refused_before_the_build(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text(f"sources: [{{kind: vg, path: vg}}]\nrelease: {{name: {'n' * 300}, version: 1.0.0}}\n")
