@@ -172,6 +172,20 @@ def test_a_symlinked_work_folder_under_out_is_refused_and_nothing_written_outsid
     assert files_under(elsewhere) == [] and files_under(out) == []
 
 
+def test_a_symlinked_work_folder_named_with_work_is_used(tmp_path):
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / ".work").symlink_to(elsewhere, target_is_directory=True)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"sources: [{{kind: vg, path: {tmp_path / 'missing'}}}]\n")
+    refused = runner.invoke(app, ["build", "--config", str(config), "--out", str(out)])
+    assert "outside the output folder" in one_error_line(refused, 2)
+    named = runner.invoke(app, ["build", "--config", str(config), "--out", str(out), "--work", str(out / ".work")])
+    # past the containment check: the build stops at its next check, the missing source folder
+    assert one_error_line(named, 2) == f"error: source folder not found: vg: {tmp_path / 'missing'}"
+
+
 @pytest.mark.parametrize("flag, value, says", [
     ("--version", "1.0.0-" + "a" * 245, "release version is 251 bytes; the file system under"),
     ("--out-parent-file", "", "is a file, not a folder"),
