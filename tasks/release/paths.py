@@ -115,12 +115,27 @@ def default_work_folder(out_root: Path, path: Path) -> Path:
     except ReleasePathError:
         raise ReleasePathError(f"{path} resolves to {Path(path).resolve()}, outside the output folder "
                                f"{Path(out_root).resolve()} (a symlink); name it with --work to build there") from None
-    if Path(path).is_dir():  # its stage folders and lock file: none may lead elsewhere either
-        for child in sorted(Path(path).iterdir()):
-            if child.is_symlink() and not inside_or_none(out_root, child):
-                raise ReleasePathError(f"{child} is a symlink to {child.resolve()}, outside the output folder "
-                                       f"{Path(out_root).resolve()}; name the work folder with --work to build there")
+    for link in _symlinks_under(Path(path)):  # its stage folders, shard folders and files: none may lead elsewhere
+        if not inside_or_none(out_root, link):
+            raise ReleasePathError(f"{link} is a symlink to {link.resolve()}, outside the output folder "
+                                   f"{Path(out_root).resolve()}; name the work folder with --work to build there")
     return Path(path)
+
+
+def _symlinks_under(folder: Path) -> list[Path]:
+    """Every symlink below ``folder`` (links are not followed), sorted; none when it is no folder."""
+    links, pending = [], [folder]
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except (NotADirectoryError, FileNotFoundError):
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                links.append(Path(entry.path))
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append(Path(entry.path))
+    return sorted(links)
 
 
 def inside_or_none(root: Path, path: Path) -> Path | None:

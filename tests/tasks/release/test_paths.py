@@ -84,6 +84,11 @@ def test_a_default_work_folder_whose_stage_folder_links_outside_is_refused(tmp_p
     with pytest.raises(ReleasePathError, match=rf"{work / 'sources_vg'} is a symlink to {elsewhere.resolve()}, outside"):
         default_work_folder(out, work)
     (work / "sources_vg").unlink()
+    (work / "sources_vg" / "_rejects").mkdir(parents=True)
+    (work / "sources_vg" / "_rejects" / "part-00000.parquet").symlink_to(elsewhere / "part-00000.parquet")
+    with pytest.raises(ReleasePathError, match=rf"{work / 'sources_vg' / '_rejects' / 'part-00000.parquet'} is a symlink"):
+        default_work_folder(out, work)  # a link deeper down, to a file (even one not there yet), is refused too
+    (work / "sources_vg" / "_rejects" / "part-00000.parquet").unlink()
     (out / ".work").rename(out / ".work-real")
     (out / ".work").symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises(ReleasePathError, match=r"outside the output folder .* name it with --work"):
