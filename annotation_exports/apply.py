@@ -8,6 +8,11 @@ Regions: ``reject`` drops the region (and its id from questions' evidence lists)
 ``edit`` replaces box, mask and area; ``add`` appends a region with origin
 ``annotation:human``; ``accept`` keeps it. A decision whose question or region is not in
 the tables is not used (counted as ``unmatched``); every used decision is listed.
+
+Every release invariant holds after the decisions (``_grounded_evidence``): a counting question's
+answer is the number of its evidence regions, so a corrected count is applied together with the
+regions the reviewer drew in its task (or rejected), or the question is set aside ("count edited
+without evidence"), listed with its reason under ``set_aside`` in ``stats/annotation_decisions.json``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from reasonvqa import schemas
 from reasonvqa.annotation_exports import masks
 from reasonvqa.annotation_exports.absence_review import review_bases
 from reasonvqa.annotation_exports.decisions import DecisionStore, effective_decisions
+from reasonvqa.tasks.release.verify_regions import GROUNDED_KINDS
 
 DECISIONS_FILE = "annotation_decisions.json"  # written into the release's stats/
 
@@ -36,14 +42,18 @@ class Applied:
     used: list[dict] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)  # decision ids whose target is not in the tables
     store_fingerprint: str | None = None
+    set_aside: list[dict] = field(default_factory=list)  # {"question_id", "reason", "decision_id"}: left out, see module doc
 
     def manifest_entry(self) -> dict:
         """What the release manifest lists: the used decision ids and counts per action."""
         actions: dict[str, int] = {}
         for d in self.used:
             actions[d["action"]] = actions.get(d["action"], 0) + 1
-        return {"decisions": sorted(d["decision_id"] for d in self.used), "actions": dict(sorted(actions.items())),
-                "unmatched": len(self.unmatched), "store": self.store_fingerprint}
+        entry = {"decisions": sorted(d["decision_id"] for d in self.used), "actions": dict(sorted(actions.items())),
+                 "unmatched": len(self.unmatched), "store": self.store_fingerprint}
+        if self.set_aside:  # absent when none: releases that set nothing aside keep their bytes
+            entry["set_aside"] = len(self.set_aside)
+        return entry
 
 
 def apply_decisions(store: DecisionStore, questions: pa.Table, tables: dict[str, pa.Table] | None = None) -> Applied:
@@ -56,23 +66,83 @@ def apply_decisions(store: DecisionStore, questions: pa.Table, tables: dict[str,
     region_decisions = {d["region_id"]: d for d in winners.values() if d["target"] == "region"}
 
     present = set(questions["question_id"].to_pylist())
-    for qid, d in sorted(question_decisions.items()):
-        (used if qid in present else unmatched).append(d if qid in present else d["decision_id"])
-    questions = review_bases(_apply_to_questions(questions, question_decisions), question_decisions)
-
     regions = tables.get("regions")
     if region_decisions and regions is None:
         regions = schemas.empty(schemas.REGIONS)
+    region_used: list[dict] = []
     if regions is not None:
         regions, region_used, region_unmatched = _apply_to_regions(regions, region_decisions)
-        used += region_used
         unmatched += region_unmatched
         tables["regions"] = regions
-        rejected = {d["region_id"] for d in region_used if d["action"] == "reject"}
-        if rejected and "evidence_region_ids" in questions.column_names:
-            questions = _drop_evidence(questions, rejected)
+    questions, set_aside = _grounded_evidence(questions, question_decisions, region_used)
+    aside_ids = {a["question_id"] for a in set_aside}
+    for qid, d in sorted(question_decisions.items()):
+        if qid in present and qid not in aside_ids:
+            used.append(d)
+        elif qid not in present:
+            unmatched.append(d["decision_id"])
+    kept = {q: d for q, d in question_decisions.items() if q not in aside_ids}
+    questions = review_bases(_apply_to_questions(questions, kept), kept)
+    used += region_used
     used.sort(key=lambda d: d["decision_id"])
-    return Applied(questions=questions, tables=tables, used=used, unmatched=sorted(unmatched))
+    return Applied(questions=questions, tables=tables, used=used, unmatched=sorted(unmatched), set_aside=set_aside)
+
+
+def _grounded_evidence(questions: pa.Table, question_decisions: dict[str, dict],
+                       region_used: list[dict]) -> tuple[pa.Table, list[dict]]:
+    """Questions' evidence after the region decisions, and the questions set aside because the release
+    invariants would break (verify_regions): rejected regions leave the evidence lists; a counting
+    question (grounded, not a hallucination) counts the regions of its evidence, so its evidence
+    gains the regions the reviewer drew in its task, and its answer (corrected or not) must be their
+    number, else it is set aside ("count edited without evidence" when the count was corrected,
+    "evidence edited without the count" when only regions changed); another grounded question whose
+    every evidence region was rejected is set aside ("every evidence region rejected")."""
+    if "evidence_region_ids" not in questions.column_names:
+        return questions, []
+    rejected = {d["region_id"] for d in region_used if d["action"] == "reject"}
+    drawn: dict[str, list[str]] = {}
+    for d in region_used:
+        if d["action"] == "add":
+            drawn.setdefault(d["item_id"], []).append(d["region_id"])
+    edited = {q for q, d in question_decisions.items() if d["action"] == "edit_answer"}
+    ids = questions["question_id"].to_pylist()
+    evidence = questions["evidence_region_ids"].to_pylist()
+    touched = [i for i, (q, ev) in enumerate(zip(ids, evidence))
+               if q in edited or q in drawn or (ev and rejected.intersection(ev))]
+    if not touched:
+        return questions, []
+    def column(name: str) -> list:
+        return questions[name].to_pylist() if name in questions.column_names else [None] * questions.num_rows
+    kind, task_type, halluc, answer = column("kind"), column("task_type"), column("is_hallucination"), column("answer")
+    set_aside: list[dict] = []
+    for i in touched:
+        q, old = ids[i], evidence[i] or []
+        if q in question_decisions and question_decisions[q]["action"] == "wrong":
+            continue  # dropped anyway
+        if kind[i] not in GROUNDED_KINDS or halluc[i]:
+            evidence[i] = [r for r in old if r not in rejected] if evidence[i] is not None else None
+            continue
+        new = [r for r in old if r not in rejected]
+        if kind[i] == "grounded" and task_type[i] == "counting":
+            new += [r for r in sorted(drawn.get(q, [])) if r not in new]
+            decided = question_decisions.get(q)
+            count = decided["answer"] if q in edited else answer[i]
+            if count != str(len(new)):
+                reason = "count edited without evidence" if q in edited else "evidence edited without the count"
+                set_aside.append({"question_id": q, "reason": reason, "decision_id": decided["decision_id"] if decided else None,
+                                  "answer": count, "evidence_regions": len(new)})
+                continue
+        elif old and not new:
+            set_aside.append({"question_id": q, "reason": "every evidence region rejected", "decision_id": None,
+                              "answer": answer[i], "evidence_regions": 0})
+            continue
+        evidence[i] = new
+    index = questions.column_names.index("evidence_region_ids")
+    questions = questions.set_column(index, "evidence_region_ids", pa.array(evidence, questions.schema.field(index).type))
+    if set_aside:
+        aside = pa.array(sorted(a["question_id"] for a in set_aside))
+        questions = questions.filter(pc.invert(pc.is_in(questions["question_id"], aside)))
+    return questions, sorted(set_aside, key=lambda a: a["question_id"])
 
 
 def _apply_to_questions(questions: pa.Table, decisions: dict[str, dict]) -> pa.Table:
@@ -148,19 +218,14 @@ def _added_row(d: dict) -> dict:
             "origin": "annotation:human", "extra": json.dumps(extra, sort_keys=True)}
 
 
-def _drop_evidence(questions: pa.Table, rejected: set[str]) -> pa.Table:
-    column = questions["evidence_region_ids"].to_pylist()
-    cleaned = [None if ids is None else [r for r in ids if r not in rejected] for ids in column]
-    index = questions.column_names.index("evidence_region_ids")
-    return questions.set_column(index, "evidence_region_ids", pa.array(cleaned, questions.schema.field(index).type))
-
-
 def write_decisions_file(applied: Applied, stats_dir: Path) -> Path:
     """The used decisions in full (sorted, canonical JSON) as ``stats/annotation_decisions.json``."""
     stats_dir.mkdir(parents=True, exist_ok=True)
     path = stats_dir / DECISIONS_FILE
-    path.write_text(json.dumps({"used": applied.used, "unmatched": applied.unmatched}, sort_keys=True, indent=1) + "\n",
-                    encoding="utf-8")
+    listed = {"used": applied.used, "unmatched": applied.unmatched}
+    if applied.set_aside:
+        listed["set_aside"] = applied.set_aside
+    path.write_text(json.dumps(listed, sort_keys=True, indent=1) + "\n", encoding="utf-8")
     return path
 
 

@@ -53,6 +53,7 @@ class Item:
     answer: str | None = None
     choices: list[str] = field(default_factory=list)
     stratum: str = ""
+    answer_type: str | None = None  # "count": a non-negative integer (grounded counting); None: text
 
 
 @dataclass
@@ -196,6 +197,12 @@ def _passes(c: dict, f: BatchFilters, image_domains: dict[str, str | None], deci
     return not (f.undecided and c["item_id"] in decided)
 
 
+def _answer_type(c: dict) -> str | None:
+    """What a corrected answer must be: "count" for a grounded counting question that is no hallucination."""
+    grounded = c.get("kind") in ("grounded", "grounded_vlm")
+    return "count" if grounded and c.get("task_type") == "counting" and not c.get("hallucination") else None
+
+
 def select_batch(tables: SourceTables, size: int, *, seed: int = 0, filters: BatchFilters | None = None,
                  decided: set[str] = frozenset(), batch_id: str | None = None) -> Batch:
     """Choose up to ``size`` items of ``tables`` passing ``filters``, stratified and seeded.
@@ -234,7 +241,7 @@ def select_batch(tables: SourceTables, size: int, *, seed: int = 0, filters: Bat
     chosen.sort(key=lambda c: c["item_id"])
     items = [Item(item_id=c["item_id"], image_id=c["image_id"], region_ids=c["region_ids"],
                   question_id=c.get("question_id"), question=c.get("question"), answer=c.get("answer"),
-                  choices=c.get("choices", []), stratum=c["stratum"]) for c in chosen]
+                  choices=c.get("choices", []), stratum=c["stratum"], answer_type=_answer_type(c)) for c in chosen]
     used_images = {i.image_id for i in items}
     used_regions = {r for i in items for r in i.region_ids}
     filter_json = filters.model_dump(mode="json")

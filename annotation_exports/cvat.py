@@ -277,6 +277,10 @@ class _ImageContext:
             if not answer:
                 self.reject("empty_answer", source, "the corrected answer is empty")
             else:
-                self.report.decisions.append(decision(self.batch, item, target="question", action="edit_answer", answer=answer, **common))
+                try:
+                    self.report.decisions.append(decision(self.batch, item, target="question", action="edit_answer",
+                                                          answer=answer, **common))
+                except BadRecord as exc:
+                    self.reject(exc.reason, source, str(exc))
         elif verdict != "unchecked":
             self.report.decisions.append(decision(self.batch, item, target="question", action=verdict, **common))

@@ -35,11 +35,13 @@ class StoreError(ValueError):
 
 
 def normalize_time(value: Any) -> str:
-    """An annotation time as UTC ISO-8601 with microseconds (comparable as text); ValueError if unparsable."""
-    if isinstance(value, (int, float)):
-        moment = datetime.fromtimestamp(value, tz=timezone.utc)
-    else:
-        moment = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    """An annotation time (ISO 8601 text) as UTC ISO-8601 with microseconds (comparable as text).
+
+    TypeError for anything but text (a bare number says neither its unit nor its epoch), ValueError
+    if unparsable."""
+    if not isinstance(value, str):
+        raise TypeError(f"time {value!r:.60} is not ISO 8601 text")
+    moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
@@ -15,13 +16,27 @@ from reasonvqa.annotation_exports.batches import Batch, Item
 from reasonvqa.annotation_exports.decisions import DecisionStore, ImportReport, StoreError, decision_id, target_of
 from reasonvqa.tasks.sources.gc_pause import gc_paused
 
+
+class BadRecord(ValueError):
+    """One record of an export that is rejected, with a machine-readable ``reason``."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason = reason
+
+
 MATCH_IOU = 0.9  # an unknown region id matches an exported region of the item at this IoU or more
 
 
 def decision(batch: Batch, item: Item, *, target: str, action: str, annotator: str, time: str, source: str,
              region_id: str | None = None, answer: str | None = None, label: str | None = None,
              box: list[float] | None = None, mask: dict | None = None) -> dict:
-    """One decision record with its content id."""
+    """One decision record with its content id; BadRecord when a value is of the wrong type or
+    impossible for the item's image (``check_values``)."""
+    check_values(batch, item, target=target, answer=answer, label=label, box=box, mask=mask, annotator=annotator,
+                 time=time)
+    if target == "question" and item.answer_type == "count" and answer is not None:
+        answer = str(int(answer))  # "07" and "7" are one count
     record = {"batch_id": batch.batch_id, "item_id": item.item_id, "image_id": item.image_id, "target": target,
               "question_id": item.question_id if target == "question" else None, "region_id": region_id,
               "action": action, "answer": answer, "label": label,
@@ -30,6 +45,50 @@ def decision(batch: Batch, item: Item, *, target: str, action: str, annotator: s
     record["decision_id"] = decision_id(record)
     record["source"] = source
     return record
+
+
+BOX_TOLERANCE = 0.01  # px: exports round percentages; a box may pass the image's edge by this much
+
+
+def check_values(batch: Batch, item: Item, *, target: str, answer: object, label: object, box: object, mask: object,
+                 annotator: object, time: object) -> None:
+    """Refuse, as a BadRecord, what the release writer or verify would refuse, whatever the format it came in.
+
+    Boxes: four finite numbers, non-negative size, inside the item's image; masks: COCO RLE of the
+    image's size; answers: text, a count (``Item.answer_type == "count"``) a non-negative integer;
+    labels, annotator and time: text.
+    """
+    if not isinstance(annotator, str) or not annotator:
+        raise BadRecord("bad_annotator", f"annotator {annotator!r} is not a name")
+    if not isinstance(time, str) or not time:
+        raise BadRecord("bad_time", f"time {time!r} is not an ISO 8601 time")
+    if label is not None and not isinstance(label, str):
+        raise BadRecord("malformed_geometry", f"label {label!r} is not text")
+    if target == "question" and answer is not None:
+        if not isinstance(answer, str):
+            raise BadRecord("wrong_answer_type", f"answer {answer!r} is not text")
+        if item.answer_type == "count" and not (answer.isascii() and answer.isdigit()):
+            raise BadRecord("wrong_answer_type", f"answer {answer!r} to a counting question is not a non-negative integer")
+    info = batch.images.get(item.image_id) or {}
+    width, height = info.get("width"), info.get("height")
+    if box is not None:
+        if not isinstance(box, (list, tuple)) or len(box) != 4 or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in box):
+            raise BadRecord("malformed_geometry", f"box {box!r} is not four numbers")
+        x, y, w, h = (float(v) for v in box)
+        if not all(math.isfinite(v) for v in (x, y, w, h)) or not math.isfinite(x + w) or not math.isfinite(y + h):
+            raise BadRecord("malformed_geometry", f"box {[x, y, w, h]} is not finite")
+        if w < 0 or h < 0:
+            raise BadRecord("malformed_geometry", f"box {[x, y, w, h]} has a negative size")
+        if width and height and (x < -BOX_TOLERANCE or y < -BOX_TOLERANCE or x + w > width + BOX_TOLERANCE
+                                 or y + h > height + BOX_TOLERANCE):
+            raise BadRecord("outside_image", f"box {[x, y, w, h]} is not inside the {width}x{height} image")
+    if mask is not None:
+        size = mask.get("size") if isinstance(mask, dict) else None
+        if not isinstance(size, list) or not isinstance(mask.get("counts"), str):
+            raise BadRecord("malformed_rle", "mask is not COCO RLE (size and counts)")
+        if width and height and size != [int(height), int(width)]:
+            raise BadRecord("size_mismatch", f"mask of size {size} (h, w) on a {width}x{height} image")
 
 
 def added_region_id(image_id: str, annotator: str, geometry: str) -> str:
@@ -93,8 +152,11 @@ def resolve_in_file(report: ImportReport) -> None:
     report.decisions.sort(key=lambda d: (d["item_id"], target_of(d), d["time"], d["decision_id"]))
 
 
-def run_import(store: DecisionStore, fmt: str, path: Path, parse: Callable[[bytes, str, DecisionStore, ImportReport], None]) -> ImportReport:
-    """Parse ``path`` with ``parse`` into a report and commit its decisions (all or nothing)."""
+def run_import(store: DecisionStore, fmt: str, path: Path, parse: Callable[[bytes, str, DecisionStore, ImportReport], None],
+               *, strict: bool = False) -> ImportReport:
+    """Parse ``path`` with ``parse`` into a report and commit its good decisions (one commit, all or nothing).
+
+    ``strict``: a file with any rejected record commits nothing (StoreError naming the first)."""
     path = Path(path)
     if not path.is_file():
         raise StoreError(f"{path}: no such file")
@@ -103,15 +165,19 @@ def run_import(store: DecisionStore, fmt: str, path: Path, parse: Callable[[byte
     with gc_paused():  # parsing builds millions of objects and no reference cycles
         parse(data, path.name, store, report)
     resolve_in_file(report)
+    if strict and report.rejects:
+        first = report.rejects[0]
+        raise StoreError(f"{len(report.rejects)} record(s) rejected, first {first['source']}: {first['reason']} "
+                         f"({first['detail']}); nothing imported (--strict)")
     return store.commit(report)
 
 
-class BadRecord(ValueError):
-    """One record of an export that is rejected, with a machine-readable ``reason``."""
-
-    def __init__(self, reason: str, detail: str):
-        super().__init__(detail)
-        self.reason = reason
+def reject_lines(report: ImportReport, limit: int = 20) -> list[str]:
+    """``file#task-id...: reason (detail)`` per rejected record, the first ``limit`` and a count of the rest."""
+    lines = [f"{r['source']}: {r['reason']} ({r['detail']})" for r in report.rejects[:limit]]
+    if len(report.rejects) > limit:
+        lines.append(f"... and {len(report.rejects) - limit} more rejected record(s) (in the import file)")
+    return lines
 
 
 def changed_geometry(region: dict, mask: np.ndarray | None, box: list[float] | None,

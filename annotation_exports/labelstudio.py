@@ -31,6 +31,7 @@ LOCAL_FILES_PREFIX = "/data/local-files/?d="
 CONTROLS = {"box": "rectanglelabels", "mask": "brushlabels", "region_decision": "choices",
             "question_decision": "choices", "answer": "textarea"}
 REGION_CHOICES = ("accept", "reject")
+MAX_DEPTH = 64  # how deep an export may nest (our tasks nest 6 levels)
 QUESTION_CHOICES = ("correct", "wrong")
 
 
@@ -163,22 +164,80 @@ def export_labelstudio(batch: Batch, out: Path, url_prefix: str = LOCAL_FILES_PR
 
 
 # --- import ------------------------------------------------------------------------------------
+# An export is people's work edited by hand and by scripts: every value is checked for its shape
+# before use, and a record of the wrong shape is one reject located at ``file#task-id``.
+
+def _kind(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _object(value: object, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise BadRecord("malformed_record", f"{what} is {_kind(value)}, not an object")
+    return value
+
+
+def _list(value: object, what: str) -> list:
+    """A list; null (a field Label Studio leaves out or writes as null) is an empty one."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadRecord("malformed_record", f"{what} is {_kind(value)}, not a list")
+    return value
+
+
+def _texts(value: dict, key: str) -> list[str]:
+    """The strings of a choices / text / labels field: a list of strings (a bare string is one)."""
+    texts = value.get(key)
+    if isinstance(texts, str):
+        return [texts]
+    if texts is None or (isinstance(texts, list) and all(isinstance(t, str) for t in texts)):
+        return texts or []
+    raise BadRecord("malformed_record", f"{key} is {_kind(texts)} {texts!r:.60}, not a list of text")
+
+
+def _text_id(value: object, what: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        raise BadRecord("malformed_record", f"{what} {value!r:.60} is not an id")
+    return str(value)
+
+
+def _task_key(task: object, i: int) -> str:
+    """Where a task is named in rejects: its Label Studio id, else its place in the file."""
+    tid = task.get("id") if isinstance(task, dict) else None
+    named = (isinstance(tid, int) and not isinstance(tid, bool)) or (isinstance(tid, str) and tid.isalnum())
+    return str(tid) if named else f"[{i}]"
+
 
 def _annotator(annotation: dict) -> str:
     who = annotation.get("completed_by")
     if isinstance(who, dict):
         who = who.get("email") or who.get("id")
-    return f"labelstudio:{who}" if who is not None else "labelstudio:unknown"
+    if who is None:
+        return "labelstudio:unknown"
+    if isinstance(who, bool) or not isinstance(who, (int, str)) or not str(who).strip() or "\n" in str(who):
+        raise BadRecord("bad_annotator", f"completed_by {who!r:.60} is not a user id or email")
+    return f"labelstudio:{str(who).strip()}"
+
+
+def _time(annotation: dict) -> str:
+    value = annotation.get("updated_at") or annotation.get("created_at")
+    if value is None:
+        raise BadRecord("bad_time", "annotation has no time (updated_at, created_at)")
+    try:
+        return normalize_time(value)  # text only: a number is no time zone-free epoch guess
+    except (TypeError, ValueError, OverflowError):
+        raise BadRecord("bad_time", f"annotation time {value!r:.60} is not an ISO 8601 time") from None
 
 
 def _check_size(result: dict, width: int, height: int) -> None:
     if (result.get("original_width"), result.get("original_height")) != (width, height):
-        raise BadRecord("size_mismatch", f"result is for a {result.get('original_width')}x{result.get('original_height')} "
+        raise BadRecord("size_mismatch", f"result is for a {result.get('original_width')!r:.20}x{result.get('original_height')!r:.20} "
                                          f"image, the batch's image is {width}x{height}")
 
 
 def _unchanged_brush(result: dict, digest: str | None) -> bool:
-    rle = (result.get("value") or {}).get("rle")
+    rle = (result.get("value") or {}).get("rle") if isinstance(result.get("value"), dict) else None
     try:
         return digest is not None and isinstance(rle, list) and rle_digest(rle) == digest
     except (TypeError, ValueError):
@@ -187,22 +246,23 @@ def _unchanged_brush(result: dict, digest: str | None) -> bool:
 
 def _geometry(result: dict, width: int, height: int) -> tuple[np.ndarray | None, list[float] | None, str | None]:
     """Mask (HxW 0/1) or box (XYWH pixels) and label of a region result."""
-    value = result.get("value") or {}
+    value = _object(result.get("value"), "the result's value")
     if result["type"] == "brushlabels":
         if value.get("format", "rle") != "rle":
-            raise BadRecord("malformed_rle", f"brush format {value.get('format')!r} is not rle")
+            raise BadRecord("malformed_rle", f"brush format {value.get('format')!r:.40} is not rle")
         try:
             mask = masks.labelstudio_decode(value.get("rle"), width, height)
         except masks.MaskError as exc:
             raise BadRecord("malformed_rle", str(exc)) from None
-        return mask, None, (value.get("brushlabels") or [None])[0]
+        return mask, None, next(iter(_texts(value, "brushlabels")), None)
     try:
         x, y, w, h = (float(value[k]) for k in ("x", "y", "width", "height"))
-    except (KeyError, TypeError, ValueError):
-        raise BadRecord("malformed_geometry", "rectangle lacks x, y, width or height") from None
-    if float(value.get("rotation") or 0) != 0:
+        rotation = float(value.get("rotation") or 0)
+    except (KeyError, TypeError, ValueError, OverflowError):
+        raise BadRecord("malformed_geometry", "rectangle lacks x, y, width or height as numbers") from None
+    if rotation != 0:
         raise BadRecord("malformed_geometry", "rotated rectangles are not regions of the record model")
-    return None, [x * width / 100, y * height / 100, w * width / 100, h * height / 100], (value.get("rectanglelabels") or [None])[0]
+    return None, [x * width / 100, y * height / 100, w * width / 100, h * height / 100], next(iter(_texts(value, "rectanglelabels")), None)
 
 
 def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], digests: dict[str, str], results: list[dict],
@@ -213,7 +273,11 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], digests: d
     verdicts: dict[str, tuple[int, str]] = {}
     for k, result in enumerate(results):
         if result.get("from_name") == "region_decision":
-            choice = ((result.get("value") or {}).get("choices") or [None])[0]
+            try:
+                choice = next(iter(_texts(_object(result.get("value"), "the result's value"), "choices")), None)
+            except BadRecord as exc:
+                report.rejects.append({"reason": exc.reason, "source": f"{where}.result[{k}]", "detail": str(exc)})
+                continue
             if choice not in REGION_CHOICES:
                 report.rejects.append({"reason": "unknown_choice", "source": f"{where}.result[{k}]", "detail": str(choice)})
             else:
@@ -265,86 +329,107 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], digests: d
 def _question_decision(batch: Batch, item: Item, results: list[dict], who: str, when: str, where: str,
                        report: ImportReport) -> None:
     verdicts, text, source = set(), None, where
-    for k, result in enumerate(results):
-        value = result.get("value") or {}
-        if result.get("from_name") == "question_decision":
-            source = f"{where}.result[{k}]"
-            verdicts.update(value.get("choices") or [])
-            if not verdicts <= set(QUESTION_CHOICES):
-                report.rejects.append({"reason": "unknown_choice", "source": source, "detail": str(sorted(verdicts))})
-                return
-        elif result.get("from_name") == "answer":
-            texts = value.get("text") or []
-            text = str(texts[-1]).strip() if texts else ""
-            source = f"{where}.result[{k}]"
-    if len(verdicts) > 1:
-        report.rejects.append({"reason": "conflicting_decisions", "source": source,
-                               "detail": f"question judged {sorted(verdicts)} in one annotation"})
-        return
-    verdict = next(iter(verdicts), None)
-    common = {"annotator": who, "time": when, "source": source}
-    if text is not None and text != (item.answer or "").strip():
-        if not text:
-            report.rejects.append({"reason": "empty_answer", "source": source, "detail": "the corrected answer is empty"})
-            return
-        report.decisions.append(decision(batch, item, target="question", action="edit_answer", answer=text, **common))
-    elif verdict is not None:
-        report.decisions.append(decision(batch, item, target="question", action=verdict, **common))
+    try:
+        for k, result in enumerate(results):
+            if result.get("from_name") == "question_decision":
+                source = f"{where}.result[{k}]"
+                verdicts.update(_texts(_object(result.get("value"), "the result's value"), "choices"))
+                if not verdicts <= set(QUESTION_CHOICES):
+                    raise BadRecord("unknown_choice", str(sorted(verdicts)))
+            elif result.get("from_name") == "answer":
+                source = f"{where}.result[{k}]"
+                texts = _texts(_object(result.get("value"), "the result's value"), "text")
+                text = texts[-1].strip() if texts else ""
+        if len(verdicts) > 1:
+            raise BadRecord("conflicting_decisions", f"question judged {sorted(verdicts)} in one annotation")
+        verdict = next(iter(verdicts), None)
+        common = {"annotator": who, "time": when, "source": source}
+        if text is not None and text != (item.answer or "").strip():
+            if not text:
+                raise BadRecord("empty_answer", "the corrected answer is empty")
+            report.decisions.append(decision(batch, item, target="question", action="edit_answer", answer=text, **common))
+        elif verdict is not None:
+            report.decisions.append(decision(batch, item, target="question", action=verdict, **common))
+    except BadRecord as exc:
+        report.rejects.append({"reason": exc.reason, "source": source, "detail": str(exc)})
+
+
+def load_export(data: bytes, name: str) -> list:
+    """The tasks of a Label Studio JSON export; StoreError (one line naming the file) when it is no such list."""
+    try:
+        tasks = json.loads(data)  # not orjson: it makes an object per integer (1.5 GB, not 0.85 GB, for 10,000 tasks)
+    except RecursionError:
+        raise StoreError(f"{name}: {nesting_problem(data)}; a Label Studio export nests a few levels") from None
+    except ValueError as exc:  # not JSON, not UTF-8, or a number of more digits than Python converts
+        raise StoreError(f"{name}: not JSON ({' '.join(str(exc).split())})") from None
+    if not isinstance(tasks, list):
+        raise StoreError(f"{name}: a Label Studio JSON export is a list of tasks, got {_kind(tasks)}")
+    return tasks
+
+
+def nesting_problem(data: bytes, max_depth: int = MAX_DEPTH) -> str:
+    """Where ``data`` (JSON) first nests deeper than ``max_depth``, as words."""
+    from reasonvqa.tasks.sources.jsonstream import deepest_point
+
+    at = deepest_point(data, max_depth)
+    return f"nesting deeper than {max_depth} levels" + (f" at byte {at}" if at is not None else "")
 
 
 def parse_labelstudio(data: bytes, name: str, store: DecisionStore, report: ImportReport) -> None:
     """Fill ``report`` from a Label Studio JSON export (a list of tasks with annotations)."""
-    try:
-        tasks = json.loads(data)  # not orjson: it makes an object per integer (1.5 GB, not 0.85 GB, for 10,000 tasks)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StoreError(f"{name}: not JSON ({exc})") from None
-    if not isinstance(tasks, list):
-        raise StoreError(f"{name}: a Label Studio JSON export is a list of tasks, got {type(tasks).__name__}")
+    tasks = load_export(data, name)
     batches: dict[str, tuple[Batch, dict[str, Item], str] | None] = {}
     for i, task in enumerate(tasks):
-        where = f"{name}#[{i}]"
-        meta = (task.get("data") or {}).get("reasonvqa") if isinstance(task, dict) else None
-        if not isinstance(meta, dict):
-            report.rejects.append({"reason": "labeling_config_mismatch", "source": where,
-                                   "detail": "task has no reasonvqa ids: not exported by reasonvqa"})
-            continue
-        batch_id = str(meta.get("batch_id"))
-        if batch_id not in batches:
-            batch = store.batch(batch_id)
-            batches[batch_id] = (batch, {it.item_id: it for it in batch.items},
-                                 config_hash(labeling_config(batch.labels()))) if batch else None
-        if batches[batch_id] is None:
-            report.rejects.append({"reason": "unknown_batch", "source": where, "detail": batch_id})
-            continue
-        batch, items, expected = batches[batch_id]
-        item = items.get(meta.get("item_id"))
-        if item is None:
-            report.rejects.append({"reason": "unknown_item", "source": where, "detail": str(meta.get("item_id"))})
-            continue
-        keys = {k: v for k, v in (meta.get("regions") or {}).items() if v in item.region_ids}
-        digests = meta.get("mask_digests") or {}
-        for j, annotation in enumerate(task.get("annotations") or []):
-            _one_annotation(batch, item, keys, digests, annotation, f"{where}.annotations[{j}]",
+        where = f"{name}#{_task_key(task, i)}"
+        try:
+            _one_task(task, where, store, batches, report)
+        except BadRecord as exc:
+            report.rejects.append({"reason": exc.reason, "source": where, "detail": str(exc)})
+
+
+def _one_task(task: object, where: str, store: DecisionStore, batches: dict, report: ImportReport) -> None:
+    task = _object(task, "the task")
+    meta = _object(task.get("data"), "the task's data").get("reasonvqa")
+    if not isinstance(meta, dict):
+        raise BadRecord("labeling_config_mismatch", "task has no reasonvqa ids: not exported by reasonvqa")
+    batch_id = _text_id(meta.get("batch_id"), "batch_id")
+    if batch_id not in batches:
+        batch = store.batch(batch_id)
+        batches[batch_id] = (batch, {it.item_id: it for it in batch.items},
+                             config_hash(labeling_config(batch.labels()))) if batch else None
+    if batches[batch_id] is None:
+        raise BadRecord("unknown_batch", batch_id)
+    batch, items, expected = batches[batch_id]
+    item = items.get(_text_id(meta.get("item_id"), "item_id"))
+    if item is None:
+        raise BadRecord("unknown_item", str(meta.get("item_id")))
+    regions = _object(meta.get("regions") if meta.get("regions") is not None else {}, "reasonvqa.regions")
+    keys = {k: v for k, v in regions.items() if isinstance(v, str) and v in item.region_ids}
+    digests = {k: v for k, v in _object(meta.get("mask_digests") or {}, "reasonvqa.mask_digests").items() if isinstance(v, str)}
+    for j, annotation in enumerate(_list(task.get("annotations"), "annotations")):
+        source = f"{where}.annotations[{j}]"
+        try:
+            _one_annotation(batch, item, keys, digests, _object(annotation, "the annotation"), source,
                             meta.get("label_config") == expected, report)
+        except BadRecord as exc:
+            report.rejects.append({"reason": exc.reason, "source": source, "detail": str(exc)})
 
 
 def _one_annotation(batch: Batch, item: Item, keys: dict[str, str], digests: dict[str, str], annotation: dict,
                     where: str, same_config: bool, report: ImportReport) -> None:
     if annotation.get("was_cancelled"):
-        report.rejects.append({"reason": "cancelled_annotation", "source": where, "detail": "skipped by the annotator"})
-        return
-    results = annotation.get("result") or []
-    foreign = sorted({str(r.get("from_name")) for r in results if CONTROLS.get(r.get("from_name")) != r.get("type")
-                      or r.get("to_name") != "image"})
+        raise BadRecord("cancelled_annotation", "skipped by the annotator")
+    results = _list(annotation.get("result"), "result")
+    for k, result in enumerate(results):
+        _object(result, f"result[{k}]")
+        if result.get("value") is None:  # never skipped as if the control were untouched
+            raise BadRecord("malformed_record", f"result[{k}] ({result.get('from_name')!r:.40}) has a null value")
+    foreign = sorted({str(r.get("from_name")) for r in results if not isinstance(r.get("from_name"), str)
+                      or CONTROLS.get(r.get("from_name")) != r.get("type") or r.get("to_name") != "image"})
     if foreign or not same_config:
         detail = f"results from controls {foreign} not in our labeling config" if foreign else "task made with another labeling config"
-        report.rejects.append({"reason": "labeling_config_mismatch", "source": where, "detail": detail})
-        return
-    try:
-        when = normalize_time(annotation.get("updated_at") or annotation.get("created_at"))
-    except (TypeError, ValueError):
-        report.rejects.append({"reason": "bad_time", "source": where, "detail": "annotation has no readable time"})
-        return
+        raise BadRecord("labeling_config_mismatch", detail)
+    when = _time(annotation)
     who = _annotator(annotation)
     _region_decisions(batch, item, keys, digests, results, who, when, where, report)
     if item.question_id is not None:

@@ -51,12 +51,13 @@ def export_batch(source: str | Path, out: Path, fmt: str, size: int, *, store: P
 
 
 def import_decisions(path: Path, fmt: str, *, store: Path = DEFAULT_STORE, batch_id: str | None = None,
-                     annotator: str | None = None, time: str | None = None) -> ImportReport:
-    """Read a Label Studio JSON export or CVAT 1.1 XML file and commit its decisions to the store."""
+                     annotator: str | None = None, time: str | None = None, strict: bool = False) -> ImportReport:
+    """Read a Label Studio JSON export or CVAT 1.1 XML file and commit its good decisions to the store
+    (``strict``: none unless every record is good)."""
     from reasonvqa.annotation_exports.cvat import parse_cvat
     from reasonvqa.annotation_exports.labelstudio import parse_labelstudio
 
     if fmt not in IMPORT_FORMATS:
         raise ValueError(f"unknown import format {fmt!r}; one of {', '.join(IMPORT_FORMATS)}")
     parse = parse_labelstudio if fmt == "labelstudio" else partial(parse_cvat, batch_id=batch_id, annotator=annotator, time=time)
-    return run_import(DecisionStore(store), fmt, Path(path), parse)
+    return run_import(DecisionStore(store), fmt, Path(path), parse, strict=strict)

@@ -42,7 +42,7 @@ from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.release.embed import EmbeddedImages, embedded_lookup
 from reasonvqa.tasks.release.images import release_images
 from reasonvqa.tasks.release.pixels import PixelReader
-from reasonvqa.tasks.release.paths import release_dir
+from reasonvqa.tasks.release.paths import default_work_folder, release_dir
 from reasonvqa import schemas
 from reasonvqa.config import BuildConfig
 from reasonvqa.snapshot import code_fingerprint
@@ -270,7 +270,7 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     inputs = input_snapshots(config, as_of, recorded.inputs if recorded is not None else None)
     # a rebuild from recorded answers never reuses the work of a build that queried (nor the reverse)
     keyed = inputs | ({"knowledge_replay": recorded.answers_digest} if recorded is not None else {})
-    work_dir = work_path or out_dir / ".work" / work_key(config, keyed)
+    work_dir = work_path or default_work_folder(out_dir, out_dir / ".work" / work_key(config, keyed))
     work_dir.mkdir(parents=True, exist_ok=True)
     on_wait = functools.partial(_tell, logger)
     lock = (lease_lock(work.rstrip("/"), "build work folder", build=build, on_wait=on_wait)
@@ -554,6 +554,7 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
                 overwrite=overwrite, tables=tables,
                 annotations=applied.manifest_entry() if applied is not None else None,
                 stats_ready=rendered.result,
+                verify_first=applied is not None,  # human decisions applied: publish only what verify accepts
             )
     finally:  # a work folder URL: the local temporary stats folder, also when the release is refused
         if workstore.is_mirrored(work_dir):

@@ -27,6 +27,7 @@ from reasonvqa import schemas
 from reasonvqa.model_stage import instance, run_model_shard
 from reasonvqa.stage import Rejects, StageResult, read_table, run_stream, shard_paths, stage_stats, summarize, write_json, write_parquet
 from reasonvqa.storage import local_work_folder
+from reasonvqa.tasks.release.paths import default_work_folder
 from reasonvqa.tasks.questions.verified import GRAPHS, VerifiedQAConfig, VerifiedQAStage, proves_breakdown
 from reasonvqa.tasks.verify.prompts import prompt_versions
 from reasonvqa.tasks.verify.scene_graph import SceneGraph, SceneGraphError, from_tables
@@ -121,7 +122,7 @@ def verified_shard(graphs_path: str, shard: int, stage_dir: str, config_json: st
 def build_verified_qa(config: VerifiedBuildConfig, out: str, work: str | None = None) -> str:
     """Build verified free-form questions into OUT; return OUT."""
     out_dir = Path(out)
-    work_dir = local_work_folder(work) if work else out_dir / ".work"  # a URL is refused, saying why
+    work_dir = local_work_folder(work) if work else default_work_folder(out_dir, out_dir / ".work")  # a URL is refused
     graphs_dir = work_dir / "graphs"
     source = config.graphs
     if source.kind == "vg":

@@ -24,13 +24,14 @@ class ImportParameters(BaseModel):
     batch_id: str | None = Field(default=None, description="CVAT: the batch, when the file does not name it.")
     annotator: str | None = Field(default=None, description="CVAT: annotator name (default: the task owner).")
     time: str | None = Field(default=None, description="CVAT: annotation time (default: the file's dump time).")
+    strict: bool = Field(default=False, description="Import nothing when any record is rejected.")
 
 
 @task(name="import-annotation-file", cache_policy=NO_CACHE)
 def import_task(params: ImportParameters) -> dict:
     """One task: an import is one all-or-nothing commit to the store."""
     report = import_decisions(params.file, params.format, store=params.store, batch_id=params.batch_id,
-                              annotator=params.annotator, time=params.time)
+                              annotator=params.annotator, time=params.time, strict=params.strict)
     return report.summary()
 
 

@@ -26,6 +26,7 @@ from reasonvqa.tasks.balance.pipeline import plan_release
 from reasonvqa.tasks.balance.stats import write_stats
 from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
 from reasonvqa.tasks.release.embed import embedded_lookup
+from reasonvqa.tasks.release.paths import release_dir
 from reasonvqa.tasks.release.reader import read_columns, read_rows
 from reasonvqa.tasks.release.writer import MANIFEST, sha256_file, write_release
 
@@ -93,11 +94,14 @@ def resplit(
     if absence_bases is not None:  # applied by balancing (after the decisions, which may give a basis)
         filter_report["filters"]["absence_bases"] = balance_config.absence_bases
     selected, tables, applied = apply_store(decisions, selected, record_tables(source, manifest))
+    if applied is not None and applied.set_aside:  # questions the review left without consistent evidence
+        filter_report["set_aside_by_review"] = applied.set_aside
     request = {"filters": filter_report["filters"], "seed": seed, "source_pool": pool_id}
     if applied is not None:
         request["annotations"] = applied.store_fingerprint
     request_id = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
     version = version or f"{manifest['version']}-resplit-{request_id[:8]}"
+    release_dir(Path(out), manifest["name"], version)  # a name the file system refuses fails now, not after the work
 
     tables = tables_of_pool(tables, selected)  # the pool keeps every selected row (removed ones too)
     done = plan_release(selected, balance_config, split_config, seed)  # views of selected: no copy until written
@@ -141,6 +145,7 @@ def resplit(
             overwrite=overwrite,
             tables=tables or None,
             annotations=applied.manifest_entry() if applied is not None else None,
+            verify_first=True,  # a re-split that fails verify is never published
         )
 
 
@@ -214,6 +219,11 @@ def _card_notes(manifest: dict, selection: dict, balance: dict, split: dict) -> 
     ]
     lines += [f"Warning: {w}" for w in balance["warnings"] + split["warnings"]]
     lines += [f"Warning: {w}" for w in selection.get("warnings", [])]
+    aside = selection.get("set_aside_by_review", [])
+    if aside:
+        reasons = sorted({a["reason"] for a in aside})
+        lines.append(f"Review: {len(aside)} question(s) set aside, their corrections inconsistent with their evidence "
+                     f"({', '.join(reasons)}); listed in stats/annotation_decisions.json.")
     if selection["unknown_values"]:
         lines.append(f"Warning: filter values absent from the pool: {json.dumps(selection['unknown_values'], sort_keys=True)}")
     return "\n\n".join(lines)

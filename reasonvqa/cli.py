@@ -18,11 +18,23 @@ class OneLineErrors(TyperGroup):
     """Turns any exception of a command into one ``error:`` line (exit 2 usage, 1 otherwise);
     ``reasonvqa --debug`` re-raises it with its traceback."""
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except typer.TyperException as exc:  # a bad option before the command: one line too
+            if "--debug" in args or not hasattr(exc, "format_message"):
+                raise
+            _click_error(exc)
+
     def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, typer.TyperException, KeyboardInterrupt):  # usage errors, exits
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):  # exits
             raise
+        except typer.TyperException as exc:  # a bad flag or value (Typer would draw a box): one line, exit 2
+            if ctx.params.get("debug") or not hasattr(exc, "format_message"):
+                raise
+            _click_error(exc)
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
@@ -32,6 +44,15 @@ class OneLineErrors(TyperGroup):
             typer.echo(f"error: {type(exc).__name__}: {one_line(exc)} (reasonvqa --debug ... shows the traceback)",
                        err=True)
             raise typer.Exit(DATA_EXIT) from None
+
+
+def _click_error(exc: typer.TyperException) -> None:
+    """A usage error of click or Typer as one ``error:`` line (its exit status: 2 for usage); the help a
+    command without arguments shows stays as it is."""
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        raise exc
+    typer.echo(f"error: {one_line(exc.format_message())}", err=True)
+    raise typer.Exit(exc.exit_code)
 
 
 app = typer.Typer(help="Build knowledge-based VQA datasets (ReasonVQA style) as Prefect flows.",
@@ -91,12 +112,14 @@ def _domain_list(value: Optional[str], strict: bool) -> Optional[list[str]]:
             typer.echo(f"error: --domains: {exc}", err=True)
             raise typer.Exit(2)
     out = []
+    if not any(names):  # "--domains ," or "" must not mean "no filter"
+        raise UsageError(f"--domains {value!r} names no domain; give comma-separated names or leave the option out")
     for name in filter(None, names):
         try:
             out += resolve_domain_names([name])
         except ValueError:
             out.append(name)
-    return out or None
+    return out
 
 
 KINDS_HELP = "Comma-separated question kinds to keep: template, verified, grounded, grounded_vlm."
@@ -163,6 +186,13 @@ def build(
         cfg.select = _kind_selection(kinds, task_types, hallucination)
     if absence_basis is not None:
         cfg.balance = cfg.balance.model_validate({**cfg.balance.model_dump(), "absence_bases": _absence_bases(absence_basis)})
+    if not storage.protocol(out):
+        from reasonvqa.tasks.release.paths import default_work_folder, release_dir
+
+        release_dir(Path(out), cfg.release.name, cfg.release.version)  # lengths and containment, before any work
+        if work is None:  # a symlinked OUT/.work would take the build outside --out
+            default_work_folder(Path(out), Path(out) / ".work")
+        _tell_busy_work_folders(Path(out), None if work is None or storage.protocol(work) else work_dir)
     _quiet_prefect()
     from reasonvqa.flows.build_reasonvqa import build_reasonvqa, check_build_inputs
     from reasonvqa.flows.runners import make_task_runner
@@ -217,6 +247,19 @@ def _release_config_or_exit(release: Path, config: dict):
         raise typer.Exit(2)
 
 
+def _tell_busy_work_folders(out: Path, work: Optional[Path]) -> None:
+    """Within a second of the command, before Prefect starts: the work folders another build holds now
+    (this build waits there if it needs the same one; the flow says so again when it does)."""
+    from reasonvqa.locks import held_by
+
+    candidates = [work / ".lock"] if work is not None else sorted((out / ".work").glob("*/.lock"))
+    for lock in candidates:
+        holder = held_by(lock)
+        if holder is not None:
+            typer.echo(f"warning: build work folder {lock.parent} is in use by {holder}; a build that needs it "
+                       "waits for it to finish", err=True)
+
+
 def _kind_selection(kinds: Optional[str], task_types: Optional[str], hallucination: Optional[str]):
     """The --kinds / --task-types / --hallucination flags as a KindSelection (bad values exit 2)."""
     from reasonvqa.tasks.balance.kind_filters import KindSelection
@@ -233,8 +276,8 @@ def _absence_bases(text: str, extra: tuple[str, ...] = ()) -> list[str]:
     names = _split_list(text) or []
     unknown = sorted(set(names) - set(BASES) - set(extra))
     if unknown or not names:
-        raise typer.BadParameter(f"unknown basis {unknown}; one or more of {', '.join(BASES + extra)}",
-                                 param_hint="--absence-basis")
+        what = f"unknown basis {unknown}" if unknown else f"{text!r} names no basis"
+        raise typer.BadParameter(f"{what}; one or more of {', '.join(BASES + extra)}", param_hint="--absence-basis")
     return sorted(set(names))
 
 
@@ -332,7 +375,9 @@ def resplit(
     hop_list = _hop_list(hops)
     _check_out_folder(out)
     if version is not None:
-        _checked_version(version)
+        from reasonvqa.tasks.release.paths import check_version_length
+
+        check_version_length(out, _checked_version(version))  # before the source is read (its name: after)
     try:
         path = run_resplit(source, out, domains=_domain_list(domains, strict=False), sources=_split_list(sources),
                            hops=hop_list, version=version, seed=seed, domain_match=domain_match,
@@ -402,6 +447,7 @@ def export_annotations_command(
 
     if format not in EXPORT_FORMATS:
         raise typer.BadParameter(f"one of {', '.join(EXPORT_FORMATS)}", param_hint="--format")
+    _check_out_folder(out)
     filters = BatchFilters(sources=_split_list(sources), domains=_split_list(domains), task_types=_split_list(task_types),
                            kinds=_split_list(kinds), hops=_hop_list(hops), hallucination=hallucination,
                            undecided=not include_decided,
@@ -419,13 +465,19 @@ def import_annotations_command(
     batch_id: Annotated[Optional[str], typer.Option(help="CVAT: the batch, when the file does not name it.")] = None,
     annotator: Annotated[Optional[str], typer.Option(help="CVAT: annotator (default: the task owner).")] = None,
     time: Annotated[Optional[str], typer.Option(help="CVAT: annotation time, ISO 8601 (default: the dump time).")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Import nothing when any record is rejected.")] = False,
 ) -> None:
-    """Commit a file's decisions to the store (all or nothing); print the import report's summary."""
+    """Commit a file's good decisions to the store in one step; print each rejected record (file#task-id:
+    reason) on stderr and the import report's summary."""
+    from reasonvqa.annotation_exports.importing import reject_lines
     from reasonvqa.annotation_exports.roundtrip import IMPORT_FORMATS, import_decisions
 
     if format not in IMPORT_FORMATS:
         raise typer.BadParameter(f"one of {', '.join(IMPORT_FORMATS)}", param_hint="--format")
-    report = import_decisions(file, format, store=store, batch_id=batch_id, annotator=annotator, time=time)
+    report = import_decisions(file, format, store=store, batch_id=batch_id, annotator=annotator, time=time,
+                              strict=strict)
+    for line in reject_lines(report):
+        typer.echo(f"rejected: {line}", err=True)
     typer.echo(json.dumps(report.summary(), indent=2, sort_keys=True))
 
 
@@ -480,6 +532,7 @@ def build_verified_qa_command(
     from reasonvqa.storage import local_work_folder
 
     work_dir = local_work_folder(work) if work is not None else None  # a URL: exit 2, saying why
+    _check_out_folder(out)
 
     from reasonvqa.flows.build_verified_qa import VerifiedBuildConfig, build_verified_qa
 
@@ -530,19 +583,26 @@ sandbox_app = typer.Typer(help="Run LLM-written verification programs in the san
 app.add_typer(sandbox_app, name="sandbox")
 
 
+GRAPH_MAX_BYTES = 64 << 20  # one image's scene graph is kilobytes
+
+
 @sandbox_app.command("run")
 def sandbox_run(
     program: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="A program with def verify(sg) or def execute_command(scene_graph).")],
     graph: Annotated[Path, typer.Option("--graph", exists=True, dir_okay=False, help="Scene graph JSON (caption tuple form).")],
 ) -> None:
     """Print one JSON object {status, output, reason}; exit 0 for every status (the status is the result)."""
+    from reasonvqa.tasks.sources.jsonstream import JsonSourceError, read_json_document
     from reasonvqa.tasks.verify.sandbox import run_one
     from reasonvqa.tasks.verify.scene_graph import SceneGraph
 
-    try:
-        graph_json = SceneGraph.from_json(json.loads(graph.read_text(encoding="utf-8"))).to_json()
+    try:  # size and nesting checked before parsing: a 100,000-deep graph is one line, not a RecursionError
+        graph_json = SceneGraph.from_json(read_json_document(graph, max_bytes=GRAPH_MAX_BYTES)).to_json()
+    except JsonSourceError as exc:
+        typer.echo(f"error: {one_line(exc)}", err=True)
+        raise typer.Exit(2)
     except ValueError as exc:
-        typer.echo(f"error: {graph}: {exc}", err=True)
+        typer.echo(f"error: {graph}: {one_line(exc)}", err=True)
         raise typer.Exit(2)
     result = run_one(program.read_text(encoding="utf-8", errors="replace"), graph_json)
     typer.echo(json.dumps(result, sort_keys=True))

@@ -73,8 +73,11 @@ def _add(total: int | None, n: int | None) -> int | None:
     return None if total is None or n is None else total + n
 
 
-def verify_release(path: Path) -> list[str]:
-    """Return the problems found in the release at ``path`` (empty list = valid)."""
+def verify_release(path: Path, *, published_as: Path | None = None) -> list[str]:
+    """Return the problems found in the release at ``path`` (empty list = valid).
+
+    ``published_as``: the folder a staged release (``path``) will be renamed to; its name and
+    version are checked against that folder's."""
     path = Path(path)
     manifest_path = path / MANIFEST
     if path.is_symlink() or manifest_path.is_symlink():
@@ -85,7 +88,7 @@ def verify_release(path: Path) -> list[str]:
     if found.links:
         return [f"{rel}: symlink in a release (refused)" for rel in found.links]
     raw = manifest_path.read_bytes()
-    problems = check_digest(path, raw) + check_manifest(raw, path, found)
+    problems = check_digest(path, raw) + check_manifest(raw, path, found, published_as)
     if problems:
         return problems  # do not parse files whose bytes or listing are wrong
     manifest = json.loads(raw)
@@ -139,7 +142,7 @@ def check_digest(root: Path, manifest: bytes) -> list[str]:
     return []
 
 
-def check_manifest(raw: bytes, root: Path, found: ReleaseFiles) -> list[str]:
+def check_manifest(raw: bytes, root: Path, found: ReleaseFiles, published_as: Path | None = None) -> list[str]:
     """Every figure in the manifest bytes ``raw`` that can be recomputed, recomputed and compared.
 
     Name and version from the folder path, the config hash from the config, files (listing,
@@ -155,7 +158,7 @@ def check_manifest(raw: bytes, root: Path, found: ReleaseFiles) -> list[str]:
         keys = sorted(manifest) if isinstance(manifest, dict) else type(manifest).__name__
         return [f"{MANIFEST}: keys {keys} are not {sorted(_MANIFEST_KEYS)}"]
     problems = [] if raw == manifest_bytes(manifest) else [f"{MANIFEST}: not in the writer's canonical JSON form"]
-    problems += _check_identity(manifest, root)
+    problems += _check_identity(manifest, published_as or root)
     problems += _check_config(manifest)
     if not isinstance(manifest["inputs"], dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in manifest["inputs"].items()
@@ -208,7 +211,7 @@ def _check_card(manifest: dict, card: str | None) -> list[str]:
 
 def _check_identity(manifest: dict, root: Path) -> list[str]:
     problems = []
-    resolved = root.resolve()
+    resolved = root.resolve() if root.exists() else root.absolute()
     if manifest["name"] != resolved.parent.name or manifest["version"] != resolved.name:
         problems.append(f"{MANIFEST}: name/version {manifest['name']!r}/{manifest['version']!r} "
                         f"!= folder {resolved.parent.name!r}/{resolved.name!r}")

@@ -6,6 +6,7 @@ folder, checksummed, then renamed into place.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
+from reasonvqa.errors import DataError
 from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.balance.codes import take_rows
 from reasonvqa.tasks.release.card import render_card
@@ -128,6 +130,10 @@ def rows_of(table: pa.Table, rows: np.ndarray) -> pa.Table:
     if stop - start == len(rows):
         return table.slice(start, stop - start)
     return take_rows(table.slice(start, stop - start), rows - start)
+
+
+class UnverifiedReleaseError(DataError):
+    """A release that ``verify`` refuses was written; it is not published (exit 1)."""
 
 
 class ReleaseExistsError(FileExistsError):
@@ -264,6 +270,7 @@ def write_release(
     tables: dict[str, Rows] | None = None,
     annotations: dict[str, Any] | None = None,
     stats_ready: Callable[[], object] | None = None,
+    verify_first: bool = False,
 ) -> Path:
     """Write ``<out_root>/<name>/<version>/`` and return its path.
 
@@ -275,6 +282,8 @@ def write_release(
     ``annotations`` (the human decisions applied, see annotation_exports/apply.py) goes into the manifest.
     ``stats_ready`` is called after the Parquet folders are written and before ``stats_dir`` is copied:
     e.g. the ``result`` of figures still rendering beside the writes (``balance.stats.start_stats``).
+    ``verify_first``: run ``reasonvqa verify`` on the staged release and publish it only if it passes
+    (else UnverifiedReleaseError, the draft kept as ``<name>/.<version>.unverified``); builds and re-splits do.
     If the version exists with identical content it is left as is; with different
     content a ReleaseExistsError is raised unless ``overwrite``. ``name`` and ``version`` are
     checked (ReleasePathError) and every path written resolves inside ``out_root``.
@@ -292,7 +301,7 @@ def write_release(
         return _write_aside_and_publish(tmp, final, splits, pool=pool, stats_dir=stats_dir, config=config,
                                         config_hash=config_hash, inputs=inputs, card_notes=card_notes,
                                         stats_files=stats_files, overwrite=overwrite, tables=tables,
-                                        annotations=annotations, stats_ready=stats_ready)
+                                        annotations=annotations, stats_ready=stats_ready, verify_first=verify_first)
 
 
 def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *, pool: Rows,
@@ -300,8 +309,9 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
                              inputs: dict[str, str], card_notes: str, stats_files: dict[str, str] | None,
                              overwrite: bool, tables: dict[str, Rows] | None = None,
                              annotations: dict[str, Any] | None = None,
-                             stats_ready: Callable[[], object] | None = None) -> Path:
+                             stats_ready: Callable[[], object] | None = None, verify_first: bool = False) -> Path:
     name, version = final.parent.name, final.name
+    remove_leftover_staging(final)
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
@@ -355,10 +365,35 @@ def _write_aside_and_publish(tmp: Path, final: Path, splits: dict[str, Rows], *,
         raw = manifest_bytes(manifest)
         (tmp / MANIFEST).write_bytes(raw)
         (tmp / MANIFEST_DIGEST).write_text(digest_line(raw), encoding="utf-8")
+        if verify_first:
+            _verify_before_publishing(tmp, final)
         return _publish(tmp, final, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def remove_leftover_staging(final: Path) -> list[Path]:
+    """Remove the staging folders ``.<version>.tmp-<pid>`` beside ``final`` whose writer process is gone (a build
+    killed while writing); called under the version's lock. Returns what was removed."""
+    removed = []
+    for staged in sorted(final.parent.glob(f".{glob.escape(final.name)}.tmp-*")) if final.parent.is_dir() else []:
+        pid = staged.name.rsplit("-", 1)[-1]
+        if staged.is_dir() and not staged.is_symlink() and pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(staged)
+            removed.append(staged)
+    return removed
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (one of another user counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # OverflowError: no pid is that large
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_folders(root: Path, jobs: list[tuple[str, Rows, pa.Schema]]) -> None:
@@ -415,6 +450,22 @@ def _same_content(existing: Path, new: Path) -> bool:
     except ValueError:
         return False
     return old.get("content_hash") is not None and old["content_hash"] == json.loads(new.read_text())["content_hash"]
+
+
+def _verify_before_publishing(tmp: Path, final: Path) -> None:
+    """``reasonvqa verify`` on the staged release; one that fails is never published: it is kept aside as
+    ``<name>/.<version>.unverified`` (replacing an earlier one) and UnverifiedReleaseError is raised."""
+    from reasonvqa.tasks.release.verify import verify_release
+
+    problems = verify_release(tmp, published_as=final)
+    if not problems:
+        return
+    aside = final.with_name(f".{final.name}.unverified")
+    if aside.exists():
+        shutil.rmtree(aside)
+    os.replace(tmp, aside)
+    raise UnverifiedReleaseError(f"release {final.parent.name} {final.name} fails verify ({len(problems)} problem(s), "
+                                 f"first: {problems[0]}); not published, the draft is kept at {aside}")
 
 
 def _publish(tmp: Path, final: Path, overwrite: bool) -> Path:

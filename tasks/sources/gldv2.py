@@ -31,7 +31,7 @@ from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.columns import ColumnBuffer
 from reasonvqa.tasks.sources.gc_pause import gc_paused_while
 from reasonvqa.tasks.sources.gldv2_side import (
-    CATEGORIES, CLEAN, SideTables, csv_rows, has_invalid_utf8, image_key, read_side_tables,
+    CATEGORIES, CLEAN, SideTables, csv_rows, has_invalid_utf8, image_key, read_side_tables, require_columns,
 )
 from reasonvqa.tasks.sources.ingest import ingest_unit
 from reasonvqa.tasks.sources.normalize import as_int_id
@@ -51,11 +51,18 @@ def locate_split(folder: Path) -> Path:
     raise FileNotFoundError(f"GLDv2 image list not found: {folder / SPLIT_FILES[0]} (nor index.csv, test.csv)")
 
 
+# the columns each image list's rows need: train.csv rows carry their landmark (index/test lists have none)
+REQUIRED_COLUMNS = {"train.csv": ("id", "landmark_id"), "index.csv": ("id",), "test.csv": ("id",)}
+
+
 def split_header(folder: Path) -> tuple[Path, list[str]]:
-    """The image list to read and its lower-cased header."""
+    """The image list to read and its lower-cased header; CsvColumnError (naming file and column) when
+    the header lacks a column that list's rows need."""
     split = locate_split(folder)
     with closing(csv_rows(split)) as rows:
-        return split, next(rows)
+        header = next(rows)
+    require_columns(split, header, REQUIRED_COLUMNS[split.name])
+    return split, header
 
 
 def is_http_url(text: str) -> bool:
@@ -110,9 +117,6 @@ def _shards(split: Path, side: SideTables, shard_size: int, max_images: int | No
     with closing(csv_rows(split)) as rows:
         header = next(rows)
         builder = _ShardBuilder(split, header, side, seen, extra)
-        if "id" not in header:
-            yield builder.build(0, [], header_error=True)
-            return
         chunk: list[tuple[int, list[str]]] = []
         shard = read = 0
         for line, row in rows:
@@ -135,15 +139,13 @@ class _ShardBuilder:
         self.stem = split.stem
         self.columns = {name: header.index(name) for name in ("id", "url", "landmark_id") if name in header}
 
-    def build(self, shard: int, chunk: list[tuple[int, list[str]]], header_error: bool = False) -> StageResult:
+    def build(self, shard: int, chunk: list[tuple[int, list[str]]]) -> StageResult:
         rejects = Rejects(STAGE, shard)
         rows_in = len(chunk)
         if shard == 0:
-            rows_in += len(self.side.rejects) + header_error
+            rows_in += len(self.side.rejects)
             for reason, source, record in self.side.rejects:
                 rejects.add(reason, source, record)
-            if header_error:
-                rejects.add("csv_header_malformed", f"{self.split.name}:1", ",".join(self.header))
         valid = [v for v in (self._check(line, row, rejects) for line, row in chunk) if v is not None]
         ids = np.array([int(v[1], 16) for v in valid], dtype=np.uint64)
         repeated = self.seen.add_batch(ids)

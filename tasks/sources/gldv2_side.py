@@ -18,6 +18,7 @@ from urllib.parse import unquote
 
 import numpy as np
 
+from reasonvqa.errors import DataError
 from reasonvqa.tasks.sources.normalize import as_int_id, collapse_spaces
 from reasonvqa.tasks.sources.seen_ids import sorted_unique
 
@@ -67,8 +68,21 @@ class SideTables:
         return self.clean[where] == ids
 
 
+class CsvColumnError(DataError):
+    """A CSV file without a column its rows need (exit 1, naming file and column)."""
+
+
+def require_columns(path: Path, header: list[str], names: tuple[str, ...]) -> None:
+    """CsvColumnError naming ``path`` and the first of ``names`` its ``header`` lacks."""
+    missing = [name for name in names if name not in header]
+    if missing:
+        raise CsvColumnError(f"{path}: required column {missing[0]!r} missing (header: {','.join(header) or 'empty'})")
+
+
 def csv_rows(path: Path) -> Iterator:
-    """Yield the lower-cased header, then ``(line number, row)`` for each non-blank data row.
+    """Yield the lower-cased header, then ``(line number, row)`` for each non-blank data row; the
+    line is where the record starts (a quote left open swallows the lines after it: the fault
+    is on its first line).
 
     Bytes that are not UTF-8 stay as lone surrogates (``surrogateescape``) so a reader can
     reject the row (``has_invalid_utf8``) instead of keeping replacement characters.
@@ -76,9 +90,11 @@ def csv_rows(path: Path) -> Iterator:
     with open(path, newline="", encoding="utf-8-sig", errors="surrogateescape") as handle:
         reader = csv.reader(handle)
         yield [h.strip().lower() for h in next(reader, [])]
+        ended = reader.line_num
         for row in reader:
+            start, ended = ended + 1, reader.line_num
             if row and any(cell.strip() for cell in row):
-                yield reader.line_num, row
+                yield start, row
 
 
 def has_invalid_utf8(row: list[str]) -> bool:
@@ -92,13 +108,11 @@ _SURROGATE = re.compile("[\udc80-\udcff]")
 def _columns(path: Path, names: tuple[str, str], rejects: list[Reject]) -> Iterator[tuple[str, str, str, list[str]]]:
     """``(source, first, second, row)`` for each well-formed row, ``first``/``second`` the named columns.
 
-    A header without both columns is one reject; a row of the wrong width is one reject.
+    A header without both columns is a CsvColumnError; a row of the wrong width is one reject.
     """
     with closing(csv_rows(path)) as rows:
         header = next(rows)
-        if not all(name in header for name in names):
-            rejects.append(("csv_header_malformed", f"{path.name}:1", ",".join(header)))
-            return
+        require_columns(path, header, names)
         first, second = (header.index(name) for name in names)
         for line, row in rows:
             source = f"{path.name}:{line}"

@@ -1,9 +1,10 @@
 """Stream the records of a top-level JSON array without loading the file.
 
-A file cut short (truncated) or with trailing garbage after its array is not an
-exception for the caller: the records read so far are yielded, then one
-``StreamFailure`` that names the file, the index of the first record not read and
-the byte range in which the parser stopped.
+A file with trailing garbage after its array (or no array at all) is not an exception
+for the caller: the records read are yielded, then one ``StreamFailure`` that names the
+file, the index of the first record not read and the byte range in which the parser
+stopped. A file cut short (truncated) raises ``JsonSourceError``: the rest of the file,
+however many records, is missing, which is no reject of one record.
 
 A file that is corrupt inside its array (an invalid UTF-8 byte, ``NaN``, a number too large
 for a double or a 64-bit integer, a syntax error) raises ``JsonSourceError``: JSON has no
@@ -94,6 +95,32 @@ _KIND[[ord("]"), ord("}")]] = _CLOSE
 _KIND[_BACKSLASH] = 4
 
 
+def deepest_point(data: bytes, max_depth: int = MAX_DEPTH) -> int | None:
+    """The byte offset where JSON text ``data`` first nests deeper than ``max_depth``; None if it never does."""
+    found = _Structure(max_depth, len(data) + 1).feed(data, 0)
+    return found[1] if found and found[0].startswith("nesting") else None
+
+
+def read_json_document(path: Path, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_RECORD_BYTES) -> object:
+    """A whole small JSON file (a scene graph, a config), parsed once its size and nesting are checked:
+    JsonSourceError naming the file for one too large, too deep (which would exhaust the parser's
+    stack) or not JSON, instead of a MemoryError or RecursionError."""
+    import json
+
+    path = Path(path)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise JsonSourceError(f"{path}: {size} bytes, more than the {max_bytes} a single JSON document may have here")
+    data = path.read_bytes()
+    deep = deepest_point(data, max_depth)
+    if deep is not None:
+        raise JsonSourceError(f"{path}: nesting deeper than {max_depth} levels at byte {deep}")
+    try:
+        return json.loads(data)
+    except ValueError as exc:  # not JSON, not UTF-8, or a number of more digits than Python converts
+        raise JsonSourceError(f"{path}: not JSON ({' '.join(str(exc).split())})") from None
+
+
 class _TooDeepOrLarge(Exception):
     def __init__(self, what: str, at: int) -> None:
         super().__init__(what)
@@ -104,7 +131,7 @@ class _TooDeepOrLarge(Exception):
 class StreamFailure:
     """Why and where a JSON file stopped parsing."""
 
-    reason: str  # "json_truncated", "json_parse_error", "json_not_array"
+    reason: str  # "json_parse_error", "json_not_array"
     file: str
     index: int  # index of the first record that could not be read
     byte_start: int  # the parser stopped inside bytes [byte_start, byte_end)
@@ -159,9 +186,9 @@ def iter_json_array(path: Path, label: str | None = None, *, max_depth: int = MA
                     max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[tuple[int, object] | StreamFailure]:
     """Yield ``(index, record)`` for each element of the top-level array in ``path``.
 
-    Ends with one ``StreamFailure`` if the file is not an array, is cut short or has
-    trailing garbage; raises ``JsonSourceError`` (naming file, record index and byte
-    offset) when it is corrupt inside the array or a record is too deep or too large.
+    Ends with one ``StreamFailure`` if the file is not an array or has trailing garbage;
+    raises ``JsonSourceError`` (naming file, record index and byte offset) when it is cut
+    short, corrupt inside the array, or a record is too deep or too large.
     ``label`` names the file in locations (default: its file name).
     """
     name = label or path.name
@@ -183,7 +210,9 @@ def iter_json_array(path: Path, label: str | None = None, *, max_depth: int = MA
         except ijson.JSONError as error:
             text = " ".join(str(error).split())
             if "premature EOF" in text:
-                yield StreamFailure("json_truncated", name, index, reader.start, reader.end, text)
+                raise JsonSourceError(f"{path}: truncated: the file ends inside record [{index}] (bytes "
+                                      f"[{reader.start}:{reader.end}]); records [0:{index}] were read, the rest of "
+                                      "the file is missing") from None
             elif "trailing garbage" in text:  # the whole array was read
                 yield StreamFailure("json_parse_error", name, index, reader.start, reader.end, text)
             else:

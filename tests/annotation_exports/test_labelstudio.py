@@ -106,7 +106,7 @@ def test_real_export_from_another_labeling_config_is_rejected_and_the_store_unch
     report = import_decisions(REALDATA / "export_rectangle_polygon_keypoint.json", "labelstudio", store=store)
     assert report.decisions == []
     assert [r["reason"] for r in report.rejects] == ["labeling_config_mismatch"]
-    assert report.rejects[0]["source"] == "export_rectangle_polygon_keypoint.json#[0]"
+    assert report.rejects[0]["source"] == "export_rectangle_polygon_keypoint.json#175210175"  # the task id
     assert DecisionStore(store).decisions() == []
 
 
@@ -136,15 +136,15 @@ def test_bad_records_are_rejected_with_reasons_and_good_ones_kept(exported):
     report = import_decisions(export, "labelstudio", store=store)
     reasons = sorted((r["reason"], r["source"].split(".result")[0]) for r in report.rejects)
     assert reasons == sorted([
-        ("size_mismatch", "bad.json#[0].annotations[0]"),
-        ("unknown_region_id", "bad.json#[0].annotations[0]"),
-        ("malformed_rle", "bad.json#[1].annotations[0]"),
-        ("labeling_config_mismatch", "bad.json#[2].annotations[0]"),
-        ("unknown_item", "bad.json#[3]"),
-        ("unknown_batch", "bad.json#[4]"),
-        ("conflicting_decisions", "bad.json#[5].annotations[0]"),
-        ("conflicting_decisions", "bad.json#[5].annotations[1]"),
-        ("conflicting_decisions", "bad.json#[6].annotations[0]"),
+        ("size_mismatch", "bad.json#1.annotations[0]"),
+        ("unknown_region_id", "bad.json#1.annotations[0]"),
+        ("malformed_rle", "bad.json#2.annotations[0]"),
+        ("labeling_config_mismatch", "bad.json#3.annotations[0]"),
+        ("unknown_item", "bad.json#4"),
+        ("unknown_batch", "bad.json#5"),
+        ("conflicting_decisions", "bad.json#6.annotations[0]"),
+        ("conflicting_decisions", "bad.json#6.annotations[1]"),
+        ("conflicting_decisions", "bad.json#7.annotations[0]"),
     ])
     assert [(d["region_id"], d["action"]) for d in report.decisions] == [("sa1b:2/g1", "reject")]
 

@@ -159,3 +159,123 @@ def test_build_with_an_unknown_embed_images_mode_writes_nothing(tmp_path):
     result = runner.invoke(app, ["build", "--sample", "--out", str(tmp_path / "out"), "--embed-images", "always"])
     assert "--embed-images is auto or never" in one_error_line(result, 2)
     assert files_under(tmp_path) == []
+
+
+def test_a_symlinked_work_folder_under_out_is_refused_and_nothing_written_outside(tmp_path):
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / ".work").symlink_to(elsewhere, target_is_directory=True)
+    result = runner.invoke(app, ["build", "--sample", "--out", str(out)])
+    line = one_error_line(result, 2)
+    assert f"resolves to {elsewhere.resolve()}, outside" in line and "outside the output folder" in line and "--work" in line
+    assert files_under(elsewhere) == [] and files_under(out) == []
+
+
+def test_a_symlinked_work_folder_named_with_work_is_used(tmp_path):
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / ".work").symlink_to(elsewhere, target_is_directory=True)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"sources: [{{kind: vg, path: {tmp_path / 'missing'}}}]\n")
+    refused = runner.invoke(app, ["build", "--config", str(config), "--out", str(out)])
+    assert "outside the output folder" in one_error_line(refused, 2)
+    named = runner.invoke(app, ["build", "--config", str(config), "--out", str(out), "--work", str(out / ".work")])
+    # past the containment check: the build stops at its next check, the missing source folder
+    assert one_error_line(named, 2) == f"error: source folder not found: vg: {tmp_path / 'missing'}"
+
+
+@pytest.mark.parametrize("flag, value, says", [
+    ("--version", "1.0.0-" + "a" * 245, "release version is 251 bytes; the file system under"),
+    ("--out-parent-file", "", "is a file, not a folder"),
+])
+def test_names_too_long_and_an_out_below_a_file_are_usage_errors_before_any_work(tmp_path, flag, value, says):
+    (tmp_path / "a_file").write_text("x")
+    out = tmp_path / "a_file" / "sub" if flag == "--out-parent-file" else tmp_path / "out"
+    extra = [flag, value] if flag == "--version" else []
+    result = runner.invoke(app, ["build", "--sample", "--out", str(out), *extra])
+    assert says in one_error_line(result, 2)
+    assert files_under(tmp_path) == ["a_file"]
+
+
+def test_a_resplit_version_beyond_the_name_limit_is_refused_before_the_source_is_read(tmp_path):
+    (tmp_path / "not_a_release").mkdir()  # never opened: the version is refused first
+    result = runner.invoke(app, ["resplit", str(tmp_path / "not_a_release"), "--out", str(tmp_path / "o"),
+                                 "--version", "1.0.0-" + "a" * 245])
+    assert one_error_line(result, 2).startswith("error: release version is 251 bytes; the file system under")
+    assert files_under(tmp_path) == [] and not (tmp_path / "o").exists()
+
+
+def test_a_release_name_beyond_the_name_limit_is_refused_before_the_build(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"sources: [{{kind: vg, path: vg}}]\nrelease: {{name: {'n' * 300}, version: 1.0.0}}\n")
+    result = runner.invoke(app, ["build", "--config", str(config), "--out", str(tmp_path / "out")])
+    assert "release name is 300 bytes; the file system under" in one_error_line(result, 2)
+    assert files_under(tmp_path) == ["c.yaml"]
+
+
+@pytest.mark.parametrize("flag", ["--domains", "--sources", "--hops", "--kinds", "--task-types"])
+@pytest.mark.parametrize("value", [",", "", " , ,"])
+def test_resplit_filters_that_name_nothing_are_usage_errors(tmp_path, flag, value):
+    source = _release(tmp_path / "src")
+    before = files_under(tmp_path)
+    result = runner.invoke(app, ["resplit", str(source), "--out", str(tmp_path / "o"), flag, value])
+    assert "names no" in one_error_line(result, 2) or "names nothing" in one_error_line(result, 2)
+    assert files_under(tmp_path) == before
+
+
+@pytest.mark.parametrize("flag", ["--domains", "--kinds", "--task-types"])
+@pytest.mark.parametrize("value", [",", ""])
+def test_build_filters_that_name_nothing_are_usage_errors(tmp_path, flag, value):
+    result = runner.invoke(app, ["build", "--sample", "--out", str(tmp_path / "out"), flag, value])
+    one_error_line(result, 2)
+    assert files_under(tmp_path) == []
+
+
+@pytest.mark.parametrize("args, says", [
+    (["build", "--sample", "--hallucination", "maybe"], "error: Invalid value for --hallucination: is one of only, exclude"),
+    (["resplit", "src", "--hops", "two"], "error: Invalid value for --hops: hop counts are whole numbers"),
+    (["build", "--sample", "--bogus"], "error: No such option: --bogus"),
+    (["--bogus"], "error: No such option: --bogus"),
+    (["import", "missing.json", "--format", "labelstudio"], "error: Invalid value for 'file'"),
+])
+def test_typer_usage_errors_are_one_line_not_a_box(tmp_path, args, says):
+    result = runner.invoke(app, args)
+    line = one_error_line(result, 2)
+    assert line.startswith(says) and line.count("\n") == 0 and "╭" not in result.output
+
+
+def test_a_build_names_a_held_work_folder_before_prefect_starts(tmp_path, capsys):
+    from reasonvqa.cli import _tell_busy_work_folders
+    from tests.reasonvqa.test_locks import _holder
+
+    lock = tmp_path / "out" / ".work" / "abc" / ".lock"
+    child = _holder(lock)
+    try:
+        _tell_busy_work_folders(tmp_path / "out", None)
+        _tell_busy_work_folders(tmp_path / "out", tmp_path / "out" / ".work" / "abc")
+    finally:
+        child.kill()
+        child.wait()
+    said = f"warning: build work folder {lock.parent} is in use by pid {child.pid}; a build that needs it waits"
+    assert capsys.readouterr().err.count(said) == 2
+    _tell_busy_work_folders(tmp_path / "out", None)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("command", [
+    ["resplit", "{release}"],
+    ["export", "--format", "labelstudio", "--source", "{release}", "--size", "2"],
+    ["build-verified-qa", "--config", "{config}"],
+])
+def test_an_out_below_a_file_is_a_usage_error_for_every_command(tmp_path, command):
+    release = _release(tmp_path / "src")
+    config = tmp_path / "verified.yaml"
+    config.write_text("graphs: {kind: vg, path: vg}\n")
+    (tmp_path / "a_file").write_text("x")
+    before = files_under(tmp_path)
+    args = [a.format(release=release, config=config) for a in command]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "a_file" / "sub")])
+    assert f"{tmp_path / 'a_file'} is a file, not a folder" in one_error_line(result, 2)
+    assert files_under(tmp_path) == before

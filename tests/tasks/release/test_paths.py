@@ -67,3 +67,29 @@ def test_writer_writes_nothing_for_a_bad_name_or_version(tmp_path, splits, name,
     with pytest.raises(ReleasePathError):
         write_release(out, name, version, splits, pool=pool, stats_dir=None, config={}, inputs={})
     assert files_under(tmp_path) == []
+
+
+def test_a_default_work_folder_whose_stage_folder_links_outside_is_refused(tmp_path):
+    from reasonvqa.tasks.release.paths import ReleasePathError, default_work_folder
+
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    work = out / ".work" / "key"
+    work.mkdir(parents=True)
+    elsewhere.mkdir()
+    assert default_work_folder(out, work) == work
+    (out / "shared").mkdir()
+    (work / "inside").symlink_to(out / "shared", target_is_directory=True)  # a link that stays inside --out is no escape
+    assert default_work_folder(out, work) == work
+    (work / "sources_vg").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ReleasePathError, match=rf"{work / 'sources_vg'} is a symlink to {elsewhere.resolve()}, outside"):
+        default_work_folder(out, work)
+    (work / "sources_vg").unlink()
+    (work / "sources_vg" / "_rejects").mkdir(parents=True)
+    (work / "sources_vg" / "_rejects" / "part-00000.parquet").symlink_to(elsewhere / "part-00000.parquet")
+    with pytest.raises(ReleasePathError, match=rf"{work / 'sources_vg' / '_rejects' / 'part-00000.parquet'} is a symlink"):
+        default_work_folder(out, work)  # a link deeper down, to a file (even one not there yet), is refused too
+    (work / "sources_vg" / "_rejects" / "part-00000.parquet").unlink()
+    (out / ".work").rename(out / ".work-real")
+    (out / ".work").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ReleasePathError, match=r"outside the output folder .* name it with --work"):
+        default_work_folder(out, out / ".work" / "key")

@@ -147,3 +147,21 @@ def test_rows_of_a_view_are_the_rows_taken(rows, sliced):
     assert view.select(["n"]).to_pydict() == {"n": [table["n"][i].as_py() for i in rows]}
     assert [t["id"].to_pylist() for t in view.slices(["id"], 2)] == [table["id"].take(rows[s:s + 2]).to_pylist()
                                                                     for s in range(0, len(rows), 2)]
+
+
+def test_a_staging_folder_whose_writer_is_gone_is_removed_by_the_next_write(tmp_path, splits):
+    import os
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid now names no process
+    dead = tmp_path / "demo" / f".1.0.0.tmp-{gone.pid}"
+    (dead / "train").mkdir(parents=True)
+    (dead / "train" / "part-00000.parquet").write_bytes(b"half written")
+    live = tmp_path / "demo" / f".1.0.0.tmp-{os.getppid()}"  # a running process: maybe still writing
+    live.mkdir()
+    other = tmp_path / "demo" / f".2.0.0.tmp-{gone.pid}"  # another version: its own lock, its own build
+    other.mkdir()
+    _write(tmp_path, splits)
+    assert sorted(p.name for p in (tmp_path / "demo").iterdir()) == sorted(["1.0.0", live.name, other.name])

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from reasonvqa.cli import app
 from reasonvqa.stage import stage_stats
 from reasonvqa.tasks.sources.gldv2 import ingest_gldv2
+from reasonvqa.tasks.sources.gldv2_side import CsvColumnError
 from reasonvqa.tasks.sources.jsonstream import JsonSourceError, iter_json_array
 from reasonvqa.tasks.sources.vg import ingest_vg
 
@@ -93,3 +94,43 @@ def test_bad_configs_are_one_line_and_exit_2(config, message, tmp_path):
     assert result.exit_code == 2
     assert result.output.startswith(f"error: {CORPUS / config}: ") and message in result.output
     assert result.output.count("\n") == 1
+
+
+def test_a_train_csv_without_landmark_id_is_a_data_error_naming_file_and_column(tmp_path):
+    folder = CORPUS / "gldv2_no_landmark_id"
+    with pytest.raises(CsvColumnError, match=rf"^{folder / 'train.csv'}: required column 'landmark_id' missing "
+                                             r"\(header: id,url\)$"):
+        ingest_gldv2(folder, tmp_path / "stage")
+    assert not (tmp_path / "stage" / "_done" / "ALL").exists()  # never 12 images and 0 objects without a word
+    result = runner.invoke(app, ["sources", "scan", "--source", "gldv2", "--path", str(folder)])
+    assert result.exit_code == 1 and result.output.count("\n") == 1
+    assert result.output.startswith(f"error: CsvColumnError: {folder / 'train.csv'}: required column 'landmark_id'")
+
+
+def test_an_unbalanced_quote_is_reported_at_the_line_where_its_record_starts(tmp_path):
+    ingest_gldv2(CORPUS / "gldv2_unbalanced_quote", tmp_path / "stage")
+    rejects = pq.read_table(tmp_path / "stage" / "_rejects" / "part-00000.parquet").to_pylist()
+    assert [(r["reason"], r["source"]) for r in rejects] == [("csv_row_malformed", "train.csv:3")]
+    assert "00000000000000a9" in rejects[0]["record"]  # the ten lines it swallowed are in the reject, not lost
+    assert accounted(tmp_path / "stage") == {"rows_in": 2, "rows_out": 1, "rejected": 1}
+
+
+def test_a_vg_objects_json_cut_in_half_is_a_data_error_for_the_file(tmp_path):
+    objects = CORPUS / "vg_truncated" / "objects.json"
+    with pytest.raises(JsonSourceError, match=rf"^{objects}: truncated: the file ends inside record \[1\] "
+                                              r"\(bytes \[0:\d+\]\); records \[0:1\] were read"):
+        ingest_vg(CORPUS / "vg_truncated", tmp_path / "stage")
+    assert not (tmp_path / "stage" / "_done" / "ALL").exists()
+    result = runner.invoke(app, ["sources", "scan", "--source", "vg", "--path", str(CORPUS / "vg_truncated")])
+    assert result.exit_code == 1 and result.output.count("\n") == 1
+    assert result.output.startswith(f"error: JsonSourceError: {objects}: truncated")
+
+
+def test_sandbox_run_on_a_100000_deep_graph_is_one_line_naming_the_file(tmp_path):
+    graph = tmp_path / "deep_graph.json"  # 200 kB: written here rather than kept in the corpus
+    graph.write_text('{"caption": "x", "tuples": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    program = tmp_path / "program.py"
+    program.write_text("def verify(sg):\n    return True\n")
+    result = runner.invoke(app, ["sandbox", "run", str(program), "--graph", str(graph)])
+    assert result.exit_code == 2
+    assert result.output == f"error: {graph}: nesting deeper than 64 levels at byte 90\n"

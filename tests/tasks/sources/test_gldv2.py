@@ -5,7 +5,7 @@ import pytest
 
 from reasonvqa.stage import read_table
 from reasonvqa.tasks.sources.gldv2 import Gldv2Source, ingest_gldv2, is_http_url
-from reasonvqa.tasks.sources.gldv2_side import commons_category_name, image_key
+from reasonvqa.tasks.sources.gldv2_side import CsvColumnError, commons_category_name, image_key
 from reasonvqa.tasks.sources.seen_ids import SeenIds
 
 from tests.tasks.sources.conftest import CATEGORIES, CLEAN, TRAIN, assert_accounted, gldv2_folder, rejects_by_reason, rows, stage_bytes
@@ -80,7 +80,7 @@ def test_bad_rows_are_rejected_with_line_numbers(tmp_path):
         "image_id_malformed": ["train.csv:6"],
         "landmark_id_not_numeric": ["train.csv:8"],
         "landmark_without_category": ["train.csv:9"],
-        "url_malformed": ["train.csv:12", "train.csv:7"],  # a quoted URL over two lines is named by its last line
+        "url_malformed": ["train.csv:11", "train.csv:7"],  # a quoted URL over two lines is named by its first line
     }
     assert stats[0]["rejected"]["category_url_malformed"] == 1  # side-file rejects live in shard 0
     kept = {i["source_image_id"]: i for i in rows(stage, "images")}
@@ -123,11 +123,10 @@ def test_kaggle_train_csv_without_urls(tmp_path):
     assert rows(stage, "objects")[0]["commons_category"] == "Eiffel Tower"
 
 
-def test_header_without_id_is_one_reject(tmp_path):
-    stage = tmp_path / "gl"
-    stats = ingest_gldv2(gldv2_folder(tmp_path, train="image,url\nx,y\n"), stage)
-    assert_accounted(stats, stage)
-    assert rejects_by_reason(stage) == {"csv_header_malformed": ["train.csv:1"]}
+def test_header_without_id_is_a_data_error_naming_file_and_column(tmp_path):
+    folder = gldv2_folder(tmp_path, train="image,url\nx,y\n")
+    with pytest.raises(CsvColumnError, match=rf"^{folder / 'train.csv'}: required column 'id' missing \(header: image,url\)$"):
+        ingest_gldv2(folder, tmp_path / "gl")
 
 
 def test_shards_max_images_duplicates_across_shards(tmp_path):

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from reasonvqa.tasks.sources.jsonstream import JsonSourceError, StreamFailure, iter_json_array
@@ -17,15 +19,15 @@ def test_records_in_order_with_floats_not_decimals(tmp_path):
     assert type(items[0][1]["x"]) is float
 
 
-def test_truncated_file_keeps_records_read_and_names_the_place(tmp_path):
+def test_a_truncated_file_is_an_error_for_the_file_naming_the_place(tmp_path):
     text = '[{"image_id": 1}, {"image_id": 2}, {"image_id": 3, "objects": [{"x": '
-    items = _read(tmp_path, text)
-    assert items[:2] == [(0, {"image_id": 1}), (1, {"image_id": 2})]
-    failure = items[2]
-    assert isinstance(failure, StreamFailure) and len(items) == 3
-    assert failure.reason == "json_truncated"
-    assert failure.index == 2
-    assert failure.location == f"objects.json#[2]@bytes[0:{len(text)}]"
+    path = tmp_path / "objects.json"
+    path.write_text(text)
+    read = []
+    with pytest.raises(JsonSourceError, match=rf"objects.json: truncated: the file ends inside record \[2\] "
+                                              rf"\(bytes \[0:{len(text)}\]\); records \[0:2\] were read"):
+        read.extend(iter_json_array(path))
+    assert read == [(0, {"image_id": 1}), (1, {"image_id": 2})]
 
 
 def test_syntax_error_inside_the_array_stops_the_read_naming_record_and_bytes(tmp_path):
@@ -76,8 +78,25 @@ def test_byte_range_points_into_the_chunk_that_failed(tmp_path):
     good = ", ".join('{"image_id": %d, "pad": "%s"}' % (i, "x" * 200) for i in range(2000))
     text = "[" + good + ', {"image_id": 99999, "pad": '
     path = write_text(tmp_path, "big.json", text)
-    items = list(iter_json_array(path))
-    failure = items[-1]
-    assert len(items) == 2001 and failure.index == 2000
-    assert failure.byte_end == len(text) and 0 < failure.byte_start < failure.byte_end
-    assert failure.byte_end - failure.byte_start <= 1 << 16
+    items = []
+    with pytest.raises(JsonSourceError, match=r"record \[2000\] \(bytes \[(\d+):(\d+)\]\)") as error:
+        items.extend(iter_json_array(path))
+    start, end = (int(v) for v in re.search(r"bytes \[(\d+):(\d+)\]", str(error.value)).groups())
+    assert len(items) == 2000
+    assert end == len(text) and 0 < start < end and end - start <= 1 << 16
+
+
+def test_a_whole_json_document_too_large_too_deep_or_with_a_huge_number_is_one_error_naming_the_file(tmp_path):
+    from reasonvqa.tasks.sources.jsonstream import read_json_document
+
+    graph = tmp_path / "graph.json"
+    graph.write_text('{"caption": "two dogs", "tuples": [["dog", "left of", "dog"]]}')
+    assert read_json_document(graph) == {"caption": "two dogs", "tuples": [["dog", "left of", "dog"]]}
+    with pytest.raises(JsonSourceError, match=rf"^{graph}: 62 bytes, more than the 40 a single JSON document may have"):
+        read_json_document(graph, max_bytes=40)
+    graph.write_text('{"tuples": ' + "[" * 70 + "]" * 70 + "}")
+    with pytest.raises(JsonSourceError, match=rf"^{graph}: nesting deeper than 64 levels at byte 74$"):
+        read_json_document(graph)
+    graph.write_text('{"tuples": [[' + "9" * 5000 + "]]}")
+    with pytest.raises(JsonSourceError, match=rf"^{graph}: not JSON \(Exceeds the limit \(4300 digits\)"):
+        read_json_document(graph)

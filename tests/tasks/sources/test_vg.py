@@ -5,6 +5,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from reasonvqa.stage import summarize
+from reasonvqa.tasks.sources.jsonstream import JsonSourceError
 from reasonvqa.tasks.sources.vg import ingest_vg
 
 from tests.tasks.sources.conftest import assert_accounted, rejects_by_reason, rows, stage_bytes, write_json, write_text
@@ -228,21 +229,18 @@ def test_bad_records_of_every_kind_are_rejected_with_locations(tmp_path):
     assert json.loads(reject["record"])["w"] == "wide"
 
 
-def test_truncated_file_keeps_what_was_read_and_the_build_goes_on(vg_sample, tmp_path):
+def test_a_truncated_file_stops_the_read_naming_file_and_place(vg_sample, tmp_path):
     src = tmp_path / "src"
     shutil.copytree(vg_sample, src)
     text = (vg_sample / "relationships.json").read_text()
     cut = text.index('{"relationships"', text.index('"image_id": 2')) + 40  # inside image 3's record
     (src / "relationships.json").write_text(text[:cut])
     stage = tmp_path / "vg"
-    stats = ingest_vg(src, stage, shard_size=2)
-    assert_accounted(stats, stage)
-    failure = next(r for r in rows(stage, "_rejects") if r["reason"] == "json_truncated")
-    # reported where reading stopped: after image 2's record, in image 2's shard
-    assert failure["source"] == f"relationships.json#[2]@bytes[0:{cut}]" and failure["shard"] == 0
-    relation_images = {r["image_id"] for r in rows(stage, "relations")}
-    assert relation_images == {"vg:1", "vg:2"}
-    assert len(rows(stage, "objects")) == 177 and len(rows(stage, "images")) == 5
+    # the rest of the file is missing: no reject of one record, and no finished stage without it
+    with pytest.raises(JsonSourceError, match=rf"relationships.json: truncated: the file ends inside record \[2\] "
+                                              rf"\(bytes \[0:{cut}\]\)"):
+        ingest_vg(src, stage, shard_size=2)
+    assert not (stage / "_done" / "ALL").exists()
 
 
 def test_files_in_another_order_than_image_data_give_the_same_tables(vg_sample, tmp_path):
