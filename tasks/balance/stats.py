@@ -214,7 +214,8 @@ def _stats_of(answers: dict, counts: dict, balance: BalanceResult, split: SplitR
         "hop_mix": hop_mix(balance.report.get("hop_mix"), counts["train"], counts["test"]),
         "split": {
             k: split.report[k]
-            for k in ("train", "test", "train_share_images", "train_share_questions", "categories_final", "warnings")
+            for k in ("train", "test", "train_share_images", "train_share_questions", "categories_final", "groups",
+                      "warnings") if k in split.report
         },
     }
     return stats, largest
@@ -418,6 +419,27 @@ def divergence(train: dict[str, dict[str, int]], test: dict[str, dict[str, int]]
     }
 
 
+def removed_line(balancing: dict) -> str:
+    """What left the pool, each share of the pool's questions (the rounds' share of the valid ones apart)."""
+    pool, kept = balancing["questions_in"], balancing["questions_kept"]
+    share = (lambda n: f"{n / pool:.1%}") if pool else (lambda n: "n/a")  # noqa: E731
+    reasons = sorted(balancing.get("removed_by_reason", {}).items(), key=lambda rn: (-rn[1], rn[0]))
+    by_reason = "; by reason: " + ", ".join(f"{r} {n} ({share(n)})" for r, n in reasons) if reasons else ""
+    return (f"Removed {pool - kept} of {pool} pool questions ({share(pool - kept)}){by_reason}. The balancing rounds "
+            f"(head_tail_bound, max_ratio) removed {balancing['balanced_away_share']:.1%} of the valid questions; "
+            f"converged: {balancing['converged']}.")
+
+
+def group_lines(groups: dict | None) -> list[str]:
+    """The image groups of the split (each a landmark, scene or episode kept in one split); none without groups."""
+    if not groups:
+        return []
+    several = groups["with_several_images"]
+    return [f"Split by image group (GLDv2 landmark, nuScenes scene, DROID episode; an image alone otherwise): "
+            f"{groups['groups']} groups, {groups['train']} in train and {groups['test']} in test, none in both; "
+            f"{several['groups']} hold several images ({several['train']} train, {several['test']} test)."]
+
+
 def summary_markdown(stats: dict, files: dict[str, Path]) -> str:
     """A short human-readable page that links every figure."""
     c = stats["counts"]
@@ -429,8 +451,8 @@ def summary_markdown(stats: dict, files: dict[str, Path]) -> str:
         "|---|---:|---:|",
         *[f"| {name} | {c[name]['questions']} | {c[name].get('images', '')} |" for name in ("pool", "balanced", "train", "test")],
         "",
-        f"Balancing removed {bal['questions_in'] - bal['questions_kept']} of {bal['questions_in']} pool questions "
-        f"({bal['balanced_away_share']:.1%} of the valid ones by the balancing rounds); converged: {bal['converged']}.",
+        removed_line(bal),
+        *group_lines(stats["split"].get("groups")),
         f"Train/test Jensen-Shannon divergence of answers: overall {stats['train_test_divergence']['overall']}, "
         f"mean over groups {stats['train_test_divergence']['mean_over_groups']}.",
         "",

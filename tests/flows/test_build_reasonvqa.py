@@ -68,6 +68,22 @@ def test_release_holds_every_kind_of_question(two_builds):
     assert train_images and test_images and not train_images & test_images
 
 
+def test_no_image_group_of_the_sample_is_in_both_splits(two_builds):
+    """The sample's GLDv2 landmarks (3-4 images each) and its nuScenes scene (4 cameras) each go to one split."""
+    release = two_builds[0]
+    images = pl.read_parquet(release / "images" / "*.parquet", columns=["image_id", "source", "group_id"])
+    group = {i: (f"{s}:{g}" if g is not None else i) for i, s, g in images.iter_rows()}
+    sides = {split: {group[i] for i in pl.read_parquet(release / split / "*.parquet")["image_id"]}
+             for split in ("train", "test")}
+    assert sides["train"] and sides["test"] and not sides["train"] & sides["test"]
+    several = {g for g in group.values() if list(group.values()).count(g) > 1}
+    assert len(several) == 4 and several <= sides["train"] | sides["test"]  # 3 landmarks, 1 scene
+    report = json.loads((release / "stats" / "split_report.json").read_text())["groups"]
+    assert report["with_several_images"]["groups"] == 4
+    assert report["train"] == len(sides["train"]) and report["test"] == len(sides["test"])
+    assert "none in both" in (release / "stats" / "SUMMARY.md").read_text()
+
+
 def test_sample_release_scan_single_answers_typed_subjects_and_bias_report(two_builds):
     from reasonvqa.tasks.questions.bank import load_bank
     from reasonvqa.tasks.release.fidelity import scan_release
