@@ -20,6 +20,7 @@ from reasonvqa.tasks.balance.balance import BalanceResult
 from reasonvqa.tasks.balance.bias import BIAS_COLUMNS, bias_report_parts
 from reasonvqa.tasks.balance.codes import take_rows
 from reasonvqa.tasks.balance.split import SplitResult
+from reasonvqa.tasks.balance.groups import with_group_keys
 from reasonvqa.tasks.balance.summary import entropy_bits, js_divergence_bits, ranked
 from reasonvqa.tasks.release.writer import Rows, TableRows
 
@@ -221,7 +222,9 @@ def _stats_of(answers: dict, counts: dict, balance: BalanceResult, split: SplitR
     return stats, largest
 
 
-COUNT_COLUMNS = ["image_id", "property_id", "answer", *BREAKDOWNS.values()]  # what the counts read
+# what the counts read; the kind columns give grounded and verified answers their balancing group (groups.py)
+COUNT_COLUMNS = ["image_id", "property_id", "answer", *BREAKDOWNS.values(), "kind", "task_type", "is_hallucination",
+                 "template_ids"]
 LABELS = 3  # a row of the counted table is labelled 0 (removed), 1 (train) or 2 (test)
 SUBSETS = {"pool": (0, 1, 2), "balanced": (1, 2), "train": (1,), "test": (2,)}  # name -> its labels
 CONCATENATED = {"pool": (0,), "balanced": (1, 2), "train": (1,), "test": (2,)}  # labels of pool + train + test rows
@@ -314,8 +317,9 @@ def labelled_counts(table: pa.Table, label: np.ndarray, subsets: dict[str, tuple
 
 def _answer_counts(table: pa.Table, label: np.ndarray, subsets: dict[str, tuple[int, ...]],
                    known: Known | None = None) -> dict:
-    """{subset: {property_id: {answer: count}}} over rows that have both."""
-    prop, props = _hash_codes(table["property_id"])
+    """{subset: {group: {answer: count}}} over rows that have both: the group is the property_id, or for a kind
+    without one its balancing group (``groups.with_group_keys``: kind, task type, form, hallucination)."""
+    prop, props = _hash_codes(with_group_keys(table)["property_id"])
     answer, answers = _codes_of(table, "answer", known)
     valid = (prop >= 0) & (answer >= 0)
     encoded = pc.dictionary_encode(pa.array(prop * len(answers) + answer, mask=~valid))
