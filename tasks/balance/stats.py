@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from reasonvqa.stage import write_json, write_parquet
 from reasonvqa.tasks.balance import codes, plots
 from reasonvqa.tasks.balance.balance import BalanceResult
-from reasonvqa.tasks.balance.bias import BIAS_COLUMNS, bias_report_parts
+from reasonvqa.tasks.balance.bias import bias_columns, bias_report_parts
 from reasonvqa.tasks.balance.codes import take_rows
 from reasonvqa.tasks.balance.split import SplitResult
 from reasonvqa.tasks.balance.groups import with_group_keys
@@ -101,7 +101,7 @@ def _bias(train: Rows, test: Rows, label: np.ndarray | None = None) -> dict:
     Other tables: slices of train, then of test. ``label``: ``_view_labels(train, test)`` when the caller has it."""
     label = _view_labels(train, test) if label is None else label
     if label is not None:
-        table = train.table.select(BIAS_COLUMNS)
+        table = train.table.select(bias_columns(train.table.column_names))
 
         def gather(start: int) -> tuple[pa.Table, pa.Table]:
             part, mark = table.slice(start, step), label[start:start + step]
@@ -145,7 +145,7 @@ def _slices(table: Rows, size: int) -> list[Rows]:
 def _bias_partwise(pool) -> dict:
     """``bias_report`` over the spill parts of a partitioned pool (question texts bucketed on disk)."""
     def parts():
-        for table, _, train_rows, test_rows in pool.part_views(BIAS_COLUMNS):
+        for table, _, train_rows, test_rows in pool.part_views(bias_columns(pool.spill.schema.names)):
             yield take_rows(table, train_rows), take_rows(table, test_rows)
 
     return bias_report_parts(parts, spill_dir=pool.scratch / "bias_questions")

@@ -211,7 +211,18 @@ def test_the_card_shows_the_breakdown_and_example_pictures(two_builds):
     assert "## Question breakdown" in card and "| evidence regions | questions |" in card and "## Regions" in card
     pictures = re.findall(r"!\[[^]]*\]\((stats/examples/[^)]+\.png)\)", card)
     assert len(pictures) >= 5 and all((release / p).is_file() for p in pictures)
-    assert json.loads((release / "stats" / "breakdown.json").read_text())["hallucination"] > 0
+    report = json.loads((release / "stats" / "breakdown.json").read_text())
+    assert report["hallucination"] > 0
+    # each picture at its image's true size (the images table's), its caption band under it
+    from PIL import Image
+
+    sizes = {i: (w, h) for i, w, h in pl.read_parquet(release / "images" / "*.parquet").select(
+        "image_id", "width", "height").iter_rows()}
+    for example in report["examples"]:
+        assert (example["width"], example["height"]) == sizes[example["image_id"]]
+        with Image.open(release / "stats" / example["file"]) as picture:
+            assert picture.size == (example["width"], example["height"] + example["caption_height"])
+    assert "| grounded | hallucination or not, voted by the questions of the same wording" in card
 
 
 def test_resplit_filters_by_kind_task_type_and_hallucination(two_builds, tmp_path):
