@@ -1,7 +1,8 @@
 """The card's example pictures: the image at its true size, its evidence filled and labelled, the question as caption.
 
 A picture is the image's own pixels where its bytes are at hand (and its license allows a derivative), else a
-grey canvas of the image's true size (the images table's width and height) saying why there are no pixels.
+grey canvas of the image's true size (the images table's width and height) saying why there are no pixels (a
+dark band along its lower edge).
 On it each evidence region (in the order the question names them) gets its COCO RLE mask filled in a
 translucent colour, its box outlined and a numbered tag with its label at the box's corner. Under the image, a
 caption band holds the question, the answer and the legend (tag, colour, label); the image area above it keeps
@@ -57,7 +58,8 @@ def draw_example(regions: list[dict], path: Path, photo: bytes | None = None, *,
     font = ImageFont.load_default(size=font_size(width))
     if image is None:
         note = f"no pixels here ({why_blank or 'none given'}); a blank canvas of the image's size, {width} x {height}"
-        _text_block(ImageDraw.Draw(canvas), note, (0, 0), width, font, fill=(255, 255, 255), background=(64, 64, 64))
+        # at the bottom edge: the tags sit above their boxes, so they meet the top edge more often
+        _text_block(ImageDraw.Draw(canvas), note, height, width, font, fill=(255, 255, 255), background=(64, 64, 64))
     _fill_masks(canvas, regions)
     draw = ImageDraw.Draw(canvas)
     for n, r in enumerate(regions):
@@ -119,10 +121,11 @@ def _wrapped(text: str, width: int, font, draw) -> list[str]:
     return lines
 
 
-def _text_block(draw, text: str, origin: tuple[int, int], width: int, font, fill, background) -> None:
-    """``text`` wrapped to ``width`` on a filled block at ``origin``."""
+def _text_block(draw, text: str, bottom: int, width: int, font, fill, background) -> None:
+    """``text`` wrapped to ``width`` on a filled block whose lower edge is at ``bottom``."""
     lines = _wrapped(text, width, font, draw)
     line = font.size + 4
-    draw.rectangle([origin[0], origin[1], origin[0] + width, origin[1] + line * len(lines) + 6], fill=background)
+    top = max(0, bottom - (line * len(lines) + 6))
+    draw.rectangle([0, top, width, bottom], fill=background)
     for k, t in enumerate(lines):
-        draw.text((origin[0] + 3, origin[1] + 3 + k * line), t, fill=fill, font=font)
+        draw.text((3, top + 3 + k * line), t, fill=fill, font=font)
