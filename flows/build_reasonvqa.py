@@ -502,6 +502,7 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
 
     A ``PoolFiles`` pool (``merged_pool``) goes to the partitioned path as its files."""
     from reasonvqa.tasks.balance.partitioned import in_process, plan_partitioned, write_pool_files
+    from reasonvqa.tasks.balance.image_groups import groups_of
     from reasonvqa.tasks.balance.pipeline import plan_release
     from reasonvqa.tasks.balance.stats import start_stats
     from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
@@ -509,6 +510,7 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
     from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, write_decisions_file
 
     partition_dir = work_dir / PARTITIONED
+    groups = groups_of((tables or {}).get("images"))  # landmarks, scenes, episodes: each kept in one split
     if isinstance(pool, PoolFiles):  # never in memory: its files go to the partitioned path as they are
         if config.annotations is not None:
             raise ValueError("annotation decisions are applied to a pool in memory, not to PoolFiles")
@@ -522,9 +524,9 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
         # the steps share spill files through the work folder's disk: on a URL's mirror they run in this process
         on_runner = FlowRunContext.get() is not None and not workstore.is_mirrored(work_dir)
         done = plan_partitioned(paths, config.balance, config.split, config.seed, partition_dir / "work",
-                                run=run_partition_steps if on_runner else in_process)
+                                run=run_partition_steps if on_runner else in_process, groups=groups)
     else:
-        done = plan_release(pool, config.balance, config.split, config.seed)  # views of pool: no copy until written
+        done = plan_release(pool, config.balance, config.split, config.seed, groups)  # views of pool: no copy until written
         del pool
     stats_dir = release_stats_dir(work_dir)
     try:

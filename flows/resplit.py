@@ -22,6 +22,7 @@ from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, reco
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import FILTER_COLUMNS, DomainMatch, filter_rows, narrow_selected
 from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds
+from reasonvqa.tasks.balance.image_groups import groups_of
 from reasonvqa.tasks.balance.pipeline import plan_release
 from reasonvqa.tasks.balance.stats import write_stats
 from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
@@ -104,7 +105,7 @@ def resplit(
     release_dir(Path(out), manifest["name"], version)  # a name the file system refuses fails now, not after the work
 
     tables = tables_of_pool(tables, selected)  # the pool keeps every selected row (removed ones too)
-    done = plan_release(selected, balance_config, split_config, seed)  # views of selected: no copy until written
+    done = plan_release(selected, balance_config, split_config, seed, groups_of(tables.get("images")))  # views: no copy
     del selected
     pool, balanced, split = done.pool, done.balance, done.split
     new_config = {

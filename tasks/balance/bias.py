@@ -36,17 +36,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reasonvqa.tasks.balance import codes
+from reasonvqa.tasks.balance.text_only import TEXT_COLUMNS, TextOnly
 
 CHOICE_ONLY_MARGIN = 0.10
 QUESTION_PRIOR_MAX = 0.50
 MIN_JUDGED_N = 100  # questions a target is judged on (see the module docstring)
 QUESTION_BUCKETS = 32  # hash partitions of the question texts for the question prior on disk
-BIAS_COLUMNS = ["question", "answer", "choices", "answer_category"]
+BIAS_COLUMNS = ["question", "answer", "choices", "answer_category"]  # the choice-only baselines and the question prior
 _Z95 = 1.959963984540054  # two-sided 95 % normal quantile
 PAPER_AVG_QUESTION_WORDS = 9.77  # ReasonVQA supplementary Table 2 (full dataset; ReasonVQA-U: 9.62)
 _NUMBER = r"^(-?[\d,]*\.?\d+)"
 _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
            "November", "December"]
+
+
+def bias_columns(names: list[str]) -> list[str]:
+    """The columns the bias report reads of a table with ``names``: BIAS_COLUMNS and the text-only baselines'
+    (kind, is_hallucination, image_id) that it has."""
+    return BIAS_COLUMNS + [c for c in TEXT_COLUMNS if c in names and c not in BIAS_COLUMNS]
 
 
 def choice_values(choices: pl.Expr, category: pl.Expr) -> pl.Expr:
@@ -103,7 +110,9 @@ def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int 
     tally = _Tally()
     choices = _ChoiceCodes()
     prior = _QuestionBuckets(spill_dir, buckets)
+    text = TextOnly()
     for train, test in parts():
+        text.add(*(_text_columns(t) for t in (train, test)))
         tr, te, released = _multiple_choice(train, test)
         tally.add("chance", released.select(1.0 / pl.col("choices").list.len()))
         tally.test_questions += te.height
@@ -119,7 +128,13 @@ def bias_report_parts(parts: Parts, spill_dir: Path | None = None, buckets: int 
         tally.add("most_frequent_choice", credit)
     for tr, te in prior.buckets():
         _question_prior(tr, te, tally)
-    return tally.report()
+    return tally.report() | {"text_only": text.report()}
+
+
+def _text_columns(part) -> pa.Table:
+    """The text-only baselines' columns of a part (a table, or a row view with ``select``) that it has."""
+    names = part.column_names if isinstance(part, pa.Table) else part.table.column_names
+    return part.select([c for c in TEXT_COLUMNS if c in names])
 
 
 def _multiple_choice(train: pa.Table, test: pa.Table) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:

@@ -39,13 +39,15 @@ import pyarrow.parquet as pq
 from reasonvqa.tasks.balance.balance import NO_CHOICES, no_choices
 from reasonvqa.tasks.balance.codes import combined, take_rows
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.balance.groups import FORM, with_forms
 from reasonvqa.tasks.balance.pipeline import BalancedSplit, decide, question_answer_pairs
 from reasonvqa.tasks.balance.rows import row_dtype, row_numbers
 from reasonvqa.tasks.release.gathered import gather_rows
 from reasonvqa.tasks.release.writer import ROWS_PER_FILE
 
 KEY_COLUMNS = ["question_id", "image_id", "property_id", "answer", "n_hop"]
-KIND_COLUMNS = ["kind", "task_type", "is_hallucination", "absence_basis"]  # read when the pool files have them (pipeline.decide)
+# read when the pool files have them (pipeline.decide); template_ids becomes groups.FORM file by file
+KIND_COLUMNS = ["kind", "task_type", "is_hallucination", "absence_basis", "template_ids"]
 BATCH_ROWS = 262_144  # rows per record batch streamed from the pool files
 PAIR_PARTITIONS = 16
 STATS_ROWS = 262_144  # rows the statistics count at a time (their working memory is a few times this)
@@ -76,12 +78,14 @@ def _without_unused_kinds(keys: pa.Table) -> pa.Table:
     group key to fill and no hallucination share to apply, as without the columns, which cost 4 bytes or more per
     row each (an all-null string column keeps its offsets)."""
     if "kind" in keys.column_names and keys["kind"].null_count == keys.num_rows:
-        return keys.drop_columns([c for c in KIND_COLUMNS if c in keys.column_names])
+        return keys.drop_columns([c for c in [*KIND_COLUMNS, FORM] if c in keys.column_names])
     return keys
 
 
 def _flagged(table: pa.Table) -> pa.Table:
-    """``table`` with its choices column (if any) replaced by the NO_CHOICES flags: a bit per row, not the lists."""
+    """``table`` with its choices column (if any) replaced by the NO_CHOICES flags (a bit per row, not the lists)
+    and its template_ids by the rows' forms (``groups.with_forms``: a string for non-template rows only)."""
+    table = with_forms(table)
     if "choices" not in table.column_names:
         return table
     return table.append_column(NO_CHOICES, no_choices(table)).drop_columns(["choices"])
@@ -124,7 +128,8 @@ def write_pool_files(pool: pa.Table, folder: Path) -> list[Path]:
 
 
 def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConfig, seed: int, work_dir: Path,
-                     rows_per_file: int | None = None, run: Mapper = in_process) -> BalancedSplit:
+                     rows_per_file: int | None = None, run: Mapper = in_process,
+                     groups: pa.Table | None = None) -> BalancedSplit:
     """``plan_release`` for a pool in Parquet ``paths`` (rows in file order), spilling under ``work_dir``.
 
     Returns sources for ``write_stats`` and ``write_release``: ``pool``, ``split.train`` and
@@ -132,6 +137,7 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
     (``spill_file``, ``bucket_pairs``, ``seen_in_bucket``) go through ``run``: a flow passes one that
     submits them as tasks to its task runner (threads or Dask workers; same files either way).
     ``rows_per_file`` (default: the writer's) sizes the spill's parts; any size gives the same release.
+    ``groups``: the image groups kept in one split (``image_groups``).
     """
     if not paths:
         raise ValueError("plan_partitioned got no pool file (an empty pool is one empty file of the pool's schema)")
@@ -144,7 +150,7 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
     starts = file_starts(paths)
     seen = _SeenInTrain(paths, starts, work_dir / "pairs", run)
     # the decision's image codes (-1 for null): the statistics count images per part on them
-    balanced, result = decide(keys, balance, split, seed, seen_in_train=seen, keep_codes=("image_id",))
+    balanced, result = decide(keys, balance, split, seed, seen_in_train=seen, keep_codes=("image_id",), groups=groups)
     del keys
     order = balanced.question_id_order
     (image, distinct), balanced.pool_codes = balanced.pool_codes["image_id"], None

@@ -14,8 +14,9 @@ import pyarrow.compute as pc
 
 from reasonvqa.splitmix import mix64
 from reasonvqa.tasks.balance import codes, keys
-from reasonvqa.tasks.balance.groups import with_group_keys
+from reasonvqa.tasks.balance.groups import FORM, with_group_keys
 from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_share
+from reasonvqa.tasks.balance.image_groups import domains_of
 from reasonvqa.tasks.balance.balance import (NO_CHOICES, BalanceResult, Removal, add_removal, balance_questions,
                                               gather_removed, no_choices)
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
@@ -45,11 +46,12 @@ SeenCheck = Callable[[np.ndarray, np.ndarray], np.ndarray]
 # what ``decide`` reads of the pool (kind, task_type and is_hallucination where the pool has them), and the
 # ``balance.no_choices`` flags of its rows (from its choices column, or a key table's NO_CHOICES column)
 DECISION_COLUMNS = ("question_id", "image_id", "property_id", "answer", "n_hop", "kind", "task_type", "is_hallucination",
-                    "absence_basis", NO_CHOICES)
+                    "absence_basis", "template_ids", FORM, NO_CHOICES)
 
 
 def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int,
-           seen_in_train: SeenCheck | None = None, keep_codes: tuple[str, ...] = ()) -> tuple[BalanceResult, SplitResult]:
+           seen_in_train: SeenCheck | None = None, keep_codes: tuple[str, ...] = (),
+           groups: pa.Table | None = None) -> tuple[BalanceResult, SplitResult]:
     """Balance, hop mix, split and the seen-in-train check as row numbers into ``pool``; nothing
     is materialized (``kept``, ``train``, ``test`` are None). ``pool`` needs the columns
     question_id, image_id, property_id, answer, n_hop (hop mix), kind, task_type and
@@ -58,7 +60,8 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
     rows, train rows -> mask of the test rows whose (question, answer) pair is in train) is
     given, question; choices (or a ``balance.NO_CHOICES`` column) to remove multiple-choice rows without
     choices. The release keeps each row's own property_id (null for kinds without one). ``keep_codes``: columns
-    whose codes (untouched by the group keys: not property_id) go to ``BalanceResult.pool_codes``."""
+    whose codes (untouched by the group keys: not property_id) go to ``BalanceResult.pool_codes``. ``groups``
+    (``image_groups.GROUPS``) keeps each image group in one split."""
     if unknown := set(keep_codes) - (set(DECISION_COLUMNS) - {"property_id"}):
         # property_id: the group keys rewrite it for kinds without one (not the pool's values)
         raise ValueError(f"decide keeps no codes of {sorted(unknown)}")
@@ -77,8 +80,9 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
             seen_in_train = lambda test, train: _seen_by_keys(pool, pair_keys.result(), test, train)  # noqa: E731
         balanced = balance_questions(keyed, balance, seed, materialize=False, coded=coded, gather=False)
         _apply_hop_mix(keyed, balanced, balance.hop_shares, seed, coded)
-        apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, partial(_add_removed, coded=coded))
-        result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded)
+        apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, partial(_add_removed, coded=coded),
+                                  domains=_row_domains(keyed, coded, groups))
+        result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded, groups=groups)
         if split.drop_test_pairs_seen_in_train:
             _drop_test_rows(keyed, balanced, result, seen_in_train(result.test_rows, result.train_rows), coded)
         gather_removed(balanced, coded)  # after the split: the removed rows' strings are not held through it
@@ -86,6 +90,15 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
             balanced.pool_codes = {name: coded.dense(name) for name in keep_codes if name in keyed.column_names}
     check_partition(pool.num_rows, result.train_rows, result.test_rows, balanced.removed_rows)
     return balanced, result
+
+
+def _row_domains(pool: pa.Table, coded: codes.ColumnCodes, groups: pa.Table | None) -> pa.Array | None:
+    """Each row's visual domain (its image's, ``image_groups.domains_of``), for the hallucination share; None for a
+    pool without hallucination questions."""
+    if "is_hallucination" not in pool.column_names or not pc.any(pool["is_hallucination"]).as_py():
+        return None
+    image, values = coded.dense("image_id")
+    return domains_of(values, groups).take(pa.array(image, mask=image < 0))
 
 
 def check_partition(n: int, *parts: np.ndarray) -> None:
@@ -104,7 +117,8 @@ def check_partition(n: int, *parts: np.ndarray) -> None:
 POOL_CODES = ("image_id", "answer")  # the columns whose codes plan_release hands to the statistics' counts
 
 
-def plan_release(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int) -> BalancedSplit:
+def plan_release(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int,
+                 groups: pa.Table | None = None) -> BalancedSplit:
     """``balance_and_split`` without copying the pool: train, test and the pool (question_id
     order) as ``TableRows`` of ``pool``, for ``write_stats`` and ``write_release``.
 
@@ -112,21 +126,22 @@ def plan_release(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, see
     release. Callers should drop their own reference to ``pool``: the views hold it, and the
     writer then combines its chunks column by column without a second copy of the pool.
     """
-    balanced, result = decide(pool, balance, split, seed, keep_codes=POOL_CODES)
+    balanced, result = decide(pool, balance, split, seed, keep_codes=POOL_CODES, groups=groups)
     view = TableRows(pool, balanced.question_id_order)
     balanced.pool_codes_of = view.shared  # the statistics use the codes only for views of this very table
     result.train, result.test = view.with_rows(result.train_rows), view.with_rows(result.test_rows)
     return BalancedSplit(pool=view, balance=balanced, split=result)
 
 
-def balance_and_split(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int) -> BalancedSplit:
+def balance_and_split(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int,
+                      groups: pa.Table | None = None) -> BalancedSplit:
     """``balance_questions`` then ``split_images`` over the kept rows, with one reordering take.
 
     Same train/test/reports as ``split_images(balance_questions(pool).kept)``; peak memory is
     two copies of the pool (the caller's and the reordered one) instead of four. Callers
     should drop their own reference and keep using ``result.pool`` (same rows, new order).
     """
-    balanced, result = decide(pool, balance, split, seed)
+    balanced, result = decide(pool, balance, split, seed, groups=groups)
     order = np.concatenate([result.train_rows, result.test_rows, balanced.removed_rows])
     reordered = codes.take_rows(pool, order)
     n_train, n_test = len(result.train_rows), len(result.test_rows)

@@ -12,8 +12,10 @@
    r of its images within one image, and the whole split exactly round(r * images). Sorting
    by question count first spreads heavy images over both splits, so the question ratio
    follows the image ratio closely.
-All questions of an image go to its image's split. tests/tasks/balance/reference.py implements the
-same steps in plain Python.
+All questions of an image go to its image's split. With image groups (``image_groups``: a GLDv2 landmark,
+a nuScenes scene, a DROID episode) the unit of steps 2-4 is the group instead of the image: a group's
+category comes from all its questions and all its images go to one split, so no group is in both.
+tests/tasks/balance/reference.py implements the same steps in plain Python (without groups: one image per unit).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pyarrow as pa
 
 from reasonvqa.tasks.balance import codes, keys
 from reasonvqa.tasks.balance.config import SplitConfig
+from reasonvqa.tasks.balance.image_groups import units_of
 from reasonvqa.tasks.balance.rows import row_dtype, row_numbers
 
 NO_POOL_ANSWER = "<no pool answer>"
@@ -81,9 +84,12 @@ def category_name(key: tuple) -> str:
 
 def split_images(
     questions: pa.Table, config: SplitConfig, seed: int, *, rows: np.ndarray | None = None, materialize: bool = True,
-    coded: codes.ColumnCodes | None = None,
+    coded: codes.ColumnCodes | None = None, groups: pa.Table | None = None,
 ) -> SplitResult:
     """Assign every image (with all its questions) to train or test; deterministic for ``seed``.
+
+    ``groups`` (``image_groups.GROUPS``: image_id, group) keeps the images of a group in one split; an image
+    without a row is a group of its own.
 
     ``rows`` restricts the split to those rows of ``questions`` (e.g. ``BalanceResult.kept_rows``
     over the pool) without materializing them first; train and test are then taken from
@@ -103,6 +109,10 @@ def split_images(
     present_images, image = codes.unique_ints(image_code, inverse=True, dtype=row_dtype(n))  # rank in image_id order
     del image_code
     n_images = len(present_images)
+    present_ids = image_values.take(pa.array(present_images))
+    unit_of_image, unit_names = units_of(present_ids, groups)  # without groups: unit i is image i
+    n_units = len(unit_names)
+    unit = unit_of_image[image] if n_units != n_images else image  # per question: its image's unit
 
     answer_all, answer_values = coded.dense("answer")
     answer = answer_all[rows]
@@ -115,30 +125,32 @@ def split_images(
     question_pool = pool_index[answer]
     del answer
 
-    first, second = _top_two(image, question_pool, n_images, n_pool)
+    first, second = _top_two(unit, question_pool, n_units, n_pool)
     k = n_pool + 1
     single = ANSWER_KIND * k * k + (first + 1) * k
     initial = np.where(first < 0, NONE_KIND, single + second + 1)
     level1 = np.where(_size_of(initial) == 1, np.where(first < 0, NONE_KIND, single), initial)
     label = np.where(_size_of(level1) == 1, MERGED_KIND * k * k, level1)
 
-    image_questions = np.bincount(image, minlength=n_images)
-    random_key = keys.keys_of(keys.salt(seed, "split"), np.arange(n_images))
-    layout = np.lexsort((random_key, -image_questions, label))
-    position = np.arange(n_images, dtype=np.float64)
+    unit_questions = np.bincount(unit, minlength=n_units)
+    random_key = keys.keys_of(keys.salt(seed, "split"), np.arange(n_units))
+    layout = np.lexsort((random_key, -unit_questions, label))
+    position = np.arange(n_units, dtype=np.float64)
     r = config.train_ratio
-    is_train = np.empty(n_images, dtype=bool)
-    is_train[layout] = (np.floor(r * (position + 1) + 0.5) - np.floor(r * position + 0.5)) == 1
+    unit_train = np.empty(n_units, dtype=bool)
+    unit_train[layout] = (np.floor(r * (position + 1) + 0.5) - np.floor(r * position + 0.5)) == 1
 
     by_question_id = coded.order_of("question_id", rows)
-    goes_to_train = is_train[image[by_question_id]]
+    goes_to_train = unit_train[unit[by_question_id]]
     train_rows = rows[by_question_id[goes_to_train]]
     test_rows = rows[by_question_id[~goes_to_train]]
 
     pool_answers = answer_values.take(pa.array(pool_codes)).to_pylist()
     decode = lambda code: _decode(int(code), k, pool_answers)  # noqa: E731
-    categories = _category_totals(label, is_train, image_questions, decode)
-    no_pool = first < 0
+    # the report counts images (each with its unit's category and split) and, apart, the groups
+    image_questions = np.bincount(image, minlength=n_images)
+    is_train, image_label, no_pool = unit_train[unit_of_image], label[unit_of_image], (first < 0)[unit_of_image]
+    categories = _category_totals(image_label, is_train, image_questions, decode)
     report = split_report(
         config,
         seed,
@@ -152,14 +164,37 @@ def split_images(
         no_pool_images=int(no_pool.sum()),
         no_pool_questions=int(image_questions[no_pool].sum()),
     )
+    if groups is not None:
+        report["groups"] = group_report(unit_names, unit_of_image, unit_train, unit_questions)
     return SplitResult(
         train=codes.take_rows(questions, train_rows) if materialize else None,
         test=codes.take_rows(questions, test_rows) if materialize else None,
-        images=_images_table(image_values.take(pa.array(present_images)), label, image_questions, is_train, decode),
+        images=_images_table(present_ids, image_label, image_questions, is_train, decode),
         report=report,
         train_rows=train_rows,
         test_rows=test_rows,
     )
+
+
+LARGEST_GROUPS = 20  # groups of several images listed in the report, the largest first
+
+
+def group_report(names: pa.Array, unit_of_image: np.ndarray, unit_train: np.ndarray, unit_questions: np.ndarray) -> dict:
+    """Groups per split (a group of one image counted too), and the groups of several images, the largest listed."""
+    images = np.bincount(unit_of_image, minlength=len(names))
+    several = images > 1
+    order = np.lexsort((np.arange(len(names)), -unit_questions, -images))
+    largest = [{"group": names[int(u)].as_py(), "images": int(images[u]), "questions": int(unit_questions[u]),
+                "split": "train" if unit_train[u] else "test"} for u in order[several[order]][:LARGEST_GROUPS]]
+    return {
+        "unit": "group",
+        "groups": int(len(names)),
+        "train": int(unit_train.sum()),
+        "test": int((~unit_train).sum()),
+        "with_several_images": {"groups": int(several.sum()), "images": int(images[several].sum()),
+                                "train": int((several & unit_train).sum()), "test": int((several & ~unit_train).sum())},
+        "largest": largest,
+    }
 
 
 def _top_two(image: np.ndarray, question_pool: np.ndarray, n_images: int, n_pool: int) -> tuple[np.ndarray, np.ndarray]:

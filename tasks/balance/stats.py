@@ -17,9 +17,10 @@ import pyarrow.compute as pc
 from reasonvqa.stage import write_json, write_parquet
 from reasonvqa.tasks.balance import codes, plots
 from reasonvqa.tasks.balance.balance import BalanceResult
-from reasonvqa.tasks.balance.bias import BIAS_COLUMNS, bias_report_parts
+from reasonvqa.tasks.balance.bias import bias_columns, bias_report_parts
 from reasonvqa.tasks.balance.codes import take_rows
 from reasonvqa.tasks.balance.split import SplitResult
+from reasonvqa.tasks.balance.groups import with_group_keys
 from reasonvqa.tasks.balance.summary import entropy_bits, js_divergence_bits, ranked
 from reasonvqa.tasks.release.writer import Rows, TableRows
 
@@ -100,7 +101,7 @@ def _bias(train: Rows, test: Rows, label: np.ndarray | None = None) -> dict:
     Other tables: slices of train, then of test. ``label``: ``_view_labels(train, test)`` when the caller has it."""
     label = _view_labels(train, test) if label is None else label
     if label is not None:
-        table = train.table.select(BIAS_COLUMNS)
+        table = train.table.select(bias_columns(train.table.column_names))
 
         def gather(start: int) -> tuple[pa.Table, pa.Table]:
             part, mark = table.slice(start, step), label[start:start + step]
@@ -144,7 +145,7 @@ def _slices(table: Rows, size: int) -> list[Rows]:
 def _bias_partwise(pool) -> dict:
     """``bias_report`` over the spill parts of a partitioned pool (question texts bucketed on disk)."""
     def parts():
-        for table, _, train_rows, test_rows in pool.part_views(BIAS_COLUMNS):
+        for table, _, train_rows, test_rows in pool.part_views(bias_columns(pool.spill.schema.names)):
             yield take_rows(table, train_rows), take_rows(table, test_rows)
 
     return bias_report_parts(parts, spill_dir=pool.scratch / "bias_questions")
@@ -214,13 +215,16 @@ def _stats_of(answers: dict, counts: dict, balance: BalanceResult, split: SplitR
         "hop_mix": hop_mix(balance.report.get("hop_mix"), counts["train"], counts["test"]),
         "split": {
             k: split.report[k]
-            for k in ("train", "test", "train_share_images", "train_share_questions", "categories_final", "warnings")
+            for k in ("train", "test", "train_share_images", "train_share_questions", "categories_final", "groups",
+                      "warnings") if k in split.report
         },
     }
     return stats, largest
 
 
-COUNT_COLUMNS = ["image_id", "property_id", "answer", *BREAKDOWNS.values()]  # what the counts read
+# what the counts read; the kind columns give grounded and verified answers their balancing group (groups.py)
+COUNT_COLUMNS = ["image_id", "property_id", "answer", *BREAKDOWNS.values(), "kind", "task_type", "is_hallucination",
+                 "template_ids"]
 LABELS = 3  # a row of the counted table is labelled 0 (removed), 1 (train) or 2 (test)
 SUBSETS = {"pool": (0, 1, 2), "balanced": (1, 2), "train": (1,), "test": (2,)}  # name -> its labels
 CONCATENATED = {"pool": (0,), "balanced": (1, 2), "train": (1,), "test": (2,)}  # labels of pool + train + test rows
@@ -313,8 +317,9 @@ def labelled_counts(table: pa.Table, label: np.ndarray, subsets: dict[str, tuple
 
 def _answer_counts(table: pa.Table, label: np.ndarray, subsets: dict[str, tuple[int, ...]],
                    known: Known | None = None) -> dict:
-    """{subset: {property_id: {answer: count}}} over rows that have both."""
-    prop, props = _hash_codes(table["property_id"])
+    """{subset: {group: {answer: count}}} over rows that have both: the group is the property_id, or for a kind
+    without one its balancing group (``groups.with_group_keys``: kind, task type, form, hallucination)."""
+    prop, props = _hash_codes(with_group_keys(table)["property_id"])
     answer, answers = _codes_of(table, "answer", known)
     valid = (prop >= 0) & (answer >= 0)
     encoded = pc.dictionary_encode(pa.array(prop * len(answers) + answer, mask=~valid))
@@ -418,6 +423,27 @@ def divergence(train: dict[str, dict[str, int]], test: dict[str, dict[str, int]]
     }
 
 
+def removed_line(balancing: dict) -> str:
+    """What left the pool, each share of the pool's questions (the rounds' share of the valid ones apart)."""
+    pool, kept = balancing["questions_in"], balancing["questions_kept"]
+    share = (lambda n: f"{n / pool:.1%}") if pool else (lambda n: "n/a")  # noqa: E731
+    reasons = sorted(balancing.get("removed_by_reason", {}).items(), key=lambda rn: (-rn[1], rn[0]))
+    by_reason = "; by reason: " + ", ".join(f"{r} {n} ({share(n)})" for r, n in reasons) if reasons else ""
+    return (f"Removed {pool - kept} of {pool} pool questions ({share(pool - kept)}){by_reason}. The balancing rounds "
+            f"(head_tail_bound, max_ratio) removed {balancing['balanced_away_share']:.1%} of the valid questions; "
+            f"converged: {balancing['converged']}.")
+
+
+def group_lines(groups: dict | None) -> list[str]:
+    """The image groups of the split (each a landmark, scene or episode kept in one split); none without groups."""
+    if not groups:
+        return []
+    several = groups["with_several_images"]
+    return [f"Split by image group (GLDv2 landmark, nuScenes scene, DROID episode; an image alone otherwise): "
+            f"{groups['groups']} groups, {groups['train']} in train and {groups['test']} in test, none in both; "
+            f"{several['groups']} hold several images ({several['train']} train, {several['test']} test)."]
+
+
 def summary_markdown(stats: dict, files: dict[str, Path]) -> str:
     """A short human-readable page that links every figure."""
     c = stats["counts"]
@@ -429,8 +455,8 @@ def summary_markdown(stats: dict, files: dict[str, Path]) -> str:
         "|---|---:|---:|",
         *[f"| {name} | {c[name]['questions']} | {c[name].get('images', '')} |" for name in ("pool", "balanced", "train", "test")],
         "",
-        f"Balancing removed {bal['questions_in'] - bal['questions_kept']} of {bal['questions_in']} pool questions "
-        f"({bal['balanced_away_share']:.1%} of the valid ones by the balancing rounds); converged: {bal['converged']}.",
+        removed_line(bal),
+        *group_lines(stats["split"].get("groups")),
         f"Train/test Jensen-Shannon divergence of answers: overall {stats['train_test_divergence']['overall']}, "
         f"mean over groups {stats['train_test_divergence']['mean_over_groups']}.",
         "",

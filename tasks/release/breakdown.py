@@ -13,9 +13,8 @@ the release (the same ``breakdown.json`` and pictures as from one table: tested)
 Pictures are drawn on the photo when its bytes can be had and its source's license allows
 redistribution (a picture on a photo is a derivative of it; a ``pixels`` lookup: read through the
 source, ``tasks/release/pixels.py``, or embedded in a release), else on a blank grey canvas of the
-image's size; ``breakdown.json`` and the card say which for each picture, and why. Each evidence region's
-COCO RLE mask is filled in a translucent colour (pycocotools decodes it), its box outlined. PNG
-bytes depend only on the inputs (no timestamps, no fonts, fixed encoder settings).
+image's true size; ``breakdown.json`` and the card say which for each picture, and why. How a picture is
+drawn (true size, masks filled and labelled, question and answer as caption): ``tasks/release/pictures.py``.
 """
 
 from __future__ import annotations
@@ -30,13 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reasonvqa.tasks.balance.codes import dense_codes, filled
+from reasonvqa.tasks.release.pictures import draw_example
 from reasonvqa.tasks.release.pixels import Pixels
 
 MULTIPLICITY_BINS = ("0", "1", "2", "3", "4", "5-9", "10+")
 EXAMPLES_PER_TASK = 2
-MAX_SIDE = 512
-_COLOURS = [(230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30, 180), (70, 240, 240),
-            (240, 50, 230), (210, 245, 60)]
 
 
 def visual_domains() -> dict[str, str]:
@@ -170,44 +167,6 @@ def _first_per_task(rows: list[dict], per_task: int) -> list[dict]:
     return sorted(out, key=lambda r: (r["task_type"], r["question_id"]))
 
 
-def canvas_size(regions: list[dict]) -> tuple[int, int]:
-    """(width, height) of an image: a mask's size when one has a mask, else the boxes' extent."""
-    for r in regions:
-        if r.get("mask"):
-            h, w = r["mask"]["size"]
-            return int(w), int(h)
-    return (max(1, int(np.ceil(max(r["x"] + r["w"] for r in regions)))),
-            max(1, int(np.ceil(max(r["y"] + r["h"] for r in regions)))))
-
-
-def draw_example(regions: list[dict], path: Path, photo: bytes | None = None) -> None:
-    """A PNG of the regions' masks (filled) and boxes (outlined) on the ``photo`` (encoded bytes) or, without
-    one, on a grey canvas of the image's size; longest side MAX_SIDE."""
-    import io
-
-    from PIL import Image, ImageDraw
-    from pycocotools import mask as mask_utils
-
-    image = Image.open(io.BytesIO(photo)).convert("RGB") if photo is not None else None
-    width, height = image.size if image is not None else canvas_size(regions)
-    scale = min(1.0, MAX_SIDE / max(width, height))
-    size = (max(1, round(width * scale)), max(1, round(height * scale)))
-    if image is not None:
-        canvas = image.resize(size, Image.Resampling.BILINEAR, reducing_gap=None)
-    else:
-        canvas = Image.new("RGB", size, (128, 128, 128))
-    for n, r in enumerate(regions):
-        colour = _COLOURS[n % len(_COLOURS)]
-        if r.get("mask"):
-            rle = {"size": list(r["mask"]["size"]), "counts": r["mask"]["counts"].encode("ascii")}
-            bits = Image.fromarray(mask_utils.decode(rle) * 255).resize(size, Image.NEAREST)
-            canvas.paste(Image.blend(canvas, Image.new("RGB", size, colour), 0.6), mask=bits)
-        box = [r["x"] * scale, r["y"] * scale, (r["x"] + r["w"]) * scale, (r["y"] + r["h"]) * scale]
-        ImageDraw.Draw(canvas).rectangle(box, outline=colour, width=2)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    canvas.save(path, format="PNG", optimize=False, compress_level=6)  # fixed encoder settings: same bytes
-
-
 BREAKDOWN_COLUMNS = ["question_id", "image_id", "image_source", "question", "answer", "kind", "task_type",
                      "is_hallucination", "evidence_region_ids", "template_ids", "absence_basis"]  # what the breakdown and the examples read
 COUNTED_COLUMNS = ["image_source", "kind", "task_type", "is_hallucination", "evidence_region_ids",
@@ -264,17 +223,19 @@ def write_breakdown(questions: "pa.Table | ReleasedQuestions", regions: pa.Table
         wanted = _first_per_task(found, EXAMPLES_PER_TASK)
         ids = sorted({rid for q in wanted for rid in q["evidence_region_ids"]})
         found = {r["region_id"]: r for r in regions.filter(pc.is_in(regions["region_id"], pa.array(ids, pa.string())))
-                 .select(["region_id", "x", "y", "w", "h", "mask"]).to_pylist()}
+                 .select(["region_id", "label", "x", "y", "w", "h", "mask"]).to_pylist()}
         for q in wanted:
             shown = [found[rid] for rid in q["evidence_region_ids"] if rid in found]
             if not shown:
                 continue
             name = f"examples/{q['task_type']}-{q['question_id']}.png"
             photo = pixels(q["image_id"]) if pixels is not None else Pixels(None, "no_pixels: no pixel source given")
-            draw_example(shown, stats_dir / name, photo.data)
-            background = "photo" if photo.data is not None else f"blank canvas ({photo.reason.split(':')[0]})"
+            why = None if photo.data is not None else photo.reason.split(":")[0]
+            drawn = draw_example(shown, stats_dir / name, photo.data, size=photo.size, why_blank=why,
+                                 caption=f"Q: {q['question']}  A: {q['answer']}")
             examples.append({"file": name, "task_type": q["task_type"], "question": q["question"], "answer": q["answer"],
-                             "regions": len(shown), "image_id": q["image_id"], "background": background})
+                             "regions": len(shown), "image_id": q["image_id"],
+                             "background": "photo" if why is None else f"blank canvas ({why})", **drawn})
     report["examples"] = examples
     path = stats_dir / "breakdown.json"
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -304,13 +265,21 @@ def breakdown_section(report: dict) -> list[str]:
     lines += ["", "| evidence regions | questions |", "| --- | ---: |"]
     lines += [f"| {b} | {report['evidence_multiplicity'].get(b, 0)} |" for b in MULTIPLICITY_BINS]
     if report.get("examples"):
-        lines += ["", "Examples (evidence masks and boxes drawn on the photo where its pixels were at hand, else on a "
-                  "blank canvas of the image's size; the reason in brackets):", ""]
+        lines += ["", "Examples at the image's true size (evidence masks filled, boxes outlined, each tagged with its "
+                  "number and label; the question, answer and legend in the caption band under the image), drawn on "
+                  "the photo where its pixels were at hand, else on a blank canvas of the image's size (the reason in "
+                  "brackets):", ""]
         for e in report["examples"]:
             on = e.get("background", "blank canvas")
-            lines += [f"- {e['task_type']}: {e['question']} -> {e['answer']} ({e['regions']} region(s); on {on})",
-                      f"  ![{e['task_type']} example](stats/{e['file']})"]
+            size = f"{e['width']} x {e['height']}, " if "width" in e else ""
+            lines += [f"- {e['task_type']}: {e['question']} -> {e['answer']} ({e['regions']} region(s); {size}on {on})",
+                      f"  ![{e['task_type']}: {_alt(e['question'])} {_alt(e['answer'])}](stats/{e['file']})"]
     return lines
+
+
+def _alt(text: str) -> str:
+    """``text`` safe inside a markdown image's alt text (no brackets)."""
+    return text.replace("[", "(").replace("]", ")")
 
 
 REGION_COLUMNS = {

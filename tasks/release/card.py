@@ -255,10 +255,37 @@ def bias_section(bias: dict) -> list[str]:
             low, high = span.get("ci95", (None, None))
             lines.append(f"| {text} | {_pct(baselines[name])} | {span.get('n', 'n/a')} | {_pct(low)} - {_pct(high)} | "
                          f"{_STATUS.get(checks.get(name), 'n/a')} |")
+    lines += text_only_section(bias.get("text_only", {}))
     words = bias.get("question_words", {})
     if "mean" in words:
         lines += ["", f"Average question length: {words['mean']} words (ReasonVQA paper: {words['paper_mean']})."]
     return lines
+
+
+_TEXT_ONLY = {  # bias.json text_only baseline -> (what it does, its value's key, what the target is)
+    "hallucination_from_wording": ("hallucination or not, voted by the questions of the same wording (every word "
+                                   "outside a closed-class list masked; folds by image)", "accuracy",
+                                   "at most chance + 5 points"),
+    "answer_first_in_a_or_b": ("\"A or B\" questions answered by their first option", "share_first", "35% - 65%"),
+    "masked_question_prior": ("the most common train answer of the same masked question (test)", "accuracy", "-"),
+}
+
+
+def text_only_section(text_only: dict) -> list[str]:
+    """The text-only baselines per question kind (bias.json ``text_only``), each with its n and chance."""
+    rows = []
+    for kind, entry in sorted(text_only.get("kinds", {}).items()):
+        for name, (what, key, target) in _TEXT_ONLY.items():
+            if name in entry:
+                b = entry[name]
+                rows.append(f"| {kind} | {what} | {_pct(b.get(key))} | {b['n']} | {_pct(b.get('chance'))} | {target} | "
+                            f"{_STATUS.get(b.get('check'), 'n/a')} |")
+    if not rows:
+        return []
+    return ["", "Text-only baselines per kind: what the question's wording alone tells (chance: the majority class, "
+            "0.5 for the first option, the kind's most common train answer for the prior).", "",
+            "| kind | baseline | accuracy or share | questions | chance | target | target met |",
+            "| --- | --- | ---: | ---: | ---: | --- | --- |", *rows]
 
 
 def _pct(value) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -22,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas, sources
-from reasonvqa.tasks.release.pixels import PixelReader, Pixels
+from reasonvqa.tasks.release.pixels import PixelReader, Pixels, listed_size
 
 EMBEDDED = "embedded"
 ROWS_PER_FILE = 500  # 50-250 MB of photos per Parquet file; the writer holds ~7x one file (measured)
@@ -88,7 +89,7 @@ class EmbeddedImages:
         row = self._rows.get(image_id)
         if row is None:
             return Pixels(None, f"no_image: {image_id} is not in the images table")
-        return license_refusal(row) or self.reader.read(row)
+        return replace(license_refusal(row) or self.reader.read(row), size=listed_size(row))
 
 
 def with_pixels(part: pa.Table, decided: list[tuple[dict, Pixels]]) -> pa.Table:
@@ -158,8 +159,9 @@ class ReleaseImages:
         for part in self.parts:
             rows = pq.read_table(part, filters=[("image_id", "=", image_id)]).to_pylist()
             if rows:
-                data = (rows[0].get("image") or {}).get("bytes")
-                return Pixels(data) if data is not None else Pixels(None, rows[0].get("pixels") or "not_embedded: no bytes")
+                data, size = (rows[0].get("image") or {}).get("bytes"), listed_size(rows[0])
+                return (Pixels(data, size=size) if data is not None
+                        else Pixels(None, rows[0].get("pixels") or "not_embedded: no bytes", size))
         return Pixels(None, f"no_image: {image_id} is not in the images table")
 
 
@@ -170,9 +172,10 @@ def embedded_lookup(images: pa.Table | EmbeddedImages | ReleaseImages | None) ->
         return images.lookup
     found: dict[str, Pixels] = {}
     if images is not None and "image" in images.column_names:
-        for row in images.select(["image_id", "image", "pixels"]).to_pylist():
-            data = (row["image"] or {}).get("bytes")
-            found[row["image_id"]] = Pixels(data) if data is not None else Pixels(None, row["pixels"])
+        columns = ["image_id", "image", "pixels", *[c for c in ("width", "height") if c in images.column_names]]
+        for row in images.select(columns).to_pylist():
+            data, size = (row["image"] or {}).get("bytes"), listed_size(row)
+            found[row["image_id"]] = Pixels(data, size=size) if data is not None else Pixels(None, row["pixels"], size)
     return lambda image_id: found.get(image_id, Pixels(None, "not_embedded: the release holds no bytes of this image"))
 
 

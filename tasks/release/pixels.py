@@ -18,10 +18,18 @@ from reasonvqa.sources import ImageUnavailable, SourceConfig
 
 @dataclass(frozen=True)
 class Pixels:
-    """An image's encoded bytes, or None and the reason (``<code>: <detail>``) there are none."""
+    """An image's encoded bytes, or None and the reason (``<code>: <detail>``) there are none; ``size``: the
+    (width, height) the images table lists, where a lookup knows it (the card's pictures are drawn at it)."""
 
     data: bytes | None
     reason: str | None = None
+    size: tuple[int, int] | None = None
+
+
+def listed_size(row: dict) -> tuple[int, int] | None:
+    """The (width, height) an images row lists, None when either is missing."""
+    width, height = row.get("width"), row.get("height")
+    return (int(width), int(height)) if width and height else None
 
 
 class PixelReader:

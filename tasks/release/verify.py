@@ -126,6 +126,8 @@ def verify_release(path: Path, *, published_as: Path | None = None) -> list[str]
         if tally is not None:
             evidence[split] = tally.problems(split)
     problems += _check_disjoint(images, manifest["splits"]) + record_problems
+    if "images" in manifest.get("tables", []):
+        problems += _check_groups_disjoint(path, images, manifest["splits"])
     if regions is not None:
         problems += check_regions(regions)
     problems += check_knowledge(path, manifest, records)
@@ -383,3 +385,12 @@ def _check_disjoint(images: dict[str, pa.Array], splits: list[str]) -> list[str]
                 problems.append(f"image {image} is in both {seen[image]} and {split}")
             seen.setdefault(image, split)
     return problems[:20]
+
+
+def _check_groups_disjoint(root: Path, images: dict[str, pa.Array], splits: list[str]) -> list[str]:
+    """Image groups (a landmark, a scene, an episode: ``image_groups``) with images in two splits, the first 20."""
+    from reasonvqa.tasks.balance.image_groups import group_names, groups_of_files
+
+    groups = groups_of_files(sorted((root / "images").glob("*.parquet")))
+    grouped = {split: pc.unique(group_names(images[split], groups)) for split in splits if split in images}
+    return [problem.replace("image ", "image group ", 1) for problem in _check_disjoint(grouped, splits)]

@@ -68,6 +68,22 @@ def test_release_holds_every_kind_of_question(two_builds):
     assert train_images and test_images and not train_images & test_images
 
 
+def test_no_image_group_of_the_sample_is_in_both_splits(two_builds):
+    """The sample's GLDv2 landmarks (3-4 images each) and its nuScenes scene (4 cameras) each go to one split."""
+    release = two_builds[0]
+    images = pl.read_parquet(release / "images" / "*.parquet", columns=["image_id", "source", "group_id"])
+    group = {i: (f"{s}:{g}" if g is not None else i) for i, s, g in images.iter_rows()}
+    sides = {split: {group[i] for i in pl.read_parquet(release / split / "*.parquet")["image_id"]}
+             for split in ("train", "test")}
+    assert sides["train"] and sides["test"] and not sides["train"] & sides["test"]
+    several = {g for g in group.values() if list(group.values()).count(g) > 1}
+    assert len(several) == 4 and several <= sides["train"] | sides["test"]  # 3 landmarks, 1 scene
+    report = json.loads((release / "stats" / "split_report.json").read_text())["groups"]
+    assert report["with_several_images"]["groups"] == 4
+    assert report["train"] == len(sides["train"]) and report["test"] == len(sides["test"])
+    assert "none in both" in (release / "stats" / "SUMMARY.md").read_text()
+
+
 def test_sample_release_scan_single_answers_typed_subjects_and_bias_report(two_builds):
     from reasonvqa.tasks.questions.bank import load_bank
     from reasonvqa.tasks.release.fidelity import scan_release
@@ -181,8 +197,11 @@ def test_grounded_questions_of_the_sample_are_proved_by_the_release_regions(two_
         assert absent in q["question"] and absent not in present
         if q["template_ids"] == ["hallucination:wrong_attribute"]:
             attribute = absent.split(" ", 1)[0]  # "blue car", "blue cars" (the asked words are single words)
-            label = next(l for l in present if absent in (f"{attribute} {l}", f"{attribute} {plural(l)}"))
-            same = [r for r in here if r["label"] == label]
+            # the asked object: the one region of a present label the words name ("curtain" and "curtains" can both
+            # be labels of one image: a set's order must not pick the one without a region)
+            named = [[r for r in here if r["label"] == label] for label in sorted(present)
+                     if absent in (f"{attribute} {label}", f"{attribute} {plural(label)}")]
+            same = next(found for found in named if found)
             assert len(same) == 1 and same[0]["attributes"]
             assert not any(attribute in a.split() for r in same for a in r["attributes"])
         else:
@@ -195,7 +214,18 @@ def test_the_card_shows_the_breakdown_and_example_pictures(two_builds):
     assert "## Question breakdown" in card and "| evidence regions | questions |" in card and "## Regions" in card
     pictures = re.findall(r"!\[[^]]*\]\((stats/examples/[^)]+\.png)\)", card)
     assert len(pictures) >= 5 and all((release / p).is_file() for p in pictures)
-    assert json.loads((release / "stats" / "breakdown.json").read_text())["hallucination"] > 0
+    report = json.loads((release / "stats" / "breakdown.json").read_text())
+    assert report["hallucination"] > 0
+    # each picture at its image's true size (the images table's), its caption band under it
+    from PIL import Image
+
+    sizes = {i: (w, h) for i, w, h in pl.read_parquet(release / "images" / "*.parquet").select(
+        "image_id", "width", "height").iter_rows()}
+    for example in report["examples"]:
+        assert (example["width"], example["height"]) == sizes[example["image_id"]]
+        with Image.open(release / "stats" / example["file"]) as picture:
+            assert picture.size == (example["width"], example["height"] + example["caption_height"])
+    assert "| grounded | hallucination or not, voted by the questions of the same wording" in card
 
 
 def test_resplit_filters_by_kind_task_type_and_hallucination(two_builds, tmp_path):

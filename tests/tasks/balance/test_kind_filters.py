@@ -40,6 +40,7 @@ def test_non_template_rows_balance_per_kind_and_task_type():
     assert keyed["property_id"].to_pylist() == ["P17", "P36", "grounded:counting", "grounded:counting:hallucination",
                                                 "verified:free_form"]
     assert group_key("grounded", "counting", True) == "grounded:counting:hallucination"
+    assert group_key("grounded", "counting", False, "count.how_many") == "grounded:counting:count.how_many"
     assert with_group_keys(POOL.slice(0, 2)).equals(POOL.slice(0, 2))
 
 
@@ -56,12 +57,63 @@ def test_balancing_keeps_the_configured_hallucination_share():
     done = balance_and_split(pool, BalanceConfig(hop_shares=None), SplitConfig(drop_test_pairs_seen_in_train=False), 0)
     kept = pa.concat_tables([done.split.train, done.split.test])
     assert sum(kept["is_hallucination"].to_pylist()) == 11  # round(0.27 / 0.73 * 30)
-    assert done.balance.report["hallucination_share"] == {
-        "target_share": 0.27, "grounded": 30, "hallucination_before": 40, "target": 11, "hallucination_after": 11,
-        "achieved_share": round(11 / 41, 4)}
+    report = done.balance.report["hallucination_share"]
+    assert {k: report[k] for k in ("target_share", "grounded", "hallucination_before", "hallucination_after",
+                                   "achieved_share", "outside_tolerance")} == {
+        "target_share": 0.27, "grounded": 30, "hallucination_before": 40, "hallucination_after": 11,
+        "achieved_share": round(11 / 41, 4), "outside_tolerance": []}
+    assert report["by_task_type"] == {"counting": {"before": round(40 / 70, 4), "after": round(11 / 41, 4),
+                                                   "hallucination": 11, "grounded": 30}}
+    assert report["cells_changed"] == [{"task_type": "counting", "visual_domain": "vg", "hallucination": 40,
+                                        "grounded": 30, "dropped": 29, "dropped_kind": "hallucination"}]
     assert done.balance.report["removed_by_reason"]["hallucination_share"] == 29
     again = balance_and_split(pool, BalanceConfig(hop_shares=None), SplitConfig(drop_test_pairs_seen_in_train=False), 0)
     assert again.pool.equals(done.pool)
+
+
+def test_the_hallucination_share_holds_in_every_task_type_and_visual_domain():
+    """Counting mostly hallucination on driving images, attribute with too few: each ends within 10 points of 27 %,
+    by task type and by domain (the domain from the images table; an image without a row: its source)."""
+    from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+    from reasonvqa.tasks.balance.hallucination_share import TOLERANCE
+    from reasonvqa.tasks.balance.image_groups import image_groups
+    from reasonvqa.tasks.balance.pipeline import balance_and_split
+
+    def row(qid, image, task, halluc, answer):
+        return dict(question_id=qid, image_id=image, question=f"q {qid}?", answer=answer, kind="grounded",
+                    task_type=task, is_hallucination=halluc, n_hop=0, template_ids=[f"{task}.form1"])
+
+    rows = [row(f"c{i:03d}", f"nuscenes:{i % 8}", "counting", i >= 10, str(i % 5) if i < 10 else f"There are no d{i}.")
+            for i in range(60)]  # 50 of 60 hallucination
+    rows += [row(f"a{i:03d}", f"vg:{i % 8}", "attribute", i >= 95, ["red", "blue", "green", "white"][i % 4]
+                 if i < 95 else f"There is no x{i}.") for i in range(100)]  # 5 of 100
+    rows += [row(f"s{i:03d}", f"vg:{i % 8}", "spatial", i >= 30, ["left", "right"][i % 2] if i < 30 else f"No s{i}.")
+             for i in range(41)]  # 11 of 41: on target
+    pool = schemas.from_rows(rows, schemas.QUESTIONS)
+    images = schemas.from_rows([dict.fromkeys(schemas.IMAGES.names) | {
+        "image_id": f"nuscenes:{i}", "source": "nuscenes", "visual_domain": "driving"} for i in range(8)], schemas.IMAGES)
+    done = balance_and_split(pool, BalanceConfig(hop_shares=None), SplitConfig(drop_test_pairs_seen_in_train=False), 0,
+                             groups=image_groups(images))
+    kept = pa.concat_tables([done.split.train, done.split.test]).to_pylist()
+    report = done.balance.report["hallucination_share"]
+    assert report["outside_tolerance"] == []
+    for key, column in (("by_task_type", "task_type"), ("by_visual_domain", "image_id")):
+        values = {r[column] if column == "task_type" else ("driving" if r["image_id"].startswith("nuscenes") else "vg")
+                  for r in kept}
+        assert set(report[key]) == values
+        for value in values:
+            mine = [r for r in kept if (r[column] if column == "task_type" else
+                                        ("driving" if r["image_id"].startswith("nuscenes") else "vg")) == value]
+            share = sum(r["is_hallucination"] for r in mine) / len(mine)
+            assert abs(share - 0.27) <= TOLERANCE, (key, value, share)
+            assert report[key][value]["after"] == round(share, 4)
+    assert {(c["task_type"], c["dropped_kind"]) for c in report["cells_changed"]} == {
+        ("counting", "hallucination"), ("attribute", "grounded")}
+    # every grounded question keeps its form's group: balancing groups are (task type, form)
+    groups = set(done.balance.report["groups"])
+    assert {"grounded:counting:counting.form1", "grounded:counting:counting.form1:hallucination"} <= groups
+    assert sum(c["dropped"] for c in report["cells_changed"]) == done.balance.report["removed_by_reason"][
+        "hallucination_share"]
 
 
 def test_an_empty_part_passes_every_filter_with_an_empty_report():

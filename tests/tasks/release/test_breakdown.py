@@ -49,21 +49,38 @@ def test_counts_per_task_type_domain_kind_and_multiplicity():
     assert "| absent object | 1 |" in section and "| impossible relation | 1 |" in section
 
 
+def image_area(png) -> np.ndarray:
+    """The pixels of a picture above its caption band (breakdown.json gives the band's height)."""
+    return np.asarray(Image.open(png))
+
+
 def test_example_pictures_fill_the_masks_and_are_byte_identical(tmp_path):
     write_breakdown(QUESTIONS, REGIONS, tmp_path / "a")
     write_breakdown(QUESTIONS, REGIONS, tmp_path / "b")
     png = tmp_path / "a" / "examples" / "comparison-a.png"
     assert png.read_bytes() == (tmp_path / "b" / "examples" / "comparison-a.png").read_bytes()
-    pixels = np.asarray(Image.open(png))
-    assert pixels.shape == (30, 40, 3)
-    assert tuple(pixels[6, 6]) != (128, 128, 128) and tuple(pixels[25, 5]) == (128, 128, 128)  # inside / outside masks
+    example = json.loads((tmp_path / "a" / "breakdown.json").read_text())["examples"][0]
+    assert (example["width"], example["height"]) == (40, 30)  # the masks' size: no images table here
+    pixels = image_area(png)
+    assert pixels.shape == (30 + example["caption_height"], 40, 3) and example["caption_height"] > 0
+    # the regions change the canvas (on a canvas this small tags and note cover most of it: the large pictures
+    # below check where the masks land)
+    draw_example([], tmp_path / "none.png", size=(40, 30), why_blank="no_pixels", caption="Q: Which is larger?  A: x")
+    assert not np.array_equal(pixels[:30], np.asarray(Image.open(tmp_path / "none.png"))[:30])
     assert (tmp_path / "a" / "breakdown.json").read_bytes() == (tmp_path / "b" / "breakdown.json").read_bytes()
 
 
-def test_box_only_regions_are_outlined_on_a_canvas_of_their_extent(tmp_path):
-    draw_example([{"x": 10.0, "y": 10.0, "w": 20.0, "h": 10.0, "mask": None}], tmp_path / "box.png")
+def test_box_only_regions_are_outlined_on_a_canvas_of_the_true_size_that_says_why(tmp_path):
+    shown = draw_example([{"x": 300.0, "y": 200.0, "w": 200.0, "h": 100.0, "mask": None, "label": "tree"}],
+                         tmp_path / "box.png", size=(800, 600), why_blank="missing_file", caption="Q: Is it? A: yes")
     pixels = np.asarray(Image.open(tmp_path / "box.png"))
-    assert pixels.shape == (20, 30, 3) and tuple(pixels[10, 15]) != (128, 128, 128) and tuple(pixels[15, 15]) == (128, 128, 128)
+    assert (shown["width"], shown["height"]) == (800, 600)  # vg:1's size, not the boxes' extent
+    assert pixels.shape == (600 + shown["caption_height"], 800, 3)
+    assert tuple(pixels[250, 300]) != (128, 128, 128) and tuple(pixels[250, 400]) == (128, 128, 128)  # outline / inside
+    assert (pixels[560:600, :200] != 128).any()  # the note saying there are no pixels, along the canvas's lower edge
+    assert (pixels[600:] != 255).any()  # the caption
+    tag = pixels[200 - 20:200, 300:340]  # the numbered label tag above the box's corner, in the first colour
+    assert (np.abs(tag.astype(int) - [230, 25, 75]).sum(axis=2) == 0).sum() > 50
 
 
 def sample_photo_and_regions() -> tuple[bytes, list[dict]]:
@@ -76,37 +93,41 @@ def sample_photo_and_regions() -> tuple[bytes, list[dict]]:
     return photo, regions
 
 
-def test_picture_on_the_sample_photo_differs_from_the_blank_canvas_and_masks_land_on_their_pixels(tmp_path):
+def test_picture_on_the_sample_photo_is_its_true_size_differs_from_the_blank_canvas_and_masks_land_on_their_pixels(tmp_path):
     photo, regions = sample_photo_and_regions()
-    draw_example(regions, tmp_path / "photo.png", photo)
-    draw_example(regions, tmp_path / "blank.png")
-    drawn, blank = np.asarray(Image.open(tmp_path / "photo.png")), np.asarray(Image.open(tmp_path / "blank.png"))
-    original = np.asarray(Image.open(io.BytesIO(photo)).convert("RGB").resize((512, 384), Image.Resampling.BILINEAR))
-    assert drawn.shape == blank.shape == (384, 512, 3) and not np.array_equal(drawn, blank)
-    bits = mask_utils.decode({"size": regions[0]["mask"]["size"], "counts": regions[0]["mask"]["counts"].encode()})
-    small = np.asarray(Image.fromarray(bits * 255).resize((512, 384), Image.NEAREST)) > 0
-    x0, y0, x1, y1 = (round(v * 512 / 2000) for v in (regions[0]["x"], regions[0]["y"],
-                                                      regions[0]["x"] + regions[0]["w"], regions[0]["y"] + regions[0]["h"]))
-    inner = small.copy()
-    inner[:, : x0 + 3], inner[:, x1 - 2:], inner[: y0 + 3], inner[y1 - 2:] = False, False, False, False  # off the outline
+    on_photo = draw_example(regions, tmp_path / "photo.png", photo, caption="Q: Which is larger? A: 1")
+    on_blank = draw_example(regions, tmp_path / "blank.png", size=(2000, 1500), why_blank="missing_file",
+                            caption="Q: Which is larger? A: 1")
+    drawn = np.asarray(Image.open(tmp_path / "photo.png"))[:1500]
+    blank = np.asarray(Image.open(tmp_path / "blank.png"))[:1500]
+    original = np.asarray(Image.open(io.BytesIO(photo)).convert("RGB"))
+    assert (on_photo["width"], on_photo["height"]) == (on_blank["width"], on_blank["height"]) == (2000, 1500)
+    assert drawn.shape == blank.shape == (1500, 2000, 3) and not np.array_equal(drawn, blank)
+    bits = mask_utils.decode({"size": regions[0]["mask"]["size"], "counts": regions[0]["mask"]["counts"].encode()}) > 0
+    x0, y0 = int(regions[0]["x"]), int(regions[0]["y"])
+    x1, y1 = int(regions[0]["x"] + regions[0]["w"]), int(regions[0]["y"] + regions[0]["h"])
+    inner = bits.copy()
+    inner[:, : x0 + 8], inner[:, x1 - 8:], inner[: y0 + 60], inner[y1 - 8:] = False, False, False, False  # off outline, tag
     ys, xs = np.nonzero(inner)
     expected = 0.4 * original[ys, xs] + 0.6 * np.array([230, 25, 75])  # the first colour blended over the photo
     assert len(ys) > 50 and np.abs(drawn[ys, xs] - expected).max() <= 1
-    untouched = np.zeros_like(small)
-    untouched[200:, 300:] = True  # far from both regions (which lie near the top)
-    assert np.array_equal(drawn[untouched], original[untouched]) and tuple(blank[300, 400]) == (128, 128, 128)
+    untouched = np.zeros_like(bits)
+    untouched[800:, 1200:] = True  # far from both regions (which lie near the top)
+    assert np.array_equal(drawn[untouched], original[untouched]) and tuple(blank[1200, 1600]) == (128, 128, 128)
 
 
-def test_write_breakdown_draws_on_the_photo_it_is_given_and_says_so(tmp_path):
+def test_write_breakdown_draws_on_the_photo_it_is_given_at_the_listed_size_and_says_so(tmp_path):
     photo = Image.new("RGB", (40, 30), (10, 90, 200))
     buffer = io.BytesIO()
     photo.save(buffer, format="PNG")
-    lookup = {"sa1b:1": Pixels(buffer.getvalue())}
+    lookup = {"sa1b:1": Pixels(buffer.getvalue(), size=(40, 30))}
     write_breakdown(QUESTIONS, REGIONS, tmp_path, lambda i: lookup.get(i, Pixels(None, "missing_file: x")))
     report = json.loads((tmp_path / "breakdown.json").read_text())
-    assert [(e["image_id"], e["background"]) for e in report["examples"]] == [("sa1b:1", "photo")]
-    assert tuple(np.asarray(Image.open(tmp_path / "examples" / "comparison-a.png"))[25, 5]) == (10, 90, 200)
-    assert "(2 region(s); on photo)" in "\n".join(breakdown_section(report))
+    assert [(e["image_id"], e["background"], e["width"], e["height"]) for e in report["examples"]] == [
+        ("sa1b:1", "photo", 40, 30)]
+    assert tuple(np.asarray(Image.open(tmp_path / "examples" / "comparison-a.png"))[25, 15]) == (10, 90, 200)
+    section = "\n".join(breakdown_section(report))
+    assert "(2 region(s); 40 x 30, on photo)" in section and "![comparison: Which is larger? x]" in section
 
 
 def many_questions() -> "pa.Table":

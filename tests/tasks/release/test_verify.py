@@ -172,3 +172,22 @@ def test_a_record_table_beside_the_questions_is_listed_and_checked(tmp_path, spl
     (path / "regions" / "part-00000.parquet").unlink()
     problems = verify_release(path)
     assert problems and all("regions" in p for p in problems)
+
+
+def test_an_image_group_in_both_splits_is_reported(tmp_path, splits):
+    """Two images of one GLDv2 landmark, one per split: verify names the group (an image alone is its own)."""
+    splits = {**splits, "test": schemas.from_rows(
+        [question("q4", "gldv2:0a1b2c3d4e5f6789", "8848.86 m", ["8848.86 m", "8000 m", "7500 m", "9100 m"],
+                  answer_category="number", n_hop=1, route=["P2048"], property_id="P2048")], schemas.QUESTIONS)}
+    images = schemas.from_rows([dict.fromkeys(schemas.IMAGES.names) | row for row in (
+        {"image_id": "gldv2:7e4627eb6f721857", "source": "gldv2", "group_id": "27"},
+        {"image_id": "gldv2:0a1b2c3d4e5f6789", "source": "gldv2", "group_id": "27"},
+        {"image_id": "vg:1", "source": "vg", "group_id": None})], schemas.IMAGES)
+    pool = pa.concat_tables(list(splits.values()))
+    path = write_release(tmp_path / "a", "demo", "1.0.0", splits, pool=pool, stats_dir=None, config={}, inputs={},
+                         tables={"images": images})
+    assert verify_release(path) == ["image group gldv2:group:27 is in both train and test"]
+    other = images.set_column(images.schema.get_field_index("group_id"), "group_id", pa.array(["27", "28", None]))  # two landmarks: disjoint
+    path = write_release(tmp_path / "b", "demo", "1.0.0", splits, pool=pool, stats_dir=None, config={}, inputs={},
+                         tables={"images": other})
+    assert verify_release(path) == []

@@ -1,0 +1,186 @@
+"""Text-only baselines per question kind (``bias.json`` ``text_only``): what a reader of the question alone gets.
+
+A dataset whose questions need the image must not be answerable from the wording. Three readers, each
+with its number of questions and its chance:
+
+- ``hallucination_from_wording``: every word outside ``CLOSED_CLASS`` (function words and the generic
+  nouns of the templates) is masked, and a question is called a hallucination question when most
+  questions of the same masked text are (a vote); 5 folds by image (an image's questions are voted on by
+  the other folds' questions only). Chance: the majority rate (always guess the larger class). Target
+  (issue 30): at most chance + 5 points.
+- ``answer_first_in_a_or_b``: questions "... A or B ...?" whose answer is one of the two options (its
+  words occur on one side of the " or " only): the share answered by the first option. Chance 0.5,
+  target 35-65 %.
+- ``masked_question_prior``: the most common train answer of the same masked question, scored on test
+  (a masked text not in train: the kind's most common train answer). Chance: the kind's most common
+  train answer alone, on the same test questions. Reported, not judged.
+
+Ties are credited 1/k and every accuracy is the exact mean of its credits (``exact_mean``), so the report
+does not depend on how the released rows come in parts or their order. Hashes (masked texts, answers,
+image folds) are polars' seeded hashes: a pure function of the text for a given polars version.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import polars as pl
+import pyarrow as pa
+
+FOLDS = 5
+HALLUCINATION_MARGIN = 0.05  # issue 30: a text-only classifier no better than the majority rate + 5 points
+FIRST_OPTION_BAND = (0.35, 0.65)  # issue 30: the answer is the first option of "A or B" in 35-65 % of them
+MASK = "_"
+CLOSED_CLASS = frozenset("""
+a an the this that these those some any no not every each all both either neither other another same such
+what which who whom whose where when why how many much more most less fewer least several few
+is are was were be been being am do does did has have had can could will would shall should may might must
+there here it its they them their he she his her we us our you your i me my one ones
+of in on at to from by with without for about into onto over under above below beneath behind before after
+between among near next left right front back top bottom side middle inside outside around across along
+and or but than as if then so because while
+image picture photo object objects thing things kind type part
+""".split())
+TEXT_COLUMNS = ["question", "answer", "kind", "is_hallucination", "image_id"]
+_ROW = {"kind": pl.String, "masked": pl.UInt64, "halluc": pl.Boolean, "fold": pl.UInt8, "test": pl.Boolean,
+        "answer": pl.UInt64, "first": pl.Int8}
+
+
+def masked(questions: pl.Series) -> pl.Series:
+    """Each question lower-cased, cut into words (letters, digits, apostrophes), every word outside
+    ``CLOSED_CLASS`` replaced by ``MASK``, joined by single spaces."""
+    words = questions.str.to_lowercase().str.replace_all(r"[^a-z0-9']+", " ").str.strip_chars().str.split(" ")
+    closed = pl.Series(sorted(CLOSED_CLASS))
+    return words.list.eval(pl.when(pl.element().is_in(closed.implode())).then(pl.element()).otherwise(pl.lit(MASK))).list.join(" ")
+
+
+def first_option(questions: pl.Series, answers: pl.Series) -> pl.Series:
+    """Per question: 1 when the answer is the option before its first " or ", 0 when the one after, null when it
+    has no " or " or the answer's words are on both sides or neither (not an "A or B" answer)."""
+    norm = lambda s: (" " + s.str.to_lowercase().str.replace_all(r"[^a-z0-9]+", " ").str.strip_chars() + " ")  # noqa: E731
+    frame = pl.DataFrame({"q": norm(questions), "a": norm(answers)})
+    at = pl.col("q").str.find(" or ", literal=True)
+    left, right = pl.col("q").str.slice(0, at + 1), pl.col("q").str.slice(at + 3)
+    in_left = left.str.contains(pl.col("a"), literal=True)
+    in_right = right.str.contains(pl.col("a"), literal=True)
+    usable = at.is_not_null() & (pl.col("a").str.len_chars() > 2)
+    return frame.select(pl.when(usable & in_left & ~in_right).then(1).when(usable & in_right & ~in_left).then(0)
+                        .otherwise(None).cast(pl.Int8).alias("first")).to_series()
+
+
+class TextOnly:
+    """The compact per-row facts of every released part (kind, hashed masked question, hallucination flag, image
+    fold, split, hashed answer, A-or-B side), and the per-kind report once every part is in."""
+
+    def __init__(self) -> None:
+        self.parts: list[pl.DataFrame] = []
+
+    def add(self, train: pa.Table, test: pa.Table) -> None:
+        for table, is_test in ((train, False), (test, True)):
+            if table.num_rows and "question" in table.column_names and "answer" in table.column_names:
+                self.parts.append(_rows(pl.from_arrow(table.select([c for c in TEXT_COLUMNS if c in table.column_names])),
+                                        is_test))
+
+    def report(self) -> dict:
+        rows = pl.concat(self.parts) if self.parts else pl.DataFrame(schema=_ROW)
+        self.parts = []
+        out = {}
+        for kind in sorted(rows["kind"].unique().to_list()):
+            mine = rows.filter(pl.col("kind") == kind)
+            entry = {"questions": mine.height, "hallucination_from_wording": hallucination_from_wording(mine),
+                     "answer_first_in_a_or_b": answer_first(mine), "masked_question_prior": masked_prior(mine)}
+            out[kind] = {k: v for k, v in entry.items() if v is not None}
+        return {"kinds": out, "closed_class_words": sorted(CLOSED_CLASS), "folds": FOLDS}
+
+
+def _rows(frame: pl.DataFrame, is_test: bool) -> pl.DataFrame:
+    """The compact facts of one part's rows (masked texts computed once per distinct question)."""
+    distinct = frame.select(pl.col("question").unique())
+    distinct = distinct.with_columns(masked=masked(distinct["question"]).hash(seed=0))
+    frame = frame.join(distinct, on="question", how="left", nulls_equal=True)
+    n = frame.height
+    column = lambda name, dtype: frame[name] if name in frame.columns else pl.Series(name, [None] * n, dtype)  # noqa: E731
+    return pl.DataFrame({
+        "kind": column("kind", pl.String).fill_null("template"),  # a 1.x row has no kind: a templated question
+        "masked": frame["masked"],
+        "halluc": column("is_hallucination", pl.Boolean),
+        "fold": (column("image_id", pl.String).hash(seed=1) % FOLDS).cast(pl.UInt8),
+        "test": pl.Series([is_test] * n, dtype=pl.Boolean),
+        "answer": frame["answer"].hash(seed=0),
+        "first": first_option(frame["question"].fill_null(""), frame["answer"].fill_null("")),
+    }, schema=_ROW)
+
+
+def exact_mean(credits: pl.Series) -> float | None:
+    """The exact mean of credits (0, 1, 1/k) rounded once: independent of their order."""
+    counted = credits.drop_nulls().value_counts()
+    total = int(counted["count"].sum()) if counted.height else 0
+    if not total:
+        return None
+    exact = sum((Fraction(v) * c for v, c in counted.iter_rows()), Fraction(0)) / total
+    return round(float(exact), 4)
+
+
+def _check(value: float | None, n: int, ok: bool) -> str:
+    from reasonvqa.tasks.balance.bias import MIN_JUDGED_N
+
+    return "insufficient_n" if n < MIN_JUDGED_N or value is None else ("met" if ok else "not_met")
+
+
+def hallucination_from_wording(rows: pl.DataFrame) -> dict | None:
+    """The masked-question vote for ``is_hallucination``, 5 folds by image; None when the kind has one class only."""
+    rows = rows.filter(pl.col("halluc").is_not_null())
+    if rows.height == 0 or rows["halluc"].n_unique() < 2:
+        return None
+    h = pl.col("halluc").cast(pl.Int64)
+    total = rows.group_by("masked").agg(th=h.sum(), tn=pl.len())
+    in_fold = rows.group_by("masked", "fold").agg(fh=h.sum(), fn=pl.len())
+    fold_rate = rows.group_by("fold").agg(oh=h.sum(), on=pl.len())
+    all_h, all_n = int(rows["halluc"].sum()), rows.height
+    votes_h = pl.col("th") - pl.col("fh")  # the other folds' questions of the same masked text
+    votes_r = (pl.col("tn") - pl.col("fn")) - votes_h
+    other_h = all_h - pl.col("oh")  # the other folds' classes decide a tie (and an unseen masked text)
+    other_r = (all_n - pl.col("on")) - other_h
+    guess = pl.when(votes_h > votes_r).then(True).when(votes_h < votes_r).then(False).otherwise(other_h > other_r)
+    scored = rows.join(total, on="masked").join(in_fold, on=["masked", "fold"]).join(fold_rate, on="fold")
+    credit = scored.select((guess == pl.col("halluc")).cast(pl.Float64)).to_series()
+    accuracy = exact_mean(credit)
+    chance = round(max(all_h, all_n - all_h) / all_n, 4)
+    return {"accuracy": accuracy, "n": all_n, "chance": chance, "chance_is": "majority rate",
+            "hallucination_share": round(all_h / all_n, 4), "scored_on": "train+test, folds by image",
+            "target_max": round(chance + HALLUCINATION_MARGIN, 4),
+            "check": _check(accuracy, all_n, accuracy is not None and accuracy <= chance + HALLUCINATION_MARGIN)}
+
+
+def answer_first(rows: pl.DataFrame) -> dict | None:
+    """Share of "A or B" questions answered by the first option; None when the kind has none."""
+    sides = rows["first"].drop_nulls()
+    if not len(sides):
+        return None
+    share = exact_mean(sides.cast(pl.Float64))
+    low, high = FIRST_OPTION_BAND
+    return {"share_first": share, "n": len(sides), "chance": 0.5, "band": list(FIRST_OPTION_BAND),
+            "scored_on": "train+test", "check": _check(share, len(sides), low <= share <= high)}
+
+
+def masked_prior(rows: pl.DataFrame) -> dict | None:
+    """The most common train answer of each masked question, scored on test; None without train or test rows."""
+    train, test = rows.filter(~pl.col("test")), rows.filter(pl.col("test"))
+    if not train.height or not test.height:
+        return None
+    pairs = train.group_by("masked", "answer").agg(c=pl.len())
+    top = pairs.filter(pl.col("c") == pl.col("c").max().over("masked"))
+    ties = top.group_by("masked").agg(k=pl.len())
+    overall = train.group_by("answer").agg(c=pl.len())
+    overall_top = overall.filter(pl.col("c") == pl.col("c").max())
+    k_all = overall_top.height
+    seen = test.join(ties, on="masked", how="left")
+    hit = seen.join(top.select("masked", "answer", hit=pl.lit(True)), on=["masked", "answer"], how="left")
+    base = hit.join(overall_top.select("answer", base=pl.lit(True)), on="answer", how="left")
+    credit = base.select(
+        pl.when(pl.col("k").is_null()).then(pl.when(pl.col("base")).then(1.0 / k_all).otherwise(0.0))
+        .otherwise(pl.when(pl.col("hit")).then(1.0 / pl.col("k")).otherwise(0.0))).to_series()
+    chance = base.select(pl.when(pl.col("base")).then(1.0 / k_all).otherwise(0.0)).to_series()
+    return {"accuracy": exact_mean(credit), "n": test.height, "chance": exact_mean(chance),
+            "chance_is": "the kind's most common train answer", "coverage": exact_mean(
+                seen.select(pl.col("k").is_not_null().cast(pl.Float64)).to_series()), "scored_on": "test"}
