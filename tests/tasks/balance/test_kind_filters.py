@@ -81,7 +81,8 @@ def test_the_hallucination_share_holds_in_every_task_type_and_visual_domain():
 
     def row(qid, image, task, halluc, answer):
         return dict(question_id=qid, image_id=image, question=f"q {qid}?", answer=answer, kind="grounded",
-                    task_type=task, is_hallucination=halluc, n_hop=0, template_ids=[f"{task}.form1"])
+                    task_type=task, is_hallucination=halluc, n_hop=0, template_ids=[f"{task}.form1"],
+                    absence_basis="taxonomy" if halluc else None)
 
     rows = [row(f"c{i:03d}", f"nuscenes:{i % 8}", "counting", i >= 10, str(i % 5) if i < 10 else f"There are no d{i}.")
             for i in range(60)]  # 50 of 60 hallucination
