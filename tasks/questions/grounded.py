@@ -46,6 +46,7 @@ from reasonvqa.tasks.questions.regions import Region, box_iou
 KIND = "grounded"
 STAGE = "grounded"
 ATTRIBUTES_FILE = TEMPLATES_DIR / "grounded" / "attributes.yaml"
+UNCOUNTABLE_FILE = TEMPLATES_DIR / "grounded" / "uncountable.yaml"
 _ENGLISH = inflect.engine()
 _ORDINALS = {2: ("left", "right"), 3: ("leftmost", "middle", "rightmost")}
 
@@ -73,9 +74,20 @@ def attribute_words() -> dict[str, str]:
     return {word: category for category, words in sorted(data.items()) for word in words}
 
 
-RULE_FILES = (ATTRIBUTES_FILE, TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml", TEMPLATES_DIR / "grounded" / "relations.yaml",
+RULE_FILES = (ATTRIBUTES_FILE, UNCOUNTABLE_FILE, TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml", TEMPLATES_DIR / "grounded" / "relations.yaml",
               Path(__file__), *(Path(__file__).with_name(n) for n in ("hallucination.py", "hallucination_attribute.py",
                                                                      "hallucination_relation.py")))
+
+
+@lru_cache(maxsize=1)
+def uncountable() -> frozenset[str]:
+    """Mass-noun class labels (templates/grounded/uncountable.yaml): never counted."""
+    return frozenset(str(w).lower() for w in yaml.safe_load(UNCOUNTABLE_FILE.read_text(encoding="utf-8"))["uncountable"])
+
+
+def countable(label: str) -> bool:
+    """False for a mass noun ("apparel", "grass"), whose plural a counting question cannot use."""
+    return label.lower() not in uncountable() and singular(label.lower()) not in uncountable()
 
 
 @lru_cache(maxsize=1)
@@ -247,7 +259,9 @@ def counting(regions: list[Region], config: GroundedConfig) -> list[Candidate]:
     for label, rs in sorted(by_label.items()):
         c = Candidate(rs[0].image_id, "counting", count_question(plural(label)), str(len(rs)),
                       [r.region_id for r in rs], detail={"class": plural(label)}, form="count")
-        if len(rs) > config.max_count:
+        if not countable(label):
+            c.reason = "uncountable"
+        elif len(rs) > config.max_count:
             c.reason = "count_too_large"
         elif any(box_iou(a, b) >= config.duplicate_iou for a, b in itertools.combinations(rs, 2)):
             c.reason = "duplicate_boxes"

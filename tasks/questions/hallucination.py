@@ -23,8 +23,9 @@ import re
 import polars as pl
 import pyarrow as pa
 
-from reasonvqa.tasks.questions.grounded import (Candidate, attribute_question, be, count_question, flip, larger_question, pick,
-                                                pick_form, plural, references, singular, spatial_question)
+from reasonvqa.tasks.questions.grounded import (Candidate, attribute_question, be, count_question, countable, flip,
+                                                larger_question, pick, pick_form, plural, references, singular,
+                                                spatial_question)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.object_classes import OBJECT_LEXNAMES, synset_lemma, word_class
 from reasonvqa.tasks.questions.regions import Region
@@ -77,12 +78,13 @@ def forms(absent: str, named: list[str], attribute: str = "color", key: tuple[st
     axis, which object is named first and which option comes first); ``attribute`` (color or material) is what
     the attribute form asks; ``counting`` False leaves out "How many <absent> are there in the image?"."""
     ref = f"the {absent}"
-    out = [("counting", "count", count_question(plural(absent)))] if counting else []
+    out = [("counting", "count", count_question(plural(absent)))] if counting and countable(absent) else []
     out.append(("attribute", attribute, attribute_question(ref, attribute)))
     if named:
         other = pick(named, *key, "other")
         a, b = (other, ref) if flip(*key, "spatial first") else (ref, other)
-        out.append(("spatial", "spatial", spatial_question(a, b, pick(["horizontal", "vertical"], *key, "axis"), flip(*key, "options"))))
+        axis = pick(["horizontal", "vertical"], *key, "axis")
+        out.append(("spatial", "spatial", spatial_question(a, b, axis, flip(*key, "options"))))
         a, b = (other, ref) if flip(*key, "larger first") else (ref, other)
         out.append(("comparison", "larger", larger_question(a, b)))
     return out

@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 import yaml
 
 from reasonvqa.paths import TEMPLATES_DIR
-from reasonvqa.tasks.questions.grounded import Candidate, be, pick_form, plural, singular, spatial_answer, stable_order
+from reasonvqa.tasks.questions.grounded import (Candidate, be, countable, pick_form, plural, singular, spatial_answer,
+                                                stable_order)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.regions import Region, box_iou, object_region_id
 
@@ -155,8 +156,8 @@ def geometry_refutes(family: Family, a: Region, b: Region, image: dict, config: 
 def relation_forms(a: str, predicate: str, b_ref: str) -> list[tuple[str, str, str]]:
     """(task type, form, question) forms about "the <a> <predicate> <b>": the forms real relation questions take
     too (relation_questions.py), so the wording does not tell an impossible relation from an annotated one."""
-    return [("counting", "relation_count", f"How many {plural(a)} are {predicate} {b_ref}?"),
-            ("attribute", "relation_color", f"What color {be(a)} the {a} {predicate} {b_ref}?")]
+    counting = [("counting", "relation_count", f"How many {plural(a)} are {predicate} {b_ref}?")] if countable(a) else []
+    return counting + [("attribute", "relation_color", f"What color {be(a)} the {a} {predicate} {b_ref}?")]
 
 
 def relation_candidates(image_id: str, regions: list[Region], refs: dict[str, str], relations: list[dict],
