@@ -8,28 +8,31 @@ file (noun.attribute "color", noun.location "area", noun.act "walk") or an objec
 is refused with a reason (``class_verdict``). Labels of sources with their own taxonomy and no synset
 (nuScenes categories, detector prompts) are object classes by construction.
 
-The lexicographer file of every WordNet 3.0 noun synset is bundled in
-``data/knowledge/wordnet/wn30_noun_lexnames.tsv.gz`` (3.0 offset -> lexname), made by
-``python -m reasonvqa.tasks.questions.object_classes /usr/share/wordnet/data.noun`` from WordNet 3.0's
-``data.noun`` (Debian ``wordnet-base``; WordNet 3.0 license, data/knowledge/LICENSES/WordNet-3.0.txt); names
-come from the bundled ``wn30_nouns.tsv.gz`` (same offsets).
+The lexicographer file of every WordNet 3.0 noun synset name is bundled in
+``data/knowledge/wordnet/wn30_noun_lexnames.tsv.gz``: one row per ``<lemma>.n.<sense>`` (every lemma's
+senses, as Visual Genome writes them: ``ground.n.01`` as well as NLTK's canonical ``land.n.04``), the
+lexicographer file number and whether the synset is a hyponym of object.n.01. It is made by
+``python -m reasonvqa.tasks.questions.object_classes /usr/share/wordnet`` from WordNet 3.0's ``data.noun``
+and ``index.noun`` (Debian ``wordnet-base`` 1:3.0-37; WordNet 3.0 license,
+data/knowledge/LICENSES/WordNet-3.0.txt).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import gzip
-import io
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
+
+import polars as pl
 
 from reasonvqa.paths import DATA_DIR
 
 WORDNET_DIR = DATA_DIR / "knowledge" / "wordnet"
 LEXNAMES_FILE = WORDNET_DIR / "wn30_noun_lexnames.tsv.gz"
-NOUNS_FILE = WORDNET_DIR / "wn30_nouns.tsv.gz"
+PHYSICAL_OBJECT = "00002684"  # object.n.01 in WordNet 3.0
 OBJECT_LEXNAMES = frozenset({"noun.artifact", "noun.animal", "noun.plant", "noun.food", "noun.person",
                              "noun.object", "noun.body"})
 # WordNet's lexicographer files by number (lexnames(5WN)); data.noun gives the number of each synset.
@@ -44,48 +47,71 @@ LEXNAMES = ("adj.all", "adj.pert", "adv.all", "noun.Tops", "noun.act", "noun.ani
 _SYNSET = re.compile(r"^(?P<lemma>[^.]+)\.n\.(?P<sense>\d+)$")
 
 
-def read_data_noun(text: str) -> list[tuple[str, str]]:
-    """(8-digit offset, lexname) of every synset line of a WordNet ``data.noun`` (license header lines skipped)."""
+class NounEntry(NamedTuple):
+    lexname: str
+    hypernyms: tuple[str, ...]  # offsets of hypernyms and instance hypernyms
+
+
+def read_data_noun(text: str) -> dict[str, NounEntry]:
+    """8-digit offset -> (lexname, hypernym offsets) of every synset line of a WordNet ``data.noun`` (license
+    header lines, which start with a space, skipped)."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith(" "):
+            continue
+        fields = line.split(" ")
+        n_words = int(fields[3], 16)
+        at = 4 + 2 * n_words
+        n_pointers = int(fields[at])
+        pointers = [fields[at + 1 + 4 * i: at + 5 + 4 * i] for i in range(n_pointers)]
+        out[fields[0]] = NounEntry(LEXNAMES[int(fields[1])], tuple(o for sym, o, pos, _ in pointers if sym in ("@", "@i") and pos == "n"))
+    return out
+
+
+def read_index_noun(text: str) -> list[tuple[str, str]]:
+    """(synset name as Visual Genome and NLTK write it, offset): ``<lemma>.n.<NN>`` is the lemma's NN-th sense in
+    the order of a WordNet ``index.noun`` line (so ``ground.n.01`` and ``land.n.04`` name one synset)."""
     out = []
     for line in text.splitlines():
         if not line or line.startswith(" "):
             continue
-        offset, lex_filenum = line.split(" ", 2)[:2]
-        out.append((offset, LEXNAMES[int(lex_filenum)]))
+        fields = line.split()
+        offsets = fields[-int(fields[2]):]
+        out += [(f"{fields[0]}.n.{sense:02d}", offset) for sense, offset in enumerate(offsets, 1)]
     return out
 
 
-def write_table(rows: list[tuple[str, str]], path: Path) -> None:
-    """The bundled table: ``wn30_offset<TAB>lexname`` per synset, sorted, gzip without a timestamp (byte-stable)."""
-    body = "wn30_offset\tlexname\n" + "".join(f"{o}-n\t{lex}\n" for o, lex in sorted(rows))
+def object_offsets(nouns: dict[str, NounEntry]) -> set[str]:
+    """Offsets of the synsets whose hypernyms lead to object.n.01 (physical objects)."""
+    memo: dict[str, bool] = {PHYSICAL_OBJECT: True}
+
+    def physical(offset: str, path: frozenset = frozenset()) -> bool:
+        if offset not in memo:
+            memo[offset] = any(physical(h, path | {offset}) for h in nouns[offset].hypernyms if h in nouns and h not in path)
+        return memo[offset]
+
+    return {o for o in nouns if physical(o)}
+
+
+def write_table(names: list[tuple[str, str]], nouns: dict[str, NounEntry], path: Path) -> None:
+    """The bundled table: ``name<TAB>lexname number<TAB>object`` (1: a hyponym of object.n.01) per synset name,
+    sorted, gzip without a timestamp (byte-stable)."""
+    objects = object_offsets(nouns)
+    lines = sorted(f"{name}\t{LEXNAMES.index(nouns[o].lexname)}\t{int(o in objects)}\n" for name, o in names)
     with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
-        gz.write(body.encode())
-
-
-def _rows(path: Path) -> list[dict]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return list(csv.DictReader(io.StringIO(f.read()), delimiter="\t"))
+        gz.write(("name\tlexname\tobject\n" + "".join(lines)).encode())
 
 
 @lru_cache(maxsize=1)
 def synset_lexnames() -> dict[str, str]:
-    """WordNet 3.0 noun synset name (``tree.n.01``) -> its lexicographer file (``noun.plant``); the unique
-    beginners of noun.Tops that are physical objects (person.n.01, animal.n.01, artifact.n.01: their hypernyms
-    lead to object.n.01) are given as ``noun.object``."""
-    lex = {r["wn30_offset"]: r["lexname"] for r in _rows(LEXNAMES_FILE)}
-    nouns = _rows(NOUNS_FILE)
-    parents = {r["wn30_offset"]: (r["hypernyms_wn30"] or "").replace(",", " ").split() for r in nouns}
-    physical = next(r["wn30_offset"] for r in nouns if r["name"] == "object.n.01")
-
-    def is_physical(offset: str, seen: frozenset = frozenset()) -> bool:
-        return offset == physical or any(is_physical(h, seen | {offset}) for h in parents.get(offset, ()) if h not in seen)
-
-    out = {}
-    for r in nouns:
-        name, offset = r["name"], r["wn30_offset"]
-        if offset in lex:
-            out[name] = "noun.object" if lex[offset] == "noun.Tops" and is_physical(offset) else lex[offset]
-    return out
+    """WordNet 3.0 noun synset name (``tree.n.01``; any lemma's sense, ``ground.n.01``) -> its lexicographer file
+    (``noun.plant``); the unique beginners of noun.Tops that are physical objects (person.n.01, animal.n.01,
+    artifact.n.01: hyponyms of object.n.01) are given as ``noun.object``."""
+    table = pl.read_csv(LEXNAMES_FILE, separator="\t", schema_overrides={"name": pl.String, "lexname": pl.Int64,
+                                                                        "object": pl.Int64})
+    tops = LEXNAMES.index("noun.Tops")
+    return {name: "noun.object" if number == tops and physical else LEXNAMES[number]
+            for name, number, physical in table.iter_rows()}
 
 
 def synset_lemma(synset: str | None) -> str | None:
@@ -127,14 +153,15 @@ def word_class(word: str) -> tuple[str | None, str | None]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Regenerate the bundled lexname table from a WordNet 3.0 ``data.noun``."""
+    """Regenerate the bundled lexname table from WordNet 3.0's ``data.noun`` and ``index.noun``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data_noun", type=Path, help="WordNet 3.0 data.noun (Debian wordnet-base: /usr/share/wordnet/data.noun)")
+    parser.add_argument("wordnet_dir", type=Path, help="WordNet 3.0 dict folder (Debian wordnet-base: /usr/share/wordnet)")
     parser.add_argument("--out", type=Path, default=LEXNAMES_FILE)
     args = parser.parse_args(argv)
-    rows = read_data_noun(args.data_noun.read_text(encoding="latin-1"))
-    write_table(rows, args.out)
-    print(f"{len(rows)} noun synsets -> {args.out}")
+    nouns = read_data_noun((args.wordnet_dir / "data.noun").read_text(encoding="latin-1"))
+    names = read_index_noun((args.wordnet_dir / "index.noun").read_text(encoding="latin-1"))
+    write_table(names, nouns, args.out)
+    print(f"{len(names)} noun synset names of {len(nouns)} synsets -> {args.out}")
 
 
 if __name__ == "__main__":
