@@ -22,12 +22,9 @@ from reasonvqa.tasks.questions.object_classes import OBJECT_LEXNAMES, lexname
 from reasonvqa.tasks.questions.regions import image_labels, object_region_id, shard_regions
 from reasonvqa.tasks.sources.vg import ingest_vg
 from tests.tasks.questions.link_grammar import unparsed
+from tests.tasks.questions.text_only import first_option, majority_rate, masked, vote_accuracy
 
 DATA = Path(__file__).parent / "data" / "vg_first50"
-# closed-class words and the task words every form shares; every other word is masked
-CLOSED = frozenset("""a an the this that these those there it its of to in on at by for with from into next or and than
-    what which who how many much is are was were be do does more less object objects thing things image appears larger
-    smaller color made left right above below front behind nearest camera one marked region""".split())
 SHARE = 0.27  # the released hallucination share (VistaQA 3.1; balance.hallucination_share)
 
 
@@ -44,34 +41,6 @@ def vg50(tmp_path_factory):
     synsets = {object_region_id(o): s for o, s in zip(tables["objects"]["object_id"].to_pylist(),
                                                       tables["objects"]["synset"].to_pylist())}
     return result, regions, synsets
-
-
-def masked(question: str) -> str:
-    return " ".join(w if w in CLOSED else "_" for w in re.findall(r"[a-z0-9]+", question.lower()))
-
-
-def fold(image_id: str, folds: int = 5) -> int:
-    return int(hashlib.blake2b(image_id.encode(), digest_size=4).hexdigest(), 16) % folds
-
-
-def vote_accuracy(rows: list[dict], folds: int = 5) -> float:
-    """Text-only classifier: the majority ``is_hallucination`` of the masked question in the other folds (by image)."""
-    correct = 0
-    for f in range(folds):
-        train = [r for r in rows if fold(r["image_id"], folds) != f]
-        votes: dict[str, Counter] = defaultdict(Counter)
-        for r in train:
-            votes[masked(r["question"])][r["is_hallucination"]] += 1
-        fallback = Counter(r["is_hallucination"] for r in train).most_common(1)[0][0]
-        for r in (r for r in rows if fold(r["image_id"], folds) == f):
-            seen = votes.get(masked(r["question"]))
-            correct += (seen.most_common(1)[0][0] if seen else fallback) == r["is_hallucination"]
-    return correct / len(rows)
-
-
-def majority_rate(rows: list[dict]) -> float:
-    n = sum(r["is_hallucination"] for r in rows)
-    return max(n, len(rows) - n) / len(rows)
 
 
 def released_share(rows: list[dict]) -> list[dict]:
@@ -92,21 +61,6 @@ def test_the_wording_does_not_tell_hallucination_questions_apart(vg50):
         forms[masked(r["question"])][r["is_hallucination"]] += 1
     common = {m: c for m, c in forms.items() if sum(c.values()) >= 30}
     assert common and all(c[False] >= 0.25 * c[True] for c in common.values()), common
-
-
-_OPTION = {"to the left": "left", "to the right": "right"}
-
-
-def first_option(question: str) -> tuple[str, str] | None:
-    """(first option, second option) of an "A or B" question, in the answer's words; None for another question."""
-    if m := re.fullmatch(r"Which appears larger in the image, (?:the )?(.+) or (?:the )?(.+)\?", question):
-        return m[1], m[2]
-    if m := re.fullmatch(r"Are there more (.+) or more (.+) in the image\?", question):
-        return m[1], m[2]
-    sides = "to the left|to the right|above|below|in front of|behind"
-    if m := re.fullmatch(rf"(?:Is|Are) .+? ({sides}) or ({sides})(?: of)? .+\?", question):
-        return _OPTION.get(m[1], m[1]), _OPTION.get(m[2], m[2])
-    return None
 
 
 def test_the_answer_is_the_first_option_of_an_a_or_b_question_about_half_the_time(vg50):
