@@ -16,8 +16,9 @@ objects, see regions.py) -> questions whose ``evidence_region_ids`` prove the an
 
 Evidence region ids are listed in the order the question mentions the regions (subject first),
 else in region id order. A region is referred to as "the <label>" when its label is unique in the image, "the <attribute>
-<label>" when that pair is, and "the segment in box [x, y, w, h]" when it has no label (SA-1B);
-otherwise it is not referred to. Hallucination questions are added by hallucination.py (absent objects),
+<label>" when that pair is, and "the marked region k" when it has no label (SA-1B; k is its place in the
+evidence, never its coordinates); otherwise it is not referred to. The first option of every "A or B" question
+is drawn by a stable coin (``flip``). Hallucination questions are added by hallucination.py (absent objects),
 hallucination_attribute.py (wrong attributes) and hallucination_relation.py (impossible relations).
 
 Accounting (rows_in): every candidate question examined ends as one question or one reject.
