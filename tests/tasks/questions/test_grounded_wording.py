@@ -101,6 +101,7 @@ def test_labels_are_synset_lemmas_and_questions_name_only_object_classes(vg50):
             image = [k for k in labels if k.startswith(r["image_id"] + "/")]
             label = labels[r["evidence_region_ids"][0]]
             assert sorted(r["evidence_region_ids"]) == sorted(k for k in image if labels[k] == label)
+    assert result.rows_in == result.outputs["questions"].num_rows + len(result.rejects)  # refusals are accounted for
     refused = Counter(r["reason"] for r in result.rejects.rows if r["reason"] in ("non_object_class", "no_synset"))
     assert refused["non_object_class"] > 0
     assert any('"lexname": "noun.attribute"' in r["record"] for r in result.rejects.rows if r["reason"] == "non_object_class")
