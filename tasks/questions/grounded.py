@@ -16,8 +16,9 @@ objects, see regions.py) -> questions whose ``evidence_region_ids`` prove the an
 
 Evidence region ids are listed in the order the question mentions the regions (subject first),
 else in region id order. A region is referred to as "the <label>" when its label is unique in the image, "the <attribute>
-<label>" when that pair is, and "the segment in box [x, y, w, h]" when it has no label (SA-1B);
-otherwise it is not referred to. Hallucination questions are added by hallucination.py (absent objects),
+<label>" when that pair is, and "the marked region k" when it has no label (SA-1B; k is its place in the
+evidence, never its coordinates); otherwise it is not referred to. The first option of every "A or B" question
+is drawn by a stable coin (``flip``). Hallucination questions are added by hallucination.py (absent objects),
 hallucination_attribute.py (wrong attributes) and hallucination_relation.py (impossible relations).
 
 Accounting (rows_in): every candidate question examined ends as one question or one reject.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -46,6 +48,7 @@ from reasonvqa.tasks.questions.regions import Region, box_iou
 KIND = "grounded"
 STAGE = "grounded"
 ATTRIBUTES_FILE = TEMPLATES_DIR / "grounded" / "attributes.yaml"
+UNCOUNTABLE_FILE = TEMPLATES_DIR / "grounded" / "uncountable.yaml"
 _ENGLISH = inflect.engine()
 _ORDINALS = {2: ("left", "right"), 3: ("leftmost", "middle", "rightmost")}
 
@@ -63,6 +66,7 @@ class Candidate:
     reason: str | None = None
     detail: dict = field(default_factory=dict)
     template_id: str | None = None  # hallucination sub-type ("hallucination:absent_object"), the row's template_ids
+    form: str = ""  # the wording ("count", "color", "spatial", "larger", "relation_count", ...), shared by real and hallucination
 
 
 @lru_cache(maxsize=1)
@@ -72,9 +76,20 @@ def attribute_words() -> dict[str, str]:
     return {word: category for category, words in sorted(data.items()) for word in words}
 
 
-RULE_FILES = (ATTRIBUTES_FILE, TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml", TEMPLATES_DIR / "grounded" / "relations.yaml",
+RULE_FILES = (ATTRIBUTES_FILE, UNCOUNTABLE_FILE, TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml", TEMPLATES_DIR / "grounded" / "relations.yaml",
               Path(__file__), *(Path(__file__).with_name(n) for n in ("hallucination.py", "hallucination_attribute.py",
                                                                      "hallucination_relation.py", "absence.py")))
+
+
+@lru_cache(maxsize=1)
+def uncountable() -> frozenset[str]:
+    """Mass-noun class labels (templates/grounded/uncountable.yaml): never counted."""
+    return frozenset(str(w).lower() for w in yaml.safe_load(UNCOUNTABLE_FILE.read_text(encoding="utf-8"))["uncountable"])
+
+
+def countable(label: str) -> bool:
+    """False for a mass noun ("apparel", "grass"), whose plural a counting question cannot use."""
+    return label.lower() not in uncountable() and singular(label.lower()) not in uncountable()
 
 
 @lru_cache(maxsize=1)
@@ -121,8 +136,8 @@ def stable_order(*parts: str) -> str:
     return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).hexdigest()
 
 
-def box_text(r: Region) -> str:
-    return f"[{round(r.x)}, {round(r.y)}, {round(r.w)}, {round(r.h)}]"
+MARKER = "\u27e6{}\u27e7"  # "⟦<region id>⟧" inside a reference, numbered per question by ``number_markers``
+_MARKER = re.compile("\u27e6([^\u27e7]+)\u27e7")
 
 
 def references(regions: list[Region]) -> dict[str, str]:
@@ -135,7 +150,9 @@ def references(regions: list[Region]) -> dict[str, str]:
     refs: dict[str, str] = {}
     for r in regions:
         if not r.label:
-            refs[r.region_id] = f"the segment in box {box_text(r)}"
+            refs[r.region_id] = "the marked region " + MARKER.format(r.region_id)
+        elif not r.subject:
+            continue
         elif len(by_label[r.label]) == 1:
             refs[r.region_id] = f"the {r.label}"
         else:
@@ -147,21 +164,106 @@ def references(regions: list[Region]) -> dict[str, str]:
     return refs
 
 
+def number_markers(c: Candidate) -> None:
+    """Replace each region marker of the question and answer by the region's 1-based position in the evidence."""
+    def number(match: re.Match) -> str:
+        return str(c.evidence.index(match[1]) + 1)
+
+    c.question, c.answer = _MARKER.sub(number, c.question), _MARKER.sub(number, c.answer)
+
+
 def _bare(ref: str) -> str:
     return ref[4:] if ref.startswith("the ") else ref
 
 
+def be_ref(ref: str) -> str:
+    """"are" when a reference names a plural thing ("the white pants"), else "is" (a marked region is one)."""
+    return "is" if _MARKER.search(ref) else be(_bare(ref))
+
+
+def flip(*parts: str) -> bool:
+    """A stable coin: True for about half of the keys (which option of an "A or B" question comes first)."""
+    return int(stable_order(*parts, "flip"), 16) % 2 == 1
+
+
+def pick(options: list, *parts: str):
+    """One of ``options`` by a stable hash of ``parts``."""
+    return options[int(stable_order(*parts), 16) % len(options)]
+
+
+def pick_form(options: list[tuple[str, str, str]], weights: dict[str, int] | None, *parts: str) -> tuple[str, str, str]:
+    """One (task type, form, question) option, drawn by a stable hash in proportion to ``weights[form]`` (how many
+    real questions of the image take that form), so hallucination questions take each form about as often as real
+    ones do and the form carries no signal; uniform where no option's form has a real question."""
+    total = sum((weights or {}).get(o[1], 0) for o in options)
+    if not total:
+        return pick(options, *parts)
+    point = int(stable_order(*parts), 16) % total
+    for option in options:
+        point -= weights.get(option[1], 0)
+        if point < 0:
+            return option
+    return options[-1]
+
+
+def form_weights(candidates: list[Candidate]) -> dict[str, dict[str, int]]:
+    """image -> form -> kept real candidates of that form (the weights of ``pick_form``)."""
+    out: dict[str, dict[str, int]] = {}
+    for c in candidates:
+        if c.reason is None and not c.is_hallucination:
+            forms = out.setdefault(c.image_id, {})
+            forms[c.form] = forms.get(c.form, 0) + 1
+    return out
+
+
+def capital(text: str) -> str:
+    return text[0].upper() + text[1:]
+
+
+_SPATIAL_OPTIONS = {"horizontal": ("to the left", "to the right", " of"), "vertical": ("above", "below", ""),
+                    "depth": ("in front of", "behind", "")}
+
+
+def spatial_question(ref_a: str, ref_b: str, axis: str, swap: bool) -> str:
+    """"Is A to the left or to the right of B?" (options in the other order when ``swap``), "Are" for a plural A."""
+    first, second, tail = _SPATIAL_OPTIONS[axis]
+    if swap:
+        first, second = second, first
+    return capital(f"{be_ref(ref_a)} {ref_a} {first} or {second}{tail} {ref_b}?")
+
+
+def larger_question(ref_a: str, ref_b: str) -> str:
+    """The size comparison, options in the order given."""
+    return f"Which appears larger in the image, {ref_a} or {ref_b}?"
+
+
+def count_question(plural_phrase: str) -> str:
+    """"How many cars are there in the image?"."""
+    return f"How many {plural_phrase} are there in the image?"
+
+
+def attribute_question(ref: str, category: str) -> str:
+    """"What color is the car?" / "What are the pants made of?"."""
+    return f"What color {be_ref(ref)} {ref}?" if category == "color" else f"What {be_ref(ref)} {ref} made of?"
+
+
+def subject_regions(regions: list[Region]) -> list[Region]:
+    """Labeled regions whose label is an object class (object_classes.py): the only ones questions name."""
+    return [r for r in regions if r.label and r.subject]
+
+
 def counting(regions: list[Region], config: GroundedConfig) -> list[Candidate]:
-    """One candidate per class of the image."""
+    """One candidate per class of the image (every region of the class, however its annotator spelled it)."""
     out = []
     by_label: dict[str, list[Region]] = {}
-    for r in regions:
-        if r.label:
-            by_label.setdefault(r.label, []).append(r)
+    for r in subject_regions(regions):
+        by_label.setdefault(r.label, []).append(r)
     for label, rs in sorted(by_label.items()):
-        c = Candidate(rs[0].image_id, "counting", f"How many {plural(label)} are there in the image?", str(len(rs)),
-                      [r.region_id for r in rs])
-        if len(rs) > config.max_count:
+        c = Candidate(rs[0].image_id, "counting", count_question(plural(label)), str(len(rs)),
+                      [r.region_id for r in rs], detail={"class": plural(label)}, form="count")
+        if not countable(label):
+            c.reason = "uncountable"
+        elif len(rs) > config.max_count:
             c.reason = "count_too_large"
         elif any(box_iou(a, b) >= config.duplicate_iou for a, b in itertools.combinations(rs, 2)):
             c.reason = "duplicate_boxes"
@@ -171,8 +273,8 @@ def counting(regions: list[Region], config: GroundedConfig) -> list[Candidate]:
 
 def class_counts(candidates: list[Candidate]) -> dict[str, list[str]]:
     """plural label -> evidence of the counting candidates that were kept."""
-    return {c.question[len("How many "):-len(" are there in the image?")]: c.evidence
-            for c in candidates if c.task_type == "counting" and c.reason is None}
+    return {c.detail["class"]: c.evidence for c in candidates
+            if c.task_type == "counting" and c.reason is None and "class" in c.detail}
 
 
 def spatial_pairs(regions: list[Region], refs: dict[str, str], image: dict, config: GroundedConfig) -> list[Candidate]:
@@ -190,15 +292,12 @@ def spatial_pairs(regions: list[Region], refs: dict[str, str], image: dict, conf
             break
         if refs[a.region_id] == refs[b.region_id]:
             continue
-        ra, rb = refs[a.region_id], refs[b.region_id]
-        axes = [("horizontal", f"Is {ra} to the left or to the right of {rb}?"),
-                ("vertical", f"Is {ra} above or below {rb}?")]
-        if a.depth is not None and b.depth is not None:
-            axes.append(("depth", f"Is {ra} in front of or behind {rb}?"))
-        axis, question = axes[int(stable_order(a.region_id, b.region_id, "axis"), 16) % len(axes)]
+        axes = ["horizontal", "vertical"] + (["depth"] if a.depth is not None and b.depth is not None else [])
+        axis = axes[int(stable_order(a.region_id, b.region_id, "axis"), 16) % len(axes)]
+        question = spatial_question(refs[a.region_id], refs[b.region_id], axis, flip(a.region_id, b.region_id))
         answer = spatial_answer(a, b, axis, width, height, config)
-        c = Candidate(a.image_id, "spatial", question[0].upper() + question[1:], answer or "", [a.region_id, b.region_id],
-                      detail={"axis": axis})
+        c = Candidate(a.image_id, "spatial", question, answer or "", [a.region_id, b.region_id], detail={"axis": axis},
+                      form="spatial")
         if answer is None:
             c.reason = "ambiguous_spatial"
         else:
@@ -225,19 +324,21 @@ def nearest_of_class(regions: list[Region], image: dict, config: GroundedConfig)
     for classes with 2-3 instances that all have depth, in a clear left-to-right order."""
     out = []
     by_label: dict[str, list[Region]] = {}
-    for r in regions:
-        if r.label and r.depth is not None:
+    subjects = subject_regions(regions)
+    for r in subjects:
+        if r.depth is not None:
             by_label.setdefault(r.label, []).append(r)
     for label, rs in sorted(by_label.items()):
-        if len(rs) not in _ORDINALS or len(rs) != sum(r.label == label for r in regions):
+        if len(rs) not in _ORDINALS or len(rs) != sum(r.label == label for r in subjects):
             continue
         rs = sorted(rs, key=lambda r: r.x)
         names = _ORDINALS[len(rs)]
-        options = ", the ".join(names[:-1]) + f" or the {names[-1]}"
+        shown = names[::-1] if flip(rs[0].image_id, label, "nearest") else names
+        options = ", the ".join(shown[:-1]) + f" or the {shown[-1]}"
         question = f"Which of the {len(rs)} {plural(label)} is nearest to the camera: the {options} one?"
         by_depth = sorted(range(len(rs)), key=lambda i: rs[i].depth)
         c = Candidate(rs[0].image_id, "spatial", question, f"the {names[by_depth[0]]} one", [r.region_id for r in rs],
-                      detail={"axis": "nearest"})
+                      detail={"axis": "nearest"}, form="nearest")
         gap = config.spatial_margin * (image.get("width") or 0)
         if any(left.right + gap > right.x for left, right in zip(rs, rs[1:])):
             c.reason = "ambiguous_spatial"
@@ -249,7 +350,8 @@ def nearest_of_class(regions: list[Region], image: dict, config: GroundedConfig)
 
 def comparisons(regions: list[Region], refs: dict[str, str], counts: dict[str, list[str]],
                 config: GroundedConfig) -> list[Candidate]:
-    """Size comparison of two nameable regions and count comparison of two counted classes."""
+    """Size comparison of two nameable regions and count comparison of two counted classes; the option
+    named first is drawn by a stable hash (evidence in the order named)."""
     out = []
     named = [r for r in regions if r.region_id in refs]
     pairs = sorted(itertools.combinations(named, 2), key=lambda p: stable_order(p[0].region_id, p[1].region_id, "size"))
@@ -259,10 +361,11 @@ def comparisons(regions: list[Region], refs: dict[str, str], counts: dict[str, l
             break
         if refs[a.region_id] == refs[b.region_id] or (a.label and a.label == b.label):
             continue
-        question = f"Which appears larger in the image, {refs[a.region_id]} or {refs[b.region_id]}?"
+        if flip(a.region_id, b.region_id, "size"):
+            a, b = b, a
         big, small = (a, b) if a.area >= b.area else (b, a)
-        c = Candidate(a.image_id, "comparison", question, _bare(refs[big.region_id]), [a.region_id, b.region_id],
-                      detail={"compare": "size"})
+        c = Candidate(a.image_id, "comparison", larger_question(refs[a.region_id], refs[b.region_id]),
+                      _bare(refs[big.region_id]), [a.region_id, b.region_id], detail={"compare": "size"}, form="larger")
         if small.area <= 0 or big.area / small.area < config.size_ratio:
             c.reason = "ambiguous_size"
         else:
@@ -274,9 +377,11 @@ def comparisons(regions: list[Region], refs: dict[str, str], counts: dict[str, l
     for pa_, pb in sorted(itertools.combinations(labels, 2), key=lambda p: stable_order(image_id, *p)):
         if kept >= config.max_pairs_per_image:
             break
+        if flip(image_id, pa_, pb, "count"):
+            pa_, pb = pb, pa_
         na, nb = len(counts[pa_]), len(counts[pb])
         c = Candidate(image_id, "comparison", f"Are there more {pa_} or more {pb} in the image?",
-                      pa_ if na > nb else pb, sorted(counts[pa_] + counts[pb]), detail={"compare": "count"})
+                      pa_ if na > nb else pb, counts[pa_] + counts[pb], detail={"compare": "count"}, form="more")
         if na == nb:
             c.reason = "equal_counts"
         else:
@@ -286,30 +391,42 @@ def comparisons(regions: list[Region], refs: dict[str, str], counts: dict[str, l
 
 
 def attribute_questions(regions: list[Region], refs: dict[str, str]) -> list[Candidate]:
-    """Attribute questions about uniquely named regions, and identification questions by a unique attribute."""
+    """Attribute questions about named regions, and identification questions by a unique attribute.
+
+    A region named by its label alone is asked about each family (color, material) it has one value
+    of; where it also has a value of the other family, the question names it by that value ("What
+    color is the wooden table?") for about half of the regions, as wrong-attribute questions do. A
+    region named "the <attribute> <label>" is asked only about the other family.
+    """
     words = attribute_words()
     out = []
-    for r in regions:
+    for r in subject_regions(regions):
         ref = refs.get(r.region_id)
-        if ref == f"the {r.label}" and r.label:
-            for category in sorted({words[a] for a in r.attributes if a in words}):
-                values = sorted(a for a in r.attributes if words.get(a) == category)
-                verb = be(r.label)
-                question = (f"What color {verb} the {r.label}?" if category == "color"
-                            else f"What {verb} the {r.label} made of?")
-                c = Candidate(r.image_id, "attribute", question, values[0], [r.region_id])
-                if len(values) > 1:
-                    c.reason = "several_attribute_values"
-                out.append(c)
+        if ref is None or _MARKER.search(ref):
+            continue
+        values = {cat: sorted(a for a in r.attributes if words.get(a) == cat) for cat in ("color", "material")}
+        qualifier = _bare(ref)[:-len(r.label)].strip()
+        for category in sorted(cat for cat, v in values.items() if v):
+            if qualifier and words.get(qualifier) == category:
+                continue
+            other = values["material" if category == "color" else "color"]
+            asked = ref
+            if not qualifier and len(other) == 1 and flip(r.region_id, category, "qualified"):
+                asked = f"the {other[0]} {r.label}"
+            c = Candidate(r.image_id, "attribute", attribute_question(asked, category), values[category][0], [r.region_id],
+                          form=category)
+            if len(values[category]) > 1:
+                c.reason = "several_attribute_values"
+            out.append(c)
     holders: dict[str, list[Region]] = {}
-    for r in regions:
+    for r in subject_regions(regions):
         for a in r.attributes:
-            if a in words and r.label:
+            if a in words:
                 holders.setdefault(a, []).append(r)
     for attr, rs in sorted(holders.items()):
         noun = "object" if words[attr] == "color" else "thing"
         c = Candidate(rs[0].image_id, "identification", f"What is the {attr} {noun} in the image?", rs[0].label,
-                      [r.region_id for r in rs])
+                      [r.region_id for r in rs], form="identify")
         if len({r.label for r in rs}) > 1:
             c.reason = "ambiguous_identification"
         elif len(rs) > 1:
@@ -320,12 +437,15 @@ def attribute_questions(regions: list[Region], refs: dict[str, str]) -> list[Can
 
 
 def image_candidates(regions: list[Region], image: dict, config: GroundedConfig) -> list[Candidate]:
-    """Every rule-based candidate of one image, for the configured task types."""
+    """Every rule-based candidate of one image, for the configured task types (region markers numbered)."""
     refs = references(regions)
     count = counting(regions, config)
     found = count + spatial_pairs(regions, refs, image, config) + nearest_of_class(regions, image, config)
     found += comparisons(regions, refs, class_counts(count), config) + attribute_questions(regions, refs)
-    return [c for c in found if c.task_type in config.task_types]
+    found = [c for c in found if c.task_type in config.task_types]
+    for c in found:
+        number_markers(c)
+    return found
 
 
 def mark_duplicates(candidates: list[Candidate]) -> None:

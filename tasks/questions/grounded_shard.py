@@ -2,8 +2,10 @@
 (absent objects, wrong attributes, impossible relations).
 
 Outputs ``questions`` (QUESTIONS, kind ``grounded``) and ``regions`` (every region of the shard's
-images, the release's pixel evidence). ``rows_in`` counts candidate questions; ``rows_out`` the
-questions kept (regions are a by-product, not records of this stage's accounting).
+images, the release's pixel evidence). ``rows_in`` counts candidate questions and the labeled regions
+refused as question subjects (object_classes.py: no object synset; one reject each, reason
+``no_synset`` / ``unknown_synset`` / ``non_object_class`` with the lexname); ``rows_out`` the questions kept
+(regions are a by-product, not records of this stage's accounting).
 """
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ import pyarrow.parquet as pq
 
 from reasonvqa import workstore
 from reasonvqa.stage import Rejects, StageResult, part_name
-from reasonvqa.tasks.questions.grounded import STAGE, add_rejects, image_candidates, mark_duplicates, references, to_rows
+from reasonvqa.tasks.questions.grounded import (STAGE, add_rejects, form_weights, image_candidates, mark_duplicates,
+                                                references, to_rows)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.absence import absent_labels
 from reasonvqa.tasks.questions.hallucination import hallucination_candidates
 from reasonvqa.tasks.questions.hallucination_attribute import attribute_candidates
 from reasonvqa.tasks.questions.hallucination_relation import predicate_index, relation_candidates
-from reasonvqa.tasks.questions.regions import regions_by_image, shard_regions, unlabeled_images
+from reasonvqa.tasks.questions.object_classes import lexname
+from reasonvqa.tasks.questions.regions import classify_regions, regions_by_image, shard_regions, unlabeled_images
+from reasonvqa.tasks.questions.relation_questions import relation_questions
 
 
 def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa.Table | None,
@@ -38,9 +43,21 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
     rejects = Rejects(STAGE, shard)
     image_rows = {r["image_id"]: r for r in images.select(["image_id", "source", "width", "height"]).to_pylist()}
     by_image = regions_by_image(regions)
+    refused = classify_regions(by_image, objects)
+    for r, reason in refused:
+        rejects.add(reason, f"{source_file}#{r.image_id}", {"region_id": r.region_id, "label": r.label, "synset": r.synset,
+                                                          "lexname": lexname(r.synset)})
+    relations_of: dict[str, list[dict]] = {}
+    if relations is not None and relations.num_rows:
+        for r in relations.select(["image_id", "subject_id", "object_id", "predicate", "subject_label",
+                                   "object_label"]).to_pylist():
+            relations_of.setdefault(r["image_id"], []).append(r)
     candidates = []
     for image_id in sorted(image_rows):
-        candidates += image_candidates(by_image.get(image_id, []), image_rows[image_id], config)
+        image_regions = by_image.get(image_id, [])
+        candidates += image_candidates(image_regions, image_rows[image_id], config)
+        candidates += relation_questions(image_regions, references(image_regions), relations_of.get(image_id, []),
+                                         image_rows[image_id], config)
     mark_duplicates(candidates)
 
     unlabeled = unlabeled_images(regions)
@@ -50,22 +67,18 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
     labels: dict[str, set[str]] = {}
     for image_id, label in zip(corpus["image_id"].to_pylist(), corpus["label"].to_pylist()):
         labels.setdefault(image_id, set()).add(label)
-    relations_of: dict[str, list[dict]] = {}
-    if relations is not None and relations.num_rows:
-        for r in relations.select(["image_id", "subject_id", "object_id", "predicate", "subject_label",
-                                   "object_label"]).to_pylist():
-            relations_of.setdefault(r["image_id"], []).append(r)
     shard_labels = {r.label for image_id in eligible for r in by_image.get(image_id, []) if r.label}
     index = predicate_index(corpus_relations, shard_labels)
     halluc = []
+    weights = form_weights(candidates)
     for image_id in eligible:
         image_regions = by_image.get(image_id, [])
         refs = references(image_regions)
         halluc += hallucination_candidates(image_id, image_regions, labels.get(image_id, set()),
-                                           absent.get(image_id, []), config)
-        halluc += attribute_candidates(image_id, image_regions, refs, config)
+                                           absent.get(image_id, []), config, weights.get(image_id))
+        halluc += attribute_candidates(image_id, image_regions, refs, config, weights.get(image_id))
         halluc += relation_candidates(image_id, image_regions, refs, relations_of.get(image_id, []), index,
-                                      image_rows[image_id], config)
+                                      image_rows[image_id], config, weights.get(image_id))
     candidates += halluc
     mark_duplicates(candidates)
 
@@ -76,7 +89,8 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
             objects_of[f"{image_id}/g{native}"] = oid
     questions = to_rows(candidates, {i: r["source"] for i, r in image_rows.items()}, objects_of)
     add_rejects(rejects, candidates, source_file)
-    return StageResult(outputs={"questions": questions, "regions": regions}, rejects=rejects, rows_in=len(candidates),
+    return StageResult(outputs={"questions": questions, "regions": regions}, rejects=rejects,
+                       rows_in=len(candidates) + len(refused),
                        rows_out=questions.num_rows,
                        extra={"hallucination": sum(c.reason is None for c in halluc)})
 

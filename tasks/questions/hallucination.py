@@ -9,8 +9,9 @@ here; its answer states the absence, its evidence is empty and ``is_hallucinatio
 2. Absence check per candidate against every label and object name of the image, whole-word in
    both directions ("car" is not absent from an image with a "car door"; ``not_absent``), and the
    image must have no region without a label (SA-1B masks may show anything; no candidate is made).
-3. The question takes one of the task-type forms (counting, attribute, spatial, comparison,
-   identification) chosen by a stable hash; forms that need a named present object use one.
+3. The question takes one of the forms real questions take (counting, attribute, spatial, comparison;
+   ``forms``) chosen by a stable hash; forms that need a named present object use one. The absent
+   label must be an object class (object_classes.py) and is named by its synset's lemma.
 4. Share: every valid candidate (at most ``hallucination_candidates_per_image`` per basis) goes to the pool;
    after answer balancing, tasks/balance/hallucination_share.py keeps ``balance.hallucination_share``
    (default 27%) of the kept grounded questions.
@@ -21,9 +22,15 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import polars as pl
+import pyarrow as pa
+
 from reasonvqa.tasks.questions.absence import AbsentLabel
-from reasonvqa.tasks.questions.grounded import Candidate, be, plural, references, singular, stable_order
+from reasonvqa.tasks.questions.grounded import (Candidate, attribute_question, be, count_question, countable, flip,
+                                                larger_question, pick, pick_form, plural, references, singular,
+                                                spatial_question)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
+from reasonvqa.tasks.questions.object_classes import OBJECT_LEXNAMES, synset_lemma, word_class
 from reasonvqa.tasks.questions.regions import Region
 
 TEMPLATE_ID = "hallucination:absent_object"
@@ -44,43 +51,61 @@ def is_absent(label: str, present: set[str]) -> bool:
     return True
 
 
-def forms(absent: str, named: list[str], attribute: str = "color") -> list[tuple[str, str]]:
-    """(task type, question) forms of a hallucination question about ``absent``; ``named`` are
-    phrases of present, uniquely named objects; ``attribute`` (color or material) is what the
-    attribute form asks."""
-    asked = (f"What color {be(absent)} the {absent}?" if attribute == "color"
-             else f"What {be(absent)} the {absent} made of?")
-    out = [("counting", f"How many {plural(absent)} are there in the image?"),
-           ("attribute", asked),
-           ("identification", f"What is the object next to the {absent}?")]
+def forms(absent: str, named: list[str], attribute: str = "color", key: tuple[str, ...] = (),
+          counting: bool = True) -> list[tuple[str, str, str]]:
+    """(task type, form, question) forms of a hallucination question about "the <absent>": exactly the forms real
+    questions take (grounded.py), so the wording carries no signal. ``named`` are phrases of present, uniquely
+    named objects (the other object of a spatial or size question, drawn by a stable hash of ``key``, as are the
+    axis, which object is named first and which option comes first); ``attribute`` (color or material) is what
+    the attribute form asks; ``counting`` False leaves out "How many <absent> are there in the image?"."""
+    ref = f"the {absent}"
+    out = [("counting", "count", count_question(plural(absent)))] if counting and countable(absent) else []
+    out.append(("attribute", attribute, attribute_question(ref, attribute)))
     if named:
-        out += [("spatial", f"Is the {absent} to the left or to the right of {named[0]}?"),
-                ("comparison", f"Which appears larger in the image, the {absent} or {named[0]}?")]
+        other = pick(named, *key, "other")
+        a, b = (other, ref) if flip(*key, "spatial first") else (ref, other)
+        axis = pick(["horizontal", "vertical"], *key, "axis")
+        out.append(("spatial", "spatial", spatial_question(a, b, axis, flip(*key, "options"))))
+        a, b = (other, ref) if flip(*key, "larger first") else (ref, other)
+        out.append(("comparison", "larger", larger_question(a, b)))
     return out
 
 
 def hallucination_candidates(image_id: str, regions: list[Region], labels: set[str], absent: list[AbsentLabel],
-                             config: GroundedConfig) -> list[Candidate]:
-    """Up to ``hallucination_candidates_per_image`` questions per basis about absent objects of one image."""
+                             config: GroundedConfig, weights: dict[str, int] | None = None) -> list[Candidate]:
+    """Up to ``hallucination_candidates_per_image`` questions per basis about absent objects of one image.
+
+    An absent label is named by the lemma of its most frequent noun sense (object_classes.word_class:
+    "trees" -> "tree"); a label whose sense is no object class (``non_object_class``) or that WordNet
+    does not know (``unknown_class``) is refused, and one whose class a region of the image has is ``not_absent``.
+    The form is drawn in proportion to ``weights`` (the image's real questions per form, grounded.pick_form).
+    """
     refs = references(regions)
     named = sorted(ref for r in regions if (ref := refs.get(r.region_id)) and r.label and ref == f"the {r.label}")
+    present = {r.synset for r in regions if r.synset}
     out: list[Candidate] = []
     kept: Counter = Counter()
     for choice in absent:
         label = choice.label
         if kept[choice.basis] >= config.hallucination_candidates_per_image:
             continue
-        options = [f for f in forms(label, named) if f[0] in config.task_types]
+        synset, lex = word_class(label)
+        name = synset_lemma(synset) or label
+        options = [f for f in forms(name, named, key=(image_id, label)) if f[0] in config.task_types]
         if not options:
             continue
-        task, question = options[int(stable_order(image_id, label, "form"), 16) % len(options)]
-        answer = f"There are no {plural(label)} in the image." if task == "counting" else f"There {be(label)} no {label} in the image."
+        task, form, question = pick_form(options, weights, image_id, label, "form")
+        answer = f"There are no {plural(name)} in the image." if task == "counting" else f"There {be(name)} no {name} in the image."
         c = Candidate(image_id, task, question, answer, [], is_hallucination=True, template_id=TEMPLATE_ID,
-                      detail={"absent": label, "absence_basis": choice.basis, "absence_evidence": choice.evidence})
-        if not is_absent(label, labels):
+                      detail={"absent": label, "synset": synset, "lexname": lex,
+                              "absence_basis": choice.basis, "absence_evidence": choice.evidence}, form=form)
+        if synset is None:
+            c.reason = "unknown_class"
+        elif lex not in OBJECT_LEXNAMES:
+            c.reason = "non_object_class"
+        elif synset in present or not is_absent(label, labels) or not is_absent(name, labels):
             c.reason = "not_absent"
         else:
             kept[choice.basis] += 1
         out.append(c)
     return out
-

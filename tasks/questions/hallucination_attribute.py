@@ -1,6 +1,6 @@
 """Wrong-attribute hallucination questions (VistaQA 3.2 "absent attributes", GroundingME 3.2).
 
-"How many blue cars are there in the image?" -> "There are no blue cars in the image.", where the
+"What is the blue car made of?" -> "There is no blue car in the image.", where the
 image has one car, annotated white:
 
 1. Subject: a labeled region whose label no other region of the image has (singular and plural
@@ -12,10 +12,11 @@ image has one car, annotated white:
    form) is a whole word of any attribute of the subject or of a box duplicating it (IoU at least
    ``duplicate_iou``, another annotation of the same thing); the next group is examined until
    one is kept (at most one question per region and family).
-3. Basis (``absence_basis``): ``annotated_attribute``, the subject's annotated values of the family (in
+3. Forms as the absent-object questions (hallucination.forms) about "<attribute> <label>" but no
+   counting (real questions never count "blue cars"); the attribute form asks the other family ("What
+   is the blue car made of?"), as real attribute questions name a region by one family and ask the other.
+4. Basis (``absence_basis``): ``annotated_attribute``, the subject's annotated values of the family (in
    ``absence_evidence``) contradict the asked word.
-4. Forms as the absent-object questions (hallucination.forms) about "<attribute> <label>"; the
-   attribute form asks the other family ("What is the blue car made of?").
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import yaml
 
 from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.tasks.questions.absence import ATTRIBUTE_BASIS
-from reasonvqa.tasks.questions.grounded import Candidate, be, plural, singular, stable_order
+from reasonvqa.tasks.questions.grounded import Candidate, be, pick_form, plural, singular, stable_order
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.hallucination import forms, words
 from reasonvqa.tasks.questions.regions import Region, box_iou
@@ -54,7 +55,7 @@ def known_families(attributes: list[str]) -> list[str]:
 
 
 def attribute_candidates(image_id: str, regions: list[Region], refs: dict[str, str],
-                         config: GroundedConfig) -> list[Candidate]:
+                         config: GroundedConfig, weights: dict[str, int] | None = None) -> list[Candidate]:
     """Wrong-attribute hallucination candidates of one image (kept ones and rejects)."""
     if config.hallucination_candidates_per_image == 0:
         return []
@@ -78,19 +79,18 @@ def attribute_candidates(image_id: str, regions: list[Region], refs: dict[str, s
                 wrong = group[0]
                 phrase = f"{wrong} {r.label}"
                 asked = "material" if family == "color" else "color"
-                options = [f for f in forms(phrase, others, attribute=asked) if f[0] in config.task_types]
+                options = [f for f in forms(phrase, others, attribute=asked, key=(image_id, r.region_id, wrong),
+                                            counting=False) if f[0] in config.task_types]
                 if not options:
                     break
-                task, question = options[int(stable_order(image_id, r.region_id, wrong, "form"), 16) % len(options)]
-                answer = (f"There are no {wrong} {plural(r.label)} in the image." if task == "counting"
-                          else f"There {be(r.label)} no {phrase} in the image.")
-                if task == "counting":
-                    question = f"How many {wrong} {plural(r.label)} are there in the image?"
+                task, form, question = pick_form(options, weights, image_id, r.region_id, wrong, "form")
+                answer = f"There {be(r.label)} no {phrase} in the image."
                 annotated = sorted(a for a in r.attributes if any(_carries([a], g) for g in attribute_families()[family]))
                 c = Candidate(image_id, task, question, answer, [], is_hallucination=True, template_id=TEMPLATE_ID,
                               detail={"subject": r.region_id, "family": family, "attribute": wrong,
                                       "absence_basis": ATTRIBUTE_BASIS,
-                                      "absence_evidence": {"subject": r.region_id, "family": family, "annotated": annotated}})
+                                      "absence_evidence": {"subject": r.region_id, "family": family,
+                                                           "annotated": annotated}}, form=form)
                 out.append(c)
                 if _carries(carried, group):
                     c.reason = "attribute_present"

@@ -8,14 +8,16 @@ cup and the table are both present and named unambiguously, and the relation can
 2. Predicates asked: those used between the same two labels in other images of the corpus
    (``corpus_relation_counts`` over the build, most images first), then the spatial ones the boxes refute
    ("to the left of" when A lies right of B). Only predicates of templates/grounded/relations.yaml.
-3. A candidate is rejected ``relation_present`` when an annotated relation between A and B (or
+3. Forms (``relation_forms``): "How many cups are under the table?" or "What color is the cup under the
+   table?", the forms relation_questions.py asks about annotated relations.
+4. A candidate is rejected ``relation_present`` when an annotated relation between A and B (or
    boxes that duplicate them) has the asked family, or its inverse from B to A ("cup on table" is
    "table below cup"); ``relation_not_refuted`` unless the boxes refute the asked family by the
    spatial margin (grounded.spatial_answer) or an annotated relation of an excluded family holds
    (annotated "on" vs asked "under"). Visual Genome relations are incomplete, so absence of an
    annotation alone never makes a question. What refuted it is the row's ``absence_basis``:
    ``refuting_boxes`` (checked first) or ``annotated_relation``.
-4. At most one kept question per pair, ``hallucination_candidates_per_image`` per image; corpus
+5. At most one kept question per pair, ``hallucination_candidates_per_image`` per image; corpus
    predicates of every pair are examined before the spatial fallbacks of any pair.
 """
 
@@ -31,7 +33,8 @@ import pyarrow.compute as pc
 import yaml
 
 from reasonvqa.paths import TEMPLATES_DIR
-from reasonvqa.tasks.questions.grounded import Candidate, be, plural, singular, spatial_answer, stable_order
+from reasonvqa.tasks.questions.grounded import (Candidate, be, countable, pick_form, plural, singular, spatial_answer,
+                                                stable_order)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.regions import Region, box_iou, object_region_id
 
@@ -151,21 +154,16 @@ def geometry_refutes(family: Family, a: Region, b: Region, image: dict, config: 
     return False
 
 
-def relation_forms(a: str, predicate: str, b_ref: str, others: list[str], geometry: str) -> list[tuple[str, str]]:
-    """(task type, question) forms about "the <a> <predicate> <b>"; ``others`` name further present objects
-    (no left-or-right form when the predicate itself is left or right)."""
-    phrase = f"the {a} {predicate} {b_ref}"
-    out = [("counting", f"How many {plural(a)} are {predicate} {b_ref}?"),
-           ("attribute", f"What color {be(a)} {phrase}?"),
-           ("identification", f"What is the object next to {phrase}?")]
-    if others and geometry not in ("left", "right"):
-        out.append(("spatial", f"Is {phrase} to the left or to the right of {others[0]}?"))
-    return out
+def relation_forms(a: str, predicate: str, b_ref: str) -> list[tuple[str, str, str]]:
+    """(task type, form, question) forms about "the <a> <predicate> <b>": the forms real relation questions take
+    too (relation_questions.py), so the wording does not tell an impossible relation from an annotated one."""
+    counting = [("counting", "relation_count", f"How many {plural(a)} are {predicate} {b_ref}?")] if countable(a) else []
+    return counting + [("attribute", "relation_color", f"What color {be(a)} the {a} {predicate} {b_ref}?")]
 
 
 def relation_candidates(image_id: str, regions: list[Region], refs: dict[str, str], relations: list[dict],
                         index: dict[tuple[str, str], list[tuple[str, int]]], image: dict,
-                        config: GroundedConfig) -> list[Candidate]:
+                        config: GroundedConfig, weights: dict[str, int] | None = None) -> list[Candidate]:
     """Impossible-relation hallucination candidates of one image (kept ones and rejects)."""
     if config.hallucination_candidates_per_image == 0:
         return []
@@ -192,18 +190,15 @@ def relation_candidates(image_id: str, regions: list[Region], refs: dict[str, st
         """Candidates for ``predicates`` in order until one is kept; True when one was."""
         held = set().union(*(annotated.get((x, y), ()) for x in aliases[a.region_id] for y in aliases[b.region_id]))
         b_ref = refs[b.region_id]
-        others = sorted(ref for r in objects if r.region_id not in (a.region_id, b.region_id)
-                        and (ref := refs[r.region_id]) == f"the {r.label}" and r.label not in (a.label, b.label))
         for predicate in predicates:
             family = fams[ask[predicate]]
-            options = [f for f in relation_forms(a.label, predicate, b_ref, others, family.geometry)
-                       if f[0] in config.task_types]
+            options = [f for f in relation_forms(a.label, predicate, b_ref) if f[0] in config.task_types]
             if not options:
                 return False
-            task, question = options[int(stable_order(image_id, a.region_id, b.region_id, predicate, "form"), 16) % len(options)]
+            task, form, question = pick_form(options, weights, image_id, a.region_id, b.region_id, predicate, "form")
             c = Candidate(image_id, task, question, f"No {a.label} {be(a.label)} {predicate} {b_ref} in the image.", [],
                           is_hallucination=True, template_id=TEMPLATE_ID,
-                          detail={"subject": a.region_id, "object": b.region_id, "predicate": predicate})
+                          detail={"subject": a.region_id, "object": b.region_id, "predicate": predicate}, form=form)
             contrary = sorted(held & set(family.excludes))
             if family.name in held:
                 c.reason = "relation_present"

@@ -2,7 +2,10 @@
 
 A shard's regions are the source's own (SA-1B masks, nuScenes projected boxes), the proposals
 stage's, and one box-only region per annotated object that has none (Visual Genome): region id
-``<image_id>/g<object native id>``, origin the object's, the object's attributes.
+``<image_id>/g<object native id>``, origin the object's, the object's attributes, and as label the
+lemma of the object's WordNet synset ("trees"/tree.n.01 -> "tree", "colour"/color.n.01 -> "color"),
+the annotator's name only where the object has no synset. ``classify_regions`` marks which
+regions may be named by a question (object_classes.py).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reasonvqa import schemas
+from reasonvqa.tasks.questions.object_classes import class_verdict, synset_lemma
 
 READ_COLUMNS = ("region_id", "image_id", "label", "x", "y", "w", "h", "area", "origin", "attributes", "center_3d")
 
@@ -33,11 +37,13 @@ def object_regions(objects: pa.Table | None, attributes: pa.Table | None, existi
             if attr and attr.strip():
                 attrs.setdefault(oid, []).append(attr.strip().lower())
     rows = []
-    for o in objects.select(["object_id", "image_id", "label", "x", "y", "w", "h", "origin"]).to_pylist():
+    columns = ["object_id", "image_id", "label", "x", "y", "w", "h", "origin"]
+    for o in objects.select(columns + (["synset"] if "synset" in objects.column_names else [])).to_pylist():
         rid = object_region_id(o["object_id"])
         if rid in existing or None in (o["x"], o["y"], o["w"], o["h"]) or o["w"] <= 0 or o["h"] <= 0:
             continue
-        rows.append({**o, "region_id": rid, "area": o["w"] * o["h"], "label": (o["label"] or "").strip().lower() or None,
+        label = synset_lemma(o.pop("synset", None)) or (o["label"] or "").strip().lower() or None
+        rows.append({**o, "region_id": rid, "area": o["w"] * o["h"], "label": label,
                      "attributes": sorted(set(attrs.get(o["object_id"], []))) or None})
         del rows[-1]["object_id"]
     return schemas.from_rows(rows, schemas.REGIONS)
@@ -69,6 +75,8 @@ class Region:
     origin: str | None
     attributes: list[str] = field(default_factory=list)
     center_3d: list[float] | None = None
+    synset: str | None = None  # WordNet synset of an annotated object (Visual Genome), set by classify_regions
+    subject: bool = True  # False: the label is no object class (classify_regions), so no question names it
 
     @property
     def right(self) -> float:
@@ -95,6 +103,27 @@ def regions_by_image(table: pa.Table) -> dict[str, list[Region]]:
             h=row["h"], area=row["area"] if row["area"] is not None else row["w"] * row["h"], origin=row["origin"],
             attributes=[a for a in (row.get("attributes") or []) if a], center_3d=row.get("center_3d")))
     return out
+
+
+def classify_regions(by_image: dict[str, list[Region]], objects: pa.Table | None) -> list[tuple[Region, str]]:
+    """Mark the labeled regions whose label is no object class (``subject`` False) and return them with the
+    reason. A box-only region of an annotated object is judged by the object's synset; a source region
+    (nuScenes, proposals) by its source's own taxonomy, so it is a class."""
+    synsets: dict[str, str | None] = {}
+    if objects is not None and objects.num_rows and "synset" in objects.column_names:
+        synsets = {object_region_id(o): s for o, s in zip(objects["object_id"].to_pylist(), objects["synset"].to_pylist())}
+    refused = []
+    for regions in by_image.values():
+        for r in regions:
+            if not r.label:
+                continue
+            annotated = r.region_id in synsets
+            r.synset = synsets.get(r.region_id)
+            _, reason = class_verdict(r.synset, has_taxonomy=not annotated)
+            if reason is not None:
+                r.subject = False
+                refused.append((r, reason))
+    return refused
 
 
 def box_iou(a: Region, b: Region) -> float:

@@ -25,10 +25,14 @@ IMAGES = schemas.from_rows([
 ], schemas.IMAGES)
 
 
+# WordNet 3.0 synsets as Visual Genome gives them: the class label is the synset's lemma ("sign" -> "signboard")
+SYNSETS = {"car": "car.n.01", "tree": "tree.n.01", "sign": "signboard.n.01", "pole": "pole.n.01"}
+
+
 def vg(native, label, box):
     x, y, w, h = box
     return dict(object_id=f"vg:7/o{native}", image_id="vg:7", label=label, names=[label], x=x, y=y, w=w, h=h,
-                origin="annotation:vg")
+                origin="annotation:vg", synset=SYNSETS[label], synsets=[SYNSETS[label]])
 
 
 OBJECTS = schemas.from_rows([
@@ -144,10 +148,13 @@ def test_attribute_identification_and_comparison(shard):
     result, _, _ = shard
     found = {(q["image_id"], q["question"]): (q["answer"], q["evidence_region_ids"]) for q in questions_of(result)}
     assert found[("vg:7", "What color is the tree?")] == ("green", ["vg:7/g3"])
-    assert found[("vg:7", "What is the sign made of?")] == ("metal", ["vg:7/g4"])
+    assert found[("vg:7", "What is the signboard made of?")] == ("metal", ["vg:7/g4"])
     assert found[("vg:7", "What is the red object in the image?")] == ("car", ["vg:7/g2"])
+    # unlabeled SA-1B masks are named by markers numbered by their place in evidence_region_ids, never by coordinates
     size = [k for k in found if k[0] == "sa1b:9" and k[1].startswith("Which appears larger")]
-    assert size and found[size[0]][0] == "segment in box [2, 3, 10, 8]"
+    assert size == [("sa1b:9", "Which appears larger in the image, the marked region 1 or the marked region 2?")]
+    answer, evidence = found[size[0]]
+    assert answer == f"marked region {evidence.index('sa1b:9/g1') + 1}"  # g1 (80 px) is larger than g2 (12 px)
 
 
 def test_hallucination_questions_ask_about_absent_cooccurring_objects(shard):

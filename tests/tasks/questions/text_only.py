@@ -1,0 +1,59 @@
+"""Text-only checks of grounded questions, shared by the 50-image Visual Genome test and the sample-release test:
+the masked-question vote for ``is_hallucination`` (folds by image) and the options of "A or B" questions."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter, defaultdict
+
+# closed-class words and the task words every form shares; every other word is masked
+CLOSED = frozenset("""a an the this that these those there it its of to in on at by for with from into next or and than
+    what which who how many much is are was were be do does more less object objects thing things image appears larger
+    smaller color made left right above below front behind nearest camera one marked region""".split())
+
+
+def masked(question: str) -> str:
+    """The question with every word outside ``CLOSED`` masked ("How many _ are there in the image")."""
+    return " ".join(w if w in CLOSED else "_" for w in re.findall(r"[a-z0-9]+", question.lower()))
+
+
+def fold(image_id: str, folds: int = 5) -> int:
+    """The fold of an image (a stable hash): all questions of one image are in one fold."""
+    return int(hashlib.blake2b(image_id.encode(), digest_size=4).hexdigest(), 16) % folds
+
+
+def vote_accuracy(rows: list[dict], folds: int = 5) -> float:
+    """Text-only classifier: the majority ``is_hallucination`` of the masked question in the other folds (by image)."""
+    correct = 0
+    for f in range(folds):
+        train = [r for r in rows if fold(r["image_id"], folds) != f]
+        votes: dict[str, Counter] = defaultdict(Counter)
+        for r in train:
+            votes[masked(r["question"])][r["is_hallucination"]] += 1
+        fallback = Counter(r["is_hallucination"] for r in train).most_common(1)[0][0]
+        for r in (r for r in rows if fold(r["image_id"], folds) == f):
+            seen = votes.get(masked(r["question"]))
+            correct += (seen.most_common(1)[0][0] if seen else fallback) == r["is_hallucination"]
+    return correct / len(rows)
+
+
+def majority_rate(rows: list[dict]) -> float:
+    """The accuracy of always guessing the more common ``is_hallucination`` value."""
+    n = sum(r["is_hallucination"] for r in rows)
+    return max(n, len(rows) - n) / len(rows)
+
+
+_OPTION = {"to the left": "left", "to the right": "right"}
+
+
+def first_option(question: str) -> tuple[str, str] | None:
+    """(first option, second option) of an "A or B" question, in the answer's words; None for another question."""
+    if m := re.fullmatch(r"Which appears larger in the image, (?:the )?(.+) or (?:the )?(.+)\?", question):
+        return m[1], m[2]
+    if m := re.fullmatch(r"Are there more (.+) or more (.+) in the image\?", question):
+        return m[1], m[2]
+    sides = "to the left|to the right|above|below|in front of|behind"
+    if m := re.fullmatch(rf"(?:Is|Are) .+? ({sides}) or ({sides})(?: of)? .+\?", question):
+        return _OPTION.get(m[1], m[1]), _OPTION.get(m[2], m[2])
+    return None
