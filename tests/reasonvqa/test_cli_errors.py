@@ -225,12 +225,21 @@ def test_resplit_filters_that_name_nothing_are_usage_errors(tmp_path, flag, valu
     assert files_under(tmp_path) == before
 
 
-@pytest.mark.parametrize("flag", ["--domains", "--kinds", "--task-types"])
+@pytest.mark.parametrize("flag", ["--domains", "--kinds", "--task-types", "--hallucination"])
 @pytest.mark.parametrize("value", [",", ""])
 def test_build_filters_that_name_nothing_are_usage_errors(tmp_path, flag, value):
     result = runner.invoke(app, ["build", "--sample", "--out", str(tmp_path / "out"), flag, value])
-    one_error_line(result, 2)
+    assert one_error_line(result, 2).startswith("error: ")
     assert files_under(tmp_path) == []
+
+
+@pytest.mark.parametrize("value", [",", ""])
+def test_a_resplit_hallucination_filter_that_names_nothing_is_a_usage_error(tmp_path, value):
+    source = _release(tmp_path / "src")
+    before = files_under(tmp_path)
+    result = runner.invoke(app, ["resplit", str(source), "--out", str(tmp_path / "o"), "--hallucination", value])
+    assert one_error_line(result, 2) == "error: Invalid value for --hallucination: is one of only, exclude"
+    assert files_under(tmp_path) == before
 
 
 @pytest.mark.parametrize("args, says", [
