@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reasonvqa import workstore
+from reasonvqa import sources, workstore
 from reasonvqa.stage import Rejects, StageResult, part_name
 from reasonvqa.tasks.questions.grounded import (STAGE, add_rejects, form_weights, image_candidates, mark_duplicates,
                                                 references, to_rows)
@@ -43,7 +43,8 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
     rejects = Rejects(STAGE, shard)
     image_rows = {r["image_id"]: r for r in images.select(["image_id", "source", "width", "height"]).to_pylist()}
     by_image = regions_by_image(regions)
-    refused = classify_regions(by_image, objects)
+    own = frozenset(i for i, row in image_rows.items() if _names_own_classes(row["source"]))
+    refused = classify_regions(by_image, objects, own)
     for r, reason in refused:
         rejects.add(reason, f"{source_file}#{r.image_id}", {"region_id": r.region_id, "label": r.label, "synset": r.synset,
                                                           "lexname": lexname(r.synset)})
@@ -110,3 +111,10 @@ def proposals_part(proposals_dir: Path | None, shard: int) -> Path | None:
     """The proposals stage's regions file of build shard ``shard`` (may not exist)."""
     return None if proposals_dir is None else Path(proposals_dir) / "regions" / f"{part_name(shard)}.parquet"
 
+
+def _names_own_classes(kind: str | None) -> bool:
+    """Whether a source kind labels its objects with categories of its own (nuScenes), not WordNet synsets."""
+    try:
+        return bool(kind) and sources.source_class(kind).exhaustive_taxonomy
+    except sources.UnknownSourceError:
+        return False

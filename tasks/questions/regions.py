@@ -105,10 +105,12 @@ def regions_by_image(table: pa.Table) -> dict[str, list[Region]]:
     return out
 
 
-def classify_regions(by_image: dict[str, list[Region]], objects: pa.Table | None) -> list[tuple[Region, str]]:
+def classify_regions(by_image: dict[str, list[Region]], objects: pa.Table | None,
+                     own_classes: frozenset[str] = frozenset()) -> list[tuple[Region, str]]:
     """Mark the labeled regions whose label is no object class (``subject`` False) and return them with the
     reason. A box-only region of an annotated object is judged by the object's synset; a source region
-    (nuScenes, proposals) by its source's own taxonomy, so it is a class."""
+    (proposals) and an object of an image in ``own_classes`` (its source names classes of its own: nuScenes)
+    by that taxonomy, so it is a class."""
     synsets: dict[str, str | None] = {}
     if objects is not None and objects.num_rows and "synset" in objects.column_names:
         synsets = {object_region_id(o): s for o, s in zip(objects["object_id"].to_pylist(), objects["synset"].to_pylist())}
@@ -117,7 +119,7 @@ def classify_regions(by_image: dict[str, list[Region]], objects: pa.Table | None
         for r in regions:
             if not r.label:
                 continue
-            annotated = r.region_id in synsets
+            annotated = r.region_id in synsets and r.image_id not in own_classes
             r.synset = synsets.get(r.region_id)
             _, reason = class_verdict(r.synset, has_taxonomy=not annotated)
             if reason is not None:

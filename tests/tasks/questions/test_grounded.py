@@ -107,6 +107,23 @@ def test_every_candidate_is_a_question_or_a_reject(shard):
     assert all(r["source"].startswith("regions#") for r in result.rejects.rows)
 
 
+def test_nuscenes_objects_without_a_synset_are_classes_of_their_own_taxonomy():
+    """The nuScenes reader writes an object (no WordNet synset) beside each box region, as Visual Genome does:
+    its category is a class, never refused ``no_synset`` like a Visual Genome object without a synset."""
+    nu_objects = schemas.from_rows([
+        dict(object_id=f"nuscenes:cam1/o{t}", image_id="nuscenes:cam1", label="car", names=["car"], x=x, y=400.0,
+             w=120.0, h=80.0, origin="annotation:nuscenes") for t, x in (("a", 100.0), ("b", 700.0), ("c", 1300.0))],
+        schemas.OBJECTS)
+    objects = pa.concat_tables([OBJECTS, nu_objects])
+    regions = shard_regions(objects, ATTRIBUTES, SOURCE_REGIONS)
+    corpus = pa.concat_tables([image_labels(objects, regions), CORPUS_EXTRA])
+    result = generate_grounded(IMAGES, objects, ATTRIBUTES, regions, corpus, GroundedConfig(max_pairs_per_image=20), 0)
+    assert not [r for r in result.rejects.rows if r["reason"] == "no_synset"]
+    counts = {q["question"]: q["answer"] for q in questions_of(result)
+              if q["image_id"] == "nuscenes:cam1" and q["task_type"] == "counting" and not q["is_hallucination"]}
+    assert counts["How many cars are there in the image?"] == "3"
+
+
 def test_counts_equal_the_number_of_evidence_regions_of_one_class(shard):
     result, regions, _ = shard
     labels = dict(zip(regions["region_id"].to_pylist(), regions["label"].to_pylist()))
