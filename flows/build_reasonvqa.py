@@ -25,6 +25,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.callables import get_call_parameters
 from prefect.context import FlowRunContext
+from prefect.states import State
 
 from reasonvqa import progress, sources, storage, workstore
 from reasonvqa.knowledge.config import KnowledgeConfig
@@ -34,6 +35,7 @@ from reasonvqa.knowledge.endpoint import (
 from reasonvqa.knowledge.rate_limit import query_throttle, require_rate_limit
 from reasonvqa.knowledge.refresh import utc_now
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
+from reasonvqa.flows.outcome import reported
 from reasonvqa.flows.runners import runner_for_endpoint
 from reasonvqa.lease import Lease, lease_lock
 from reasonvqa.locks import exclusive_lock
@@ -219,12 +221,20 @@ def check_build_inputs(config: BuildConfig) -> None:
 
 @flow(name="build-reasonvqa", log_prints=True)
 def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, overwrite: bool = False,
-                    knowledge_as_of: datetime | None = None) -> str:
-    """Build a release from ``config`` into ``out``; returns the release folder.
+                    knowledge_as_of: datetime | None = None) -> State:
+    """Build a release from ``config`` into ``out``; calling the flow returns the release folder.
 
     ``knowledge_as_of`` (default now) picks a live endpoint's refresh period (``knowledge.refresh``):
     builds of one period reuse its facts, the first build of a new period fetches them again.
+    The run's Completed state names the release folder; a Failed one gives the reason in one line.
     """
+    return reported(lambda: build_release(config, out, work, overwrite, knowledge_as_of),
+                    lambda release: f"release written to {release}")
+
+
+def build_release(config: BuildConfig, out: str, work: str | None = None, overwrite: bool = False,
+                  knowledge_as_of: datetime | None = None) -> str:
+    """The body of ``build_reasonvqa`` (in its flow run): the release folder, or its URL for an fsspec ``out``."""
     logger = get_run_logger()
     build = workstore.new_build()
     work_path = storage.work_folder(work, build) if work else None  # a URL: this build's mirror
@@ -233,7 +243,7 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     if storage.protocol(out):  # an fsspec URL: build into a local folder, then upload the release
         storage.filesystem(out)  # fail now, naming the extra to install, when its backend is missing
         # the local copy is only staging: whether a release may be replaced is decided at the URL
-        local = build_reasonvqa.fn(config, str(local_staging(out)), work, True, knowledge_as_of)
+        local = build_release(config, str(local_staging(out)), work, True, knowledge_as_of)
         return storage.upload_release(Path(local), out, overwrite)
     out_dir = Path(out)
     release_dir(out_dir, config.release.name, config.release.version)  # refuse a release path outside out first
@@ -289,7 +299,6 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
               as_of: datetime, still_held: Callable[[], None] = _always_held) -> str:
     """The build's stages, run while this process holds the work folder's lock (``still_held`` raises,
     between stages, when a lease was lost)."""
-    logger = get_run_logger()
     report: dict[str, dict] = {}
 
     # 1. sources: one task per work unit of each source (Source.plan), each streaming into shards
@@ -373,7 +382,6 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     del pool
     still_held()
     release = finish_release(handed.pop(), config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
-    logger.info("release written to %s", release)
     return str(release)
 
 
@@ -475,7 +483,7 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
         if workstore.is_mirrored(work_dir):
             shutil.rmtree(stats_dir.parent, ignore_errors=True)
     shutil.rmtree(partition_dir, ignore_errors=True)
-    publish_artifacts(release)
+    publish_artifacts(release, "build")
     return release
 
 

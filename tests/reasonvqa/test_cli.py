@@ -106,11 +106,15 @@ def test_resplit_with_a_non_numeric_hop_is_a_usage_error(tmp_path):
 
 
 
-def test_resplit_that_leaves_a_split_empty_warns(tmp_path):
+def test_resplit_that_leaves_a_split_empty_is_refused_or_warns_when_allowed(tmp_path):
     one = schemas.from_rows([question("q1", "vg:1", "Paris", ["Paris", "Lyon", "Nice", "Lille"])], schemas.QUESTIONS)
     source = write_release(tmp_path, "demo", "1.0.0", {"train": one}, pool=one, stats_dir=None, config={},
                            inputs={})
-    result = runner.invoke(app, ["resplit", str(source), "--version", "2.0.0", "--out", str(tmp_path / "o")])
+    refused = runner.invoke(app, ["resplit", str(source), "--version", "2.0.0", "--out", str(tmp_path / "o")])
+    assert refused.exit_code == 2
+    assert "error: release demo 2.0.0: split 'test' is empty" in refused.output
+    result = runner.invoke(app, ["resplit", str(source), "--version", "2.0.0", "--allow-empty",
+                                 "--out", str(tmp_path / "o")])
     assert result.exit_code == 0
     assert f"warning: {tmp_path / 'o' / 'demo' / '2.0.0'}: split 'test' is empty" in result.output
 
