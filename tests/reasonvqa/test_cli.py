@@ -135,3 +135,27 @@ def test_the_summary_of_a_build_on_a_work_folder_url_reads_its_run_report_from_t
         cli._print_summary(tmp_path, work)
     assert seen == [{"link": {"rows_in": 7}}]
     assert not work.exists()
+
+
+def test_serve_documents_every_option():
+    from typer.main import get_command
+
+    serve = get_command(app).commands["serve"]
+    assert [p.name for p in serve.params if not p.help] == []
+    flags = {p.name: p for p in serve.params}
+    assert flags["sample"].is_flag and flags["replace"].is_flag  # flags, not options taking a value
+    assert "not both" in flags["sample"].help and "not both" in flags["config"].help
+    assert "--timezone" in flags["cron"].help and flags["timezone"].default == "UTC"
+    assert "resplit/<name>" in flags["name"].help
+
+
+def test_serve_enforces_its_exclusive_flags_and_checks_the_schedule(tmp_path):
+    both = runner.invoke(app, ["serve", "--name", "x", "--sample", "--config", __file__, "--out", str(tmp_path)])
+    assert both.exit_code == 2 and "mutually exclusive" in both.output
+    neither = runner.invoke(app, ["serve", "--name", "x", "--out", str(tmp_path)])
+    assert neither.exit_code == 2 and "exactly one of --sample or --config" in neither.output
+    zone = runner.invoke(app, ["serve", "--name", "x", "--sample", "--cron", "0 3 * * 1", "--timezone", "Mars/Base"])
+    assert zone.exit_code == 2
+    assert zone.output == "error: --timezone: 'Mars/Base' is not an IANA time zone name (e.g. UTC, Europe/Paris)\n"
+    cron = runner.invoke(app, ["serve", "--name", "x", "--sample", "--cron", "0 3 * *"])
+    assert cron.exit_code == 2 and cron.output.startswith("error: --cron: '0 3 * *' is not a cron expression")
