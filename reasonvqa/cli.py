@@ -319,8 +319,8 @@ def serve(
              "(Mondays 03:00). Default: no schedule, runs only when triggered.")] = None,
     timezone: Annotated[str, typer.Option(help="IANA time zone of --cron, e.g. Europe/Paris.")] = "UTC",
     replace: Annotated[bool, typer.Option(
-        "--replace", metavar="", help="Replace deployments of the same names that `prefect deploy` made (prefect.yaml, run by a "
-                          "work pool); without it serve refuses them.")] = False,
+        "--replace", metavar="", help="Delete deployments of the same names that `prefect deploy` made (prefect.yaml, run by a "
+                          "work pool) and serve these in their place; without it serve refuses them.")] = False,
 ) -> None:
     """Serve build-reasonvqa and resplit as deployments '<flow>/<name>' (blocks; needs a Prefect API).
 

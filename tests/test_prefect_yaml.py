@@ -253,9 +253,15 @@ def test_schedule_fires_and_the_worker_verifies_the_release(prefect_env, tmp_pat
 
 
 def test_serve_does_not_replace_a_deployment_from_prefect_yaml_unless_asked(prefect_env, tmp_path):
-    def nightly() -> DeploymentResponse:
+    def nightly() -> DeploymentResponse | None:
+        """build-reasonvqa/nightly, or None between --replace deleting it and serve registering its own."""
+        from prefect.exceptions import ObjectNotFound
+
         with api(prefect_env) as client:
-            return client.read_deployment_by_name("build-reasonvqa/nightly")
+            try:
+                return client.read_deployment_by_name("build-reasonvqa/nightly")
+            except ObjectNotFound:
+                return None
 
     serve = [sys.executable, "-m", "reasonvqa.cli", "serve", "--name", "nightly", "--sample", "--out", str(tmp_path)]
     refused = subprocess.run(serve, env=prefect_env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
@@ -271,9 +277,11 @@ def test_serve_does_not_replace_a_deployment_from_prefect_yaml_unless_asked(pref
         served = popen_bound([*serve, "--replace", "--cron", "0 3 * * 1", "--timezone", "Europe/Paris"],
                              env=prefect_env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        replaced = wait_until(lambda: (d := nightly()).work_pool_name is None and d.schedules and d, 300,
-                              "serve --replace registered build-reasonvqa/nightly")
+        replaced = wait_until(lambda: (d := nightly()) is not None and d.work_pool_name is None and d.schedules
+                              and d, 300, "serve --replace registered build-reasonvqa/nightly")
     finally:
         stop(served, grace_s=15)
-    assert replaced.id == before.id and replaced.parameters["config"]["release"]["name"] == "reasonvqa-sample"
+    # the pool's deployment was deleted, not updated in place (an upsert would keep its work pool, and the
+    # pool's worker would take the served deployment's runs too)
+    assert replaced.id != before.id and replaced.parameters["config"]["release"]["name"] == "reasonvqa-sample"
     assert [(s.schedule.cron, s.schedule.timezone) for s in replaced.schedules] == [("0 3 * * 1", "Europe/Paris")]
