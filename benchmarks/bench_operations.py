@@ -51,9 +51,9 @@ def without_prefect(module, config, out: str, workers: int) -> None:
         with mock.patch.object(Task, "submit", direct_submit), \
                 mock.patch.object(module, "as_completed", concurrent.futures.as_completed), \
                 mock.patch.object(module, "get_run_logger", lambda: logging.getLogger("bench")), \
-                mock.patch.object(module, "publish_artifacts", lambda release: None), \
+                mock.patch.object(module, "publish_artifacts", lambda release, publisher: None), \
                 mock.patch.object(module, "publish_run_report", lambda report: None):
-            module.build_reasonvqa.fn(config, out)
+            module.build_release(config, out)
 
 
 def prefect_overhead(repeats: int, make_config, label: str, floor: bool = False) -> dict:

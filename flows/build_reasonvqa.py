@@ -26,6 +26,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.callables import get_call_parameters
 from prefect.context import FlowRunContext
+from prefect.states import State
 
 from reasonvqa import progress, sources, storage, workstore
 from reasonvqa.knowledge.config import KnowledgeConfig
@@ -36,6 +37,7 @@ from reasonvqa.knowledge.rate_limit import query_throttle, require_rate_limit
 from reasonvqa.knowledge.refresh import utc_now
 from reasonvqa.knowledge.release_knowledge import SourceKnowledge
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
+from reasonvqa.flows.outcome import reported
 from reasonvqa.flows.runners import runner_for_endpoint
 from reasonvqa.lease import Lease, lease_lock
 from reasonvqa.locks import exclusive_lock
@@ -242,14 +244,22 @@ def check_build_inputs(config: BuildConfig, needs_mirror: bool = True) -> None:
 
 @flow(name="build-reasonvqa", log_prints=True)
 def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, overwrite: bool = False,
-                    knowledge_as_of: datetime | None = None, knowledge_from: str | None = None) -> str:
-    """Build a release from ``config`` into ``out``; returns the release folder.
+                    knowledge_as_of: datetime | None = None, knowledge_from: str | None = None) -> State:
+    """Build a release from ``config`` into ``out``; calling the flow returns the release folder.
 
     ``knowledge_as_of`` (default now) picks a live endpoint's refresh period (``knowledge.refresh``):
     builds of one period reuse its facts, the first build of a new period fetches them again.
     ``knowledge_from``: a release folder whose recorded knowledge answers every SPARQL query instead
     (offline: no endpoint, no mirror); with that release's config the rebuild is byte-identical.
+    The run's Completed state names the release folder; a Failed one gives the reason in one line.
     """
+    return reported(lambda: build_release(config, out, work, overwrite, knowledge_as_of, knowledge_from),
+                    lambda release: f"release written to {release}")
+
+
+def build_release(config: BuildConfig, out: str, work: str | None = None, overwrite: bool = False,
+                  knowledge_as_of: datetime | None = None, knowledge_from: str | None = None) -> str:
+    """The body of ``build_reasonvqa`` (in its flow run): the release folder, or its URL for an fsspec ``out``."""
     from reasonvqa.knowledge.release_knowledge import open_release_knowledge
 
     logger = get_run_logger()
@@ -262,7 +272,7 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
     if storage.protocol(out):  # an fsspec URL: build into a local folder, then upload the release
         storage.filesystem(out)  # fail now, naming the extra to install, when its backend is missing
         # the local copy is only staging: whether a release may be replaced is decided at the URL
-        local = build_reasonvqa.fn(config, str(local_staging(out)), work, True, knowledge_as_of, knowledge_from)
+        local = build_release(config, str(local_staging(out)), work, True, knowledge_as_of, knowledge_from)
         return storage.upload_release(Path(local), out, overwrite)
     out_dir = Path(out)
     release_dir(out_dir, config.release.name, config.release.version)  # refuse a release path outside out first
@@ -321,7 +331,6 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
               recorded: SourceKnowledge | None = None) -> str:
     """The build's stages, run while this process holds the work folder's lock (``still_held`` raises,
     between stages, when a lease was lost); ``recorded``: the knowledge of a release, replayed."""
-    logger = get_run_logger()
     report: dict[str, dict] = {}
 
     # 1. sources: one task per work unit of each source (Source.plan), each streaming into shards
@@ -408,7 +417,6 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     del pool
     still_held()
     release = finish_release(handed.pop(), config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
-    logger.info("release written to %s", release)
     return str(release)
 
 
@@ -562,7 +570,7 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
         if workstore.is_mirrored(work_dir):
             shutil.rmtree(stats_dir.parent, ignore_errors=True)
     shutil.rmtree(partition_dir, ignore_errors=True)
-    publish_artifacts(release)
+    publish_artifacts(release, "build")
     return release
 
 

@@ -8,10 +8,12 @@ from typing import Literal
 from prefect import flow, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.states import State
 from pydantic import BaseModel, ConfigDict, Field
 
 from reasonvqa.annotation_exports.batches import BatchFilters
 from reasonvqa.annotation_exports.roundtrip import DEFAULT_STORE, export_batch
+from reasonvqa.flows.outcome import reported
 
 
 class ExportParameters(BaseModel):
@@ -40,11 +42,15 @@ def export_task(params: ExportParameters) -> dict:
 
 
 @flow(name="export-annotations", log_prints=True)
-def export_annotations(params: ExportParameters) -> dict:
-    """Export one annotation batch and publish its counts as an artifact."""
-    summary = export_task(params)
-    create_table_artifact([{"batch_id": summary["batch_id"], "items": summary["items"], "regions": summary["regions"],
-                            "images": summary["images"]}], key="annotation-export",
-                          description=f"Annotation batch {summary['batch_id']} ({params.format})")
-    print(f"batch {summary['batch_id']}: {summary['items']} items written to {params.out}")
-    return summary
+def export_annotations(params: ExportParameters) -> State:
+    """Export one annotation batch and publish its counts as an artifact; calling the flow returns the
+    summary. The run's Completed state names the batch folder, a Failed one gives the reason in one line."""
+
+    def run() -> dict:
+        summary = export_task(params)
+        create_table_artifact([{"batch_id": summary["batch_id"], "items": summary["items"],
+                                "regions": summary["regions"], "images": summary["images"]}], key="annotation-export",
+                              description=f"Annotation batch {summary['batch_id']} ({params.format})")
+        return summary
+
+    return reported(run, lambda summary: f"batch {summary['batch_id']}: {summary['items']} items written to {params.out}")

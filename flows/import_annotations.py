@@ -8,9 +8,11 @@ from typing import Literal
 from prefect import flow, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.states import State
 from pydantic import BaseModel, ConfigDict, Field
 
 from reasonvqa.annotation_exports.roundtrip import DEFAULT_STORE, import_decisions
+from reasonvqa.flows.outcome import reported
 
 
 class ImportParameters(BaseModel):
@@ -36,12 +38,18 @@ def import_task(params: ImportParameters) -> dict:
 
 
 @flow(name="import-annotations", log_prints=True)
-def import_annotations(params: ImportParameters) -> dict:
-    """Import one file of decisions and publish what was kept and rejected as an artifact."""
-    summary = import_task(params)
-    rows = [{"kind": "decision", "name": k, "count": v} for k, v in summary["actions"].items()]
-    rows += [{"kind": "rejected", "name": k, "count": v} for k, v in summary["rejected"].items()]
-    rows.append({"kind": "duplicate", "name": "already in the store", "count": summary["duplicates"]})
-    create_table_artifact(rows, key="annotation-import", description=f"Import {summary['import_id']} of {params.file.name}")
-    print(f"import #{summary['seq']}: {summary['decisions']} decisions, {sum(summary['rejected'].values())} rejected")
-    return summary
+def import_annotations(params: ImportParameters) -> State:
+    """Import one file of decisions and publish what was kept and rejected as an artifact; calling the flow
+    returns the summary. The run's Completed state names the store, a Failed one gives the reason in one line."""
+
+    def run() -> dict:
+        summary = import_task(params)
+        rows = [{"kind": "decision", "name": k, "count": v} for k, v in summary["actions"].items()]
+        rows += [{"kind": "rejected", "name": k, "count": v} for k, v in summary["rejected"].items()]
+        rows.append({"kind": "duplicate", "name": "already in the store", "count": summary["duplicates"]})
+        create_table_artifact(rows, key="annotation-import",
+                              description=f"Import {summary['import_id']} of {params.file.name}")
+        return summary
+
+    return reported(run, lambda summary: f"import #{summary['seq']}: {summary['decisions']} decisions, "
+                                         f"{sum(summary['rejected'].values())} rejected, written to {params.store}")

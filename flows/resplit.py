@@ -17,7 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.states import State
 
+from reasonvqa.flows.outcome import reported
 from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, record_tables, write_decisions_file
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import FILTER_COLUMNS, DomainMatch, filter_rows, narrow_selected
@@ -29,7 +31,7 @@ from reasonvqa.tasks.release.breakdown import released_questions, write_breakdow
 from reasonvqa.tasks.release.embed import embedded_lookup
 from reasonvqa.tasks.release.paths import release_dir
 from reasonvqa.tasks.release.reader import read_columns, read_rows
-from reasonvqa.tasks.release.writer import MANIFEST, sha256_file, write_release
+from reasonvqa.tasks.release.writer import MANIFEST, require_nonempty_splits, sha256_file, write_release
 
 
 class SourceReleaseError(ValueError):
@@ -50,6 +52,7 @@ def resplit(
     kinds: KindSelection | None = None,
     decisions: Path | None = None,
     absence_bases: list[str] | None = None,
+    allow_empty: bool = False,
 ) -> Path:
     """Write a new release version from ``source``'s pool filtered by domains / sources / hops
     and by question kind, task type and hallucination flag (``kinds``).
@@ -64,7 +67,9 @@ def resplit(
     the source's. The default version is ``<source version>-resplit-<8 hex>``, the hex being a
     hash of the filters, seed and source pool, so the same request gives the same version.
     Raises EmptySelectionError when the filters leave no question, SourceReleaseError when the
-    source pool is missing or does not match its manifest.
+    source pool is missing or does not match its manifest, EmptySplitError when the train or test
+    split would be empty, unless ``allow_empty`` (then recorded in the manifest's
+    ``config.resplit.allow_empty``, which ``verify`` reads).
     """
     source = Path(source)
     manifest = _verified_manifest(source)  # its name and version become a path: trust them only after verify
@@ -108,6 +113,9 @@ def resplit(
     done = plan_release(selected, balance_config, split_config, seed, groups_of(tables.get("images")))  # views: no copy
     del selected
     pool, balanced, split = done.pool, done.balance, done.split
+    if not allow_empty:  # `datasets` cannot load an empty split; a build refuses one too
+        require_nonempty_splits(manifest["name"], version, {"train": split.train, "test": split.test}, pool.num_rows,
+                                "; choose more questions, or publish it anyway with --allow-empty")
     new_config = {
         **{k: v for k, v in config.items() if k != "resplit"},
         "seed": seed,
@@ -115,6 +123,7 @@ def resplit(
             "from": {"name": manifest["name"], "version": manifest["version"], "config_hash": manifest.get("config_hash")},
             "filters": filter_report["filters"],
             "seed": seed,
+            **({"allow_empty": True} if allow_empty else {}),
         },
     }
     if absence_bases is not None:
@@ -233,12 +242,13 @@ def _card_notes(manifest: dict, selection: dict, balance: dict, split: dict) -> 
 @task(name="resplit-release", cache_policy=NO_CACHE)
 def resplit_task(source: str, out: str, domains, sources, hops, version, seed, domain_match, overwrite,
                  kinds: KindSelection | None = None, decisions: str | None = None,
-                 absence_bases: list[str] | None = None) -> str:
+                 absence_bases: list[str] | None = None, allow_empty: bool = False) -> str:
     """One task: the whole re-split is seconds of vectorized work over one pool."""
     return str(
         resplit(Path(source), Path(out), domains=domains, sources=sources, hops=hops, version=version, seed=seed,
                 domain_match=domain_match, overwrite=overwrite, kinds=kinds,
-                decisions=Path(decisions) if decisions else None, absence_bases=absence_bases)
+                decisions=Path(decisions) if decisions else None, absence_bases=absence_bases,
+                allow_empty=allow_empty)
     )
 
 
@@ -256,12 +266,18 @@ def resplit_flow(
     kinds: KindSelection | None = None,
     decisions: str | None = None,
     absence_bases: list[str] | None = None,
-) -> str:
-    """Prefect flow ``resplit``: re-split a release and publish its stats as artifacts."""
+    allow_empty: bool = False,
+) -> State:
+    """Prefect flow ``resplit``: re-split a release and publish its stats as artifacts (keys ``resplit-<name>-*``).
+
+    Calling the flow returns the new release folder; the run's Completed state names it, a Failed
+    one gives the reason in one line (e.g. an empty split without ``allow_empty``)."""
     from reasonvqa.flows.artifacts import publish_artifacts
 
-    release = Path(resplit_task(source, out, domains, sources, hops, version, seed, domain_match, overwrite, kinds,
-                                decisions, absence_bases))
-    publish_artifacts(release)
-    print(f"re-split release written to {release}")
-    return str(release)
+    def run() -> str:
+        release = Path(resplit_task(source, out, domains, sources, hops, version, seed, domain_match, overwrite, kinds,
+                                    decisions, absence_bases, allow_empty))
+        publish_artifacts(release, "resplit")
+        return str(release)
+
+    return reported(run, lambda release: f"re-split release written to {release}")

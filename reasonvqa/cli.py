@@ -365,10 +365,14 @@ def resplit(
     decisions: Annotated[Optional[Path], typer.Option(
         help="Annotation decision store to apply (reasonvqa import writes it).", file_okay=False)] = None,
     absence_basis: Annotated[Optional[str], typer.Option(help=ABSENCE_BASIS_HELP.replace("every basis", "the source's"))] = None,
+    allow_empty: Annotated[bool, typer.Option(
+        "--allow-empty", help="Publish even when the train or test split is empty (recorded in the manifest; "
+                              "datasets.load_dataset cannot load an empty split).")] = False,
 ) -> None:
     """Filter, re-balance and re-split a release without touching the network."""
     from reasonvqa.flows.resplit import SourceReleaseError, resplit as run_resplit
     from reasonvqa.tasks.balance.filters import EmptySelectionError
+    from reasonvqa.tasks.release.writer import EmptySplitError
 
     if domain_match not in ("route", "any", "all"):
         raise typer.BadParameter("--domain-match is one of route, any, all")
@@ -382,8 +386,9 @@ def resplit(
         path = run_resplit(source, out, domains=_domain_list(domains, strict=False), sources=_split_list(sources),
                            hops=hop_list, version=version, seed=seed, domain_match=domain_match,
                            kinds=_kind_selection(kinds, task_types, hallucination), decisions=decisions,
-                           absence_bases=_absence_bases(absence_basis) if absence_basis is not None else None)
-    except (EmptySelectionError, SourceReleaseError) as exc:
+                           absence_bases=_absence_bases(absence_basis) if absence_basis is not None else None,
+                           allow_empty=allow_empty)
+    except (EmptySelectionError, SourceReleaseError, EmptySplitError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     _warn_empty_splits(Path(path))
@@ -400,22 +405,35 @@ def _warn_empty_splits(release: Path) -> None:
 
 @app.command()
 def serve(
-    name: Annotated[str, typer.Option(help="Deployment name: runs as 'build-reasonvqa/<name>'.")],
-    sample: Annotated[bool, typer.Option("--sample", help="Default parameters: the bundled sample.")] = False,
-    config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False)] = None,
-    out: Annotated[Path, typer.Option(help="Default output folder of the deployment.")] = Path("out"),
-    cron: Annotated[Optional[str], typer.Option(help='Rebuild schedule, e.g. "0 3 * * 1".')] = None,
+    name: Annotated[str, typer.Option(help="Deployment name: registers 'build-reasonvqa/<name>' and "
+                                           "'resplit/<name>'.")],
+    sample: Annotated[bool, typer.Option("--sample", metavar="", help="Default build parameters: the bundled "
+                                                                      "sample (give it or --config, not both).")] = False,
+    config: Annotated[Optional[Path], typer.Option(
+        "--config", exists=True, dir_okay=False, metavar="FILE",
+        help="Default build parameters: a BuildConfig YAML file (give it or --sample, not both).")] = None,
+    out: Annotated[Path, typer.Option(help="Default output folder of the build deployment.")] = Path("out"),
+    cron: Annotated[Optional[str], typer.Option(
+        help='Rebuild schedule of build-reasonvqa/<name>, a cron expression read in --timezone, e.g. "0 3 * * 1" '
+             "(Mondays 03:00). Default: no schedule, runs only when triggered.")] = None,
+    timezone: Annotated[str, typer.Option(help="IANA time zone of --cron, e.g. Europe/Paris.")] = "UTC",
+    replace: Annotated[bool, typer.Option(
+        "--replace", metavar="", help="Delete deployments of the same names that `prefect deploy` made (prefect.yaml, run by a "
+                          "work pool) and serve these in their place; without it serve refuses them.")] = False,
 ) -> None:
-    """Serve build-reasonvqa and resplit as deployments (blocks; needs a Prefect API)."""
+    """Serve build-reasonvqa and resplit as deployments '<flow>/<name>' (blocks; needs a Prefect API).
+
+    Exactly one of --sample and --config gives the build's defaults; --cron runs in --timezone (UTC).
+    """
     from reasonvqa.config import sample_config
 
     if sample == (config is not None):
-        raise typer.BadParameter("give exactly one of --sample or --config FILE")
+        raise typer.BadParameter("give exactly one of --sample or --config FILE (they are mutually exclusive)")
     cfg = sample_config() if sample else _load_config_or_exit(config)
     _quiet_prefect()
     from reasonvqa.flows.deployments import serve_build
 
-    serve_build(name, cfg, str(out.resolve()), cron)
+    serve_build(name, cfg, str(out.resolve()), cron, timezone, replace)
 
 
 @app.command("export")

@@ -122,6 +122,9 @@ def verify_release(path: Path, *, published_as: Path | None = None) -> list[str]
             continue
         if questions is not None:
             problems += questions.problems(split)
+            if questions.rows == 0 and not empty_splits_allowed(manifest):
+                problems.append(f"{split}: empty split (0 questions; datasets.load_dataset cannot load it, and only a "
+                                "re-split given --allow-empty may publish one, recorded as config.resplit.allow_empty)")
             images[split] = questions.images()
         if tally is not None:
             evidence[split] = tally.problems(split)
@@ -132,6 +135,12 @@ def verify_release(path: Path, *, published_as: Path | None = None) -> list[str]
         problems += check_regions(regions)
     problems += check_knowledge(path, manifest, records)
     return problems + [problem for split in sorted(evidence) for problem in evidence[split]]
+
+
+def empty_splits_allowed(manifest: dict) -> bool:
+    """True when the release was published with empty splits allowed (``reasonvqa resplit --allow-empty``)."""
+    resplit = manifest.get("config", {}).get("resplit")
+    return isinstance(resplit, dict) and resplit.get("allow_empty") is True
 
 
 def check_digest(root: Path, manifest: bytes) -> list[str]:

@@ -50,3 +50,17 @@ def test_cli_export_then_import(tmp_path):
     assert json.loads(done.output)["decisions"] == 0  # nothing changed, nothing decided
     bad = runner.invoke(app, ["export", "--format", "yolo", "--source", str(release), "--size", "3", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "one of labelstudio, cvat, coco" in bad.output
+
+
+def test_flow_states_name_what_was_written_or_the_one_line_reason(tmp_path):
+    release = write_fixture_release(tmp_path / "out")
+    store = tmp_path / "store"
+    exported = export_annotations(ExportParameters(format="cvat", source=release, out=tmp_path / "batch", size=2,
+                                                   store=store), return_state=True)
+    assert exported.is_completed()
+    summary = exported.result()
+    assert exported.message == f"batch {summary['batch_id']}: 2 items written to {tmp_path / 'batch'}"
+    missing = tmp_path / "no-such-export.json"
+    failed = import_annotations(ImportParameters(format="labelstudio", file=missing, store=store), return_state=True)
+    assert failed.is_failed() and "\n" not in failed.message
+    assert failed.message == f"StoreError: {missing}: no such file"

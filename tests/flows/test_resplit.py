@@ -110,6 +110,73 @@ def test_prefect_flow_resplit(source, tmp_path):
     assert domains_in(read_release(type(source)(path)).pool) <= set(KEEP)
 
 
+def test_flow_states_name_the_release_or_the_one_line_reason(source, tmp_path):
+    done = resplit_flow(str(source), str(tmp_path), domains=KEEP, domain_match="any", return_state=True)
+    assert done.is_completed()
+    assert done.message == f"re-split release written to {done.result()}"
+    failed = resplit_flow(str(tmp_path / "nowhere"), str(tmp_path), return_state=True)
+    assert failed.is_failed()
+    assert failed.message == f"SourceReleaseError: {tmp_path / 'nowhere' / 'manifest.json'}: not a release folder (no manifest)"
+    with pytest.raises(SourceReleaseError):  # called as a function, the flow raises the error itself
+        resplit_flow(str(tmp_path / "nowhere"), str(tmp_path))
+
+
+def _one_image_test_split(tmp_path):
+    """A release whose pool has questions on 10 images of which one image is in test: a re-split to
+    the test image's source leaves train empty."""
+    from tests.tasks.balance.conftest import pool_of, question
+
+    rows = [question(f"q{i:02d}", f"vg:{i % 10}", "P17", ["France", "Italy"][i % 2], domains=["Places & Locations"])
+            for i in range(30)]
+    rows += [question("g00", "gldv2:a", "P17", "Spain", domains=["Places & Locations"])]
+    pool = pool_of(rows)
+    is_vg = pc.starts_with(pool["image_id"], "vg:")
+    return write_release(tmp_path / "src", "reasonvqa-sample", "0.1.0", {"train": pool.filter(is_vg),
+                                                            "test": pool.filter(pc.invert(is_vg))},
+                         pool=pool, stats_dir=None, config=json.loads(sample_config().canonical_json()), inputs={})
+
+
+def test_resplit_refuses_an_empty_split_unless_allowed(tmp_path):
+    from reasonvqa.tasks.release.writer import EmptySplitError
+
+    source = _one_image_test_split(tmp_path)
+    with pytest.raises(EmptySplitError, match=r"release reasonvqa-sample 2\.0\.0: split '(train|test)' is empty .*--allow-empty"):
+        resplit(source, tmp_path / "out", sources=["gldv2"], version="2.0.0")
+    assert not (tmp_path / "out" / "reasonvqa-sample" / "2.0.0").exists()
+    allowed = resplit(source, tmp_path / "out", sources=["gldv2"], version="2.0.0", allow_empty=True)
+    manifest = json.loads((allowed / "manifest.json").read_text())
+    assert manifest["config"]["resplit"]["allow_empty"] is True
+    assert 0 in (manifest["counts"]["train"], manifest["counts"]["test"])
+    assert verify_release(allowed) == []
+
+
+def test_verify_reports_an_empty_split_unless_the_manifest_allows_it(tmp_path):
+    from tests.tasks.balance.conftest import pool_of, question
+
+    pool = pool_of([question("q1", "vg:1", "P17", "France", domains=["Places & Locations"])])
+    release = write_release(tmp_path, "demo", "1.0.0", {"train": pool, "test": pool.slice(0, 0)}, pool=pool,
+                            stats_dir=None, config={}, inputs={})
+    assert verify_release(release) == ["test: empty split (0 questions; datasets.load_dataset cannot load it, and only "
+                                       "a re-split given --allow-empty may publish one, recorded as "
+                                       "config.resplit.allow_empty)"]
+    allowed = write_release(tmp_path, "demo", "1.0.1", {"train": pool, "test": pool.slice(0, 0)}, pool=pool,
+                            stats_dir=None, config={"resplit": {"allow_empty": True}}, inputs={})
+    assert verify_release(allowed) == []
+
+
+def test_cli_resplit_allow_empty(tmp_path):
+    source = _one_image_test_split(tmp_path)
+    refused = CliRunner().invoke(app, ["resplit", str(source), "--sources", "gldv2", "--version", "2.0.0",
+                                       "--out", str(tmp_path / "o")])
+    assert refused.exit_code == 2
+    assert "is empty" in refused.output and "--allow-empty" in refused.output
+    allowed = CliRunner().invoke(app, ["resplit", str(source), "--sources", "gldv2", "--version", "2.0.0",
+                                       "--allow-empty", "--out", str(tmp_path / "o")])
+    assert allowed.exit_code == 0, allowed.output
+    assert "is empty; datasets.load_dataset cannot load an empty split" in allowed.output
+    assert CliRunner().invoke(app, ["verify", str(tmp_path / "o" / "reasonvqa-sample" / "2.0.0")]).exit_code == 0
+
+
 def test_cli_empty_selection_exits_2_with_the_reason(source, tmp_path):
     result = CliRunner().invoke(app, ["resplit", str(source), "--domains", "Sports", "--domain-match", "any",
                                       "--out", str(tmp_path)])
@@ -131,10 +198,13 @@ def test_route_match_keeps_what_a_domain_build_would_generate(tmp_path):
         rows.append(question(f"b{i:02d}", f"vg:{i}", "P571", str(1800 + i % 4), route=["P571"],
                              domains=["History & Events"], template_version=bank.version))
     pool = pool_of(rows)
-    source = write_release(tmp_path / "src", "reasonvqa-sample", "0.1.0", {"train": pool.slice(0, 0), "test": pool.slice(0, 0)},
+    # rows alternate a/b per image: the first 40 rows are images 0-19, the last 40 images 20-39
+    source = write_release(tmp_path / "src", "reasonvqa-sample", "0.1.0", {"train": pool.slice(0, 40), "test": pool.slice(40)},
                            pool=pool, stats_dir=None, config=json.loads(sample_config().canonical_json()),
                            inputs={})
-    path = resplit(source, tmp_path / "out", domains=["Politics & Ideologies"])
+    # 40 questions of one property on 40 images: the split keeps them all in train (allowed here: the
+    # test is about the filter)
+    path = resplit(source, tmp_path / "out", domains=["Politics & Ideologies"], allow_empty=True)
     assert verify_release(path) == []
     release = read_release(path)
     assert set(release.pool["property_id"].to_pylist()) == {"P36"}

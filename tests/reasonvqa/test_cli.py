@@ -106,11 +106,15 @@ def test_resplit_with_a_non_numeric_hop_is_a_usage_error(tmp_path):
 
 
 
-def test_resplit_that_leaves_a_split_empty_warns(tmp_path):
+def test_resplit_that_leaves_a_split_empty_is_refused_or_warns_when_allowed(tmp_path):
     one = schemas.from_rows([question("q1", "vg:1", "Paris", ["Paris", "Lyon", "Nice", "Lille"])], schemas.QUESTIONS)
     source = write_release(tmp_path, "demo", "1.0.0", {"train": one}, pool=one, stats_dir=None, config={},
                            inputs={})
-    result = runner.invoke(app, ["resplit", str(source), "--version", "2.0.0", "--out", str(tmp_path / "o")])
+    refused = runner.invoke(app, ["resplit", str(source), "--version", "2.0.0", "--out", str(tmp_path / "o")])
+    assert refused.exit_code == 2
+    assert "error: release demo 2.0.0: split 'test' is empty" in refused.output
+    result = runner.invoke(app, ["resplit", str(source), "--version", "2.0.0", "--allow-empty",
+                                 "--out", str(tmp_path / "o")])
     assert result.exit_code == 0
     assert f"warning: {tmp_path / 'o' / 'demo' / '2.0.0'}: split 'test' is empty" in result.output
 
@@ -131,3 +135,27 @@ def test_the_summary_of_a_build_on_a_work_folder_url_reads_its_run_report_from_t
         cli._print_summary(tmp_path, work)
     assert seen == [{"link": {"rows_in": 7}}]
     assert not work.exists()
+
+
+def test_serve_documents_every_option():
+    from typer.main import get_command
+
+    serve = get_command(app).commands["serve"]
+    assert [p.name for p in serve.params if not p.help] == []
+    flags = {p.name: p for p in serve.params}
+    assert flags["sample"].is_flag and flags["replace"].is_flag  # flags, not options taking a value
+    assert "not both" in flags["sample"].help and "not both" in flags["config"].help
+    assert "--timezone" in flags["cron"].help and flags["timezone"].default == "UTC"
+    assert "resplit/<name>" in flags["name"].help
+
+
+def test_serve_enforces_its_exclusive_flags_and_checks_the_schedule(tmp_path):
+    both = runner.invoke(app, ["serve", "--name", "x", "--sample", "--config", __file__, "--out", str(tmp_path)])
+    assert both.exit_code == 2 and "mutually exclusive" in both.output
+    neither = runner.invoke(app, ["serve", "--name", "x", "--out", str(tmp_path)])
+    assert neither.exit_code == 2 and "exactly one of --sample or --config" in neither.output
+    zone = runner.invoke(app, ["serve", "--name", "x", "--sample", "--cron", "0 3 * * 1", "--timezone", "Mars/Base"])
+    assert zone.exit_code == 2
+    assert zone.output == "error: --timezone: 'Mars/Base' is not an IANA time zone name (e.g. UTC, Europe/Paris)\n"
+    cron = runner.invoke(app, ["serve", "--name", "x", "--sample", "--cron", "0 3 * *"])
+    assert cron.exit_code == 2 and cron.output.startswith("error: --cron: '0 3 * *' is not a cron expression")
