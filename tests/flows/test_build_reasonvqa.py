@@ -68,6 +68,23 @@ def test_release_holds_every_kind_of_question(two_builds):
     assert train_images and test_images and not train_images & test_images
 
 
+def test_the_sample_release_holds_1000_grounded_questions_on_the_50_real_vg_images(two_builds):
+    """The bundled 50 real Visual Genome images (data/SOURCES.md) give the release 1,000+ grounded questions, n >= 100
+    in every grounded task type, real and hallucination ones in each."""
+    release = two_builds[0]
+    questions = pl.concat([pl.read_parquet(release / s / "*.parquet") for s in ("train", "test")])
+    grounded = questions.filter(pl.col("kind") == "grounded")
+    assert grounded.height >= 1000
+    by_type = dict(grounded.group_by("task_type").len().iter_rows())
+    assert set(by_type) == {"identification", "attribute", "spatial", "counting", "comparison"}
+    assert min(by_type.values()) >= 100, by_type
+    assert grounded.group_by("task_type").agg(pl.col("is_hallucination").n_unique())["is_hallucination"].to_list() == [2] * 5
+    # every image but vg:46, whose objects.json record holds no object (its 38 relationships name unknown objects)
+    vg = set(pl.read_parquet(release / "images" / "*.parquet").filter(pl.col("source") == "vg")["image_id"])
+    assert vg == {f"vg:{n}" for n in range(1, 51)} - {"vg:46"}
+    assert set(grounded.filter(pl.col("image_source") == "vg")["image_id"]) == vg
+
+
 def test_sample_release_scan_single_answers_typed_subjects_and_bias_report(two_builds):
     from reasonvqa.tasks.questions.bank import load_bank
     from reasonvqa.tasks.release.fidelity import scan_release
