@@ -166,7 +166,7 @@ def loaded_tasks() -> list:
 def scaled_sample(folder: Path, copies: int, shard_size: int):
     """A BuildConfig over ``copies`` copies of the bundled Visual Genome sample (ids offset per copy),
     ``shard_size`` images a shard: the same names link to the same mirror items, so the stages do
-    ``copies`` times the sample's work in ``copies * 5 / shard_size`` shards."""
+    ``copies`` times the sample's work in ``copies * 50 / shard_size`` shards."""
     import json
 
     from reasonvqa.config import BuildConfig
@@ -175,7 +175,8 @@ def scaled_sample(folder: Path, copies: int, shard_size: int):
 
     def offset(value, add: int):
         if isinstance(value, dict):
-            return {k: v + add if k in ID_FIELDS and isinstance(v, int) else offset(v, add) for k, v in value.items()}
+            return {k: v + add if k in ID_FIELDS and isinstance(v, int) else
+                    [i + add for i in v] if k in ID_LISTS else offset(v, add) for k, v in value.items()}
         if isinstance(value, list):
             return [offset(v, add) for v in value]
         return value
@@ -189,6 +190,7 @@ def scaled_sample(folder: Path, copies: int, shard_size: int):
 
 
 ID_FIELDS = ("image_id", "object_id", "relationship_id")
+ID_LISTS = ("merged_object_ids",)  # images 6-50 of the sample carry them: object ids, offset like object_id
 ID_STRIDE = 10_000_000  # above every id of the sample
 
 

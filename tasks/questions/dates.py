@@ -12,7 +12,9 @@ three distinct values drawn from the question's seed: by default placed so that 
 rank among the four is uniform and the set is exchangeable (exchangeable.py); with
 ``method="paper"`` uniformly in the window around the answer (ReasonVQA 3.2.2). Where the property has enough other real dates (at least the answer's rendered precision), the
 exchangeable distractors are the answer's neighbours among them at that precision, the answer at
-a uniform rank (real_values.py); the window covers the other rows. Day arithmetic uses the proleptic Gregorian
+a uniform rank (real_values.py); the window covers the other rows, inside the range of those real
+dates (never before the earliest nor after the latest known date of the property at that
+precision; a property with a single known date gets ``too_few_distractors``). Day arithmetic uses the proleptic Gregorian
 calendar (Wikidata's Julian-calendar dates keep their written day; only the distractors are
 computed in the Gregorian system). A day its month lacks in that calendar ("30 February", or a
 Julian 29 February 1700) is rejected as ``unparsable_date`` rather than rolled into March.
@@ -105,10 +107,16 @@ def date_choices(
     span = window * per_year
     if method == "exchangeable":
         # all four choices within one window: every rank fits unless the latest year bounds it
+        room_below = span
         room_above = np.where(value > latest, span, np.minimum(span, latest - value))
-        q, fits = exchangeable_distractors(value, span, span, room_above, seeds, stream=11)
         if real is not None and len(value):
-            neighbours, found = _real_neighbours(df["property_id"], value, prec, ok, seeds, real)
+            pools = _real_pools(df["property_id"], prec, ok, real)
+            earliest, last = _real_range(pools, df["property_id"], prec, ok, value)
+            room_below = np.maximum(np.minimum(room_below, value - earliest), 0)
+            room_above = np.maximum(np.minimum(room_above, last - value), 0)
+        q, fits = exchangeable_distractors(value, span, room_below, room_above, seeds, stream=11)
+        if real is not None and len(value):
+            neighbours, found = _real_neighbours(df["property_id"], value, prec, ok, seeds, pools)
             q = np.where(found[:, None], neighbours, q)
             fits = fits | found
         reason[ok & ~fits] = "too_few_distractors"
@@ -127,18 +135,42 @@ def date_choices(
     return choice_frame(rendered, reason)
 
 
-def _real_neighbours(
-    properties: pl.Series, value: np.ndarray, prec: np.ndarray, ok: np.ndarray, seeds: np.ndarray, real: pl.DataFrame
-) -> tuple[np.ndarray, np.ndarray]:
-    """Real dates of the same property next to the answer at its rendered precision (real_values.py)."""
+def _keys(properties: pl.Series, prec: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """The real-date pool key of each row (property and rendered precision), None for rejected rows."""
     keys = (properties + "\x1f" + pl.Series(prec).cast(pl.String)).to_numpy().astype(object)
     keys[~ok] = None
+    return keys
+
+
+def _real_pools(properties: pl.Series, prec: np.ndarray, ok: np.ndarray, real: pl.DataFrame) -> dict[str, np.ndarray]:
+    """Per (property, precision) key the property's real dates at least that precise, as sorted
+    distinct internal values at that precision."""
     pools = {}
-    for key in {k for k in keys.tolist() if k is not None}:
+    for key in {k for k in _keys(properties, prec, ok).tolist() if k is not None}:
         pid, p = key.rsplit("\x1f", 1)
         times = real.filter(pl.col("property_id") == pid, pl.col("precision") >= int(p))
         pools[key] = np.unique(_internal(times["time"], int(p)))
-    return neighbour_distractors(keys, value, pools, seeds)
+    return pools
+
+
+def _real_range(
+    pools: dict[str, np.ndarray], properties: pl.Series, prec: np.ndarray, ok: np.ndarray, value: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row the earliest and latest real date of its pool (the answer included)."""
+    keys = _keys(properties, prec, ok)
+    names, inverse = np.unique(np.where(keys == None, "", keys).astype(str), return_inverse=True)  # noqa: E711
+    spans = [pools.get(k) for k in names.tolist()]
+    low = np.array([v[0] if v is not None and len(v) else np.iinfo(np.int64).max for v in spans], dtype=np.int64)
+    high = np.array([v[-1] if v is not None and len(v) else np.iinfo(np.int64).min for v in spans], dtype=np.int64)
+    return np.minimum(low[inverse], value), np.maximum(high[inverse], value)
+
+
+def _real_neighbours(
+    properties: pl.Series, value: np.ndarray, prec: np.ndarray, ok: np.ndarray, seeds: np.ndarray,
+    pools: dict[str, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Real dates of the same property next to the answer at its rendered precision (real_values.py)."""
+    return neighbour_distractors(_keys(properties, prec, ok), value, pools, seeds)
 
 
 def _internal(times: pl.Series, precision: int) -> np.ndarray:

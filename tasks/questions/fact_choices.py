@@ -9,7 +9,8 @@ that runs many shards computes them once.
 
 Columns, one row per ``fact_idx``: answer, d1, d2, d3 (rendered choices); fact_reason (the first
 reject reason that holds for every question of the fact: multiple_answers, no_point_in_time, or
-an answer that cannot be rendered); few (fewer than three distinct distractors); padded_answer
+an answer that cannot be rendered); few (fewer than three distinct distractors) and few_reason
+(too_few_distractors, or answer_kind_unknown for an item answer of no known kind); padded_answer
 (the normalized answer between spaces, for the answer-in-question check); as_of_suffix (" as of
 2020?" for a time-varying value with a point in time, else null).
 """
@@ -32,7 +33,7 @@ from reasonvqa.tasks.questions.text import normalize_expr
 
 _LOCK = threading.Lock()  # shards of one process (thread-pool runner) share the index and its cache
 CHOICE_NEEDS = [
-    "property_id", "category", "value_kind", "value_label", "amount", "unit_qid", "unit_label", "time", "precision",
+    "property_id", "category", "value_kind", "value_label", "answer_qid", "amount", "unit_qid", "unit_label", "time", "precision",
     "decimals", "spread", "thousands", "window_years", "max_precision",
 ]
 
@@ -85,7 +86,10 @@ def _compute(index, seed: int, bank: TemplateBank, config: QuestionConfig) -> pl
     cols = ["answer", "d1", "d2", "d3"]
     same = [pl.col(a) == pl.col(b) for i, a in enumerate(cols) for b in cols[i + 1:]]
     clash = pl.any_horizontal(same).fill_null(True)
-    unrenderable = pl.col("reason").is_not_null() & (pl.col("reason") != "too_few_distractors")
+    # no three distractors: too few, or none vouched for (an item answer of no known kind); checked after
+    # the answer-in-question rule, as the rendered answer exists
+    distractor_reasons = ["too_few_distractors", "answer_kind_unknown"]
+    unrenderable = pl.col("reason").is_not_null() & ~pl.col("reason").is_in(distractor_reasons)
     # a time-varying value holds for its point in time: "What is the population of this city as of 2020?"
     as_of = facts["point_in_time"].str.extract(r"^([+-]?\d+)-").cast(pl.Int64, strict=False)
     frame = pl.concat([facts.select("n_values", "time_varying", "point_in_time"), choices], how="horizontal")
@@ -99,6 +103,7 @@ def _compute(index, seed: int, bank: TemplateBank, config: QuestionConfig) -> pl
         .when(pl.col("time_varying") & pl.col("point_in_time").is_null()).then(pl.lit("no_point_in_time"))
         .when(unrenderable).then("reason"),
         few=pl.col("reason").is_not_null() | clash,
+        few_reason=pl.when(pl.col("reason").is_in(distractor_reasons)).then("reason").otherwise(pl.lit("too_few_distractors")),
         padded_answer=" " + normalize_expr(pl.col("answer").fill_null("")) + " ",
         as_of_suffix=pl.when(pl.col("time_varying") & pl.col("as_of").is_not_null()).then(" as of " + as_of_text + "?"),
     )

@@ -12,8 +12,11 @@
 - subject types: a fact is used only when its subject belongs to one of its property's subject
   types (P31/P279 facts, subject_types.py), so every hop of a route fits its template.
 - route texts: the composed template of each route, split around the subject phrase.
-- pools: per literal property the distinct values (by normalized label) found on any subject,
-  per fixed property its closed set; distractors are drawn from them.
+- item kinds: an item's kinds are its P31 classes (vague ones such as "tourist attraction" left
+  out), a class's its P279 superclasses; a literal item answer's distractors share one of its kinds.
+- pools: per literal property and kind the distinct values (by normalized label) found on any
+  subject (string values: one pool of kind ""), per fixed property its closed set (kind "": the
+  closed set is one kind by design); distractors are drawn from them.
 
 Everything here depends on the fact table and the bank only, never on which images a shard
 holds, so sharding cannot change a question.
@@ -55,9 +58,10 @@ class KnowledgeIndex:
     # route_key, route, property_id, category, prefix, suffix (articles resolved), norm_prefix, norm_suffix,
     # template_ids, domains, rendering parameters of the asked property; row i belongs to routes with text_idx i
     route_texts: pl.DataFrame
-    pool: pl.DataFrame  # pool_idx, property_id, norm, display, weight (ordered by property, then a stable hash)
-    pool_lookup: pl.DataFrame  # property_id, norm, pool_idx (fixed aliases included)
-    pool_spans: pl.DataFrame  # property_id, pool_offset, pool_size
+    pool: pl.DataFrame  # pool_idx, property_id, kind, norm, display, weight (ordered by property, kind, then a stable hash)
+    pool_lookup: pl.DataFrame  # property_id, kind, norm, pool_idx (fixed aliases included)
+    pool_spans: pl.DataFrame  # property_id, kind, pool_offset, pool_size
+    item_kinds: pl.DataFrame  # qid, kind: the classes an item is an instance of (a class: its superclasses)
     stats: dict = field(default_factory=dict)
     # real values of each number / date property, for distractors (real_values.py)
     number_pool: pl.DataFrame | None = None  # property_id, unit_key, amount
@@ -91,7 +95,8 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
         fitting = typed_facts(question_facts, templates, memberships)
         type_stats = {"facts_subject_type_mismatch": question_facts.height - fitting.height}
         question_facts = fitting
-        pools = side.submit(_pools, question_facts, templates)
+        kinds = item_kinds(clean, bank.naming_avoid)
+        pools = side.submit(_pools, question_facts, templates, kinds)
         numbers = side.submit(number_pool, question_facts, [p for p, t in templates.items() if t.category == "number"])
         dates = side.submit(date_pool, question_facts, [p for p, t in templates.items() if t.category == "date"])
         routes, route_stats = _routes(question_facts, templates, config.max_hops)
@@ -116,6 +121,7 @@ def build_index(facts: pa.Table | pl.DataFrame, bank: TemplateBank, config: Ques
         pool=pool,
         pool_lookup=lookup,
         pool_spans=pool_spans,
+        item_kinds=kinds,
         stats={"facts_in": len(facts), "truthy_facts": clean.height, **type_stats, **route_stats},
         number_pool=numbers.result(),
         date_pool=dates.result(),
@@ -306,38 +312,62 @@ def _template_params(templates: dict) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-def _pools(facts: pl.DataFrame, templates: dict) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def item_kinds(clean: pl.DataFrame, avoid: list[str]) -> pl.DataFrame:
+    """qid, kind: the P31 classes of every item with one, else (a class) its P279 superclasses.
+
+    Classes too vague to tell kinds apart (templates/naming.yaml: "tourist attraction" holds a
+    mountain and a tower) are no kind; an item with only such classes has no kind."""
+    typing = clean.filter(
+        pl.col("property_id").is_in(["P31", "P279"]), pl.col("value_kind") == "item", pl.col("value_qid").is_not_null(),
+        ~normalize_expr(pl.col("value_label").fill_null("")).is_in(avoid),
+    )
+    has_p31 = typing.filter(pl.col("property_id") == "P31")["subject_qid"].unique()
+    kinds = typing.filter((pl.col("property_id") == "P31") | ~pl.col("subject_qid").is_in(has_p31.implode()))
+    return kinds.select(qid="subject_qid", kind="value_qid").unique().sort("qid", "kind")
+
+
+def _pools(
+    facts: pl.DataFrame, templates: dict, kinds: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     literal = [pid for pid, t in templates.items() if t.category == "literal"]
     pooled = [pid for pid, t in templates.items() if t.category in ("literal", "fixed")]
+    values = facts.filter(pl.col("property_id").is_in(pooled), pl.col("value_kind").is_in(["item", "string"]))
+    values = values.with_columns(norm=normalize_expr(pl.col("value_label")), display=clean_phrase_expr(pl.col("value_label")))
+    # a literal item value is a distractor only among values of one of its kinds (one row per kind);
+    # a value of no known kind is never one. Strings and closed sets are one kind each ("").
+    typed = values.filter(pl.col("value_kind") == "item", pl.col("property_id").is_in(literal))
+    typed = typed.join(kinds, left_on="value_qid", right_on="qid")
+    untyped = values.filter(~((pl.col("value_kind") == "item") & pl.col("property_id").is_in(literal)))
+    values = pl.concat([typed, untyped.with_columns(kind=pl.lit(""))], how="diagonal")
     # weight: how many subjects have the value, so distractors are drawn as often as answers occur
     counted = (
-        facts.filter(pl.col("property_id").is_in(pooled), pl.col("value_kind").is_in(["item", "string"]))
-        .with_columns(norm=normalize_expr(pl.col("value_label")), display=clean_phrase_expr(pl.col("value_label")))
-        .filter(pl.col("norm").str.len_chars() > 0)
-        .group_by("property_id", "norm")
+        values.filter(pl.col("norm").str.len_chars() > 0)
+        .group_by("property_id", "kind", "norm")
         .agg(display=pl.col("display").min(), weight=pl.col("subject_qid").n_unique().cast(pl.Int64))
     )
-    values = counted.filter(pl.col("property_id").is_in(literal))
+    literal_values = counted.filter(pl.col("property_id").is_in(literal))
     fixed_rows, alias_rows = [], []
     for pid, t in templates.items():
         for choice in t.choices:
             norm = normalize_text(choice.label)
-            fixed_rows.append({"property_id": pid, "norm": norm, "display": choice.label})
+            fixed_rows.append({"property_id": pid, "kind": "", "norm": norm, "display": choice.label})
             alias_rows += [{"property_id": pid, "alias": normalize_text(a), "norm": norm} for a in choice.aliases]
-    fixed = pl.DataFrame(fixed_rows, schema={"property_id": pl.String, "norm": pl.String, "display": pl.String})
+    fixed = pl.DataFrame(fixed_rows, schema={"property_id": pl.String, "kind": pl.String, "norm": pl.String, "display": pl.String})
     fixed = fixed.join(counted.select("property_id", "norm", "weight"), on=["property_id", "norm"], how="left")
     fixed = fixed.with_columns(weight=pl.col("weight").fill_null(0) + 1)  # every closed-set member can be drawn
-    pool = pl.concat([values, fixed])
+    pool = pl.concat([literal_values, fixed])
     pool = pool.with_columns(
         pnum=pl.col("property_id").str.slice(1).cast(pl.Int64),
         rank=pl.Series(stable_rank((pool["property_id"] + "\x1f" + pool["norm"]).to_list()), dtype=pl.UInt64),
-    ).sort("pnum", "rank", "norm")
-    pool = pool.with_row_index("pool_idx").select(pl.col("pool_idx").cast(pl.Int64), "property_id", "norm", "display", "weight")
+    ).sort("pnum", "kind", "rank", "norm")
+    pool = pool.with_row_index("pool_idx").select(
+        pl.col("pool_idx").cast(pl.Int64), "property_id", "kind", "norm", "display", "weight"
+    )
     aliases = pl.DataFrame(alias_rows, schema={"property_id": pl.String, "alias": pl.String, "norm": pl.String})
-    alias_lookup = aliases.join(pool, on=["property_id", "norm"]).select("property_id", norm="alias", pool_idx="pool_idx")
-    lookup = pl.concat([pool.select("property_id", "norm", "pool_idx"), alias_lookup])
-    spans = pool.group_by("property_id").agg(pool_offset=pl.col("pool_idx").min(), pool_size=pl.len().cast(pl.Int64))
-    return pool, lookup, spans.sort("property_id")
+    alias_lookup = aliases.join(pool, on=["property_id", "norm"]).select("property_id", "kind", norm="alias", pool_idx="pool_idx")
+    lookup = pl.concat([pool.select("property_id", "kind", "norm", "pool_idx"), alias_lookup])
+    spans = pool.group_by("property_id", "kind").agg(pool_offset=pl.col("pool_idx").min(), pool_size=pl.len().cast(pl.Int64))
+    return pool, lookup, spans.sort("property_id", "kind")
 
 
 def _spans(sorted_keys: pl.Series) -> dict[str, tuple[int, int]]:

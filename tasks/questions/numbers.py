@@ -13,7 +13,11 @@ answer's rendered precision, so distractors round like the answer (330 -> 270, 4
 Real values first (``method="exchangeable"`` with the index's number pool): where the property
 has enough other real amounts in the answer's unit, the distractors are the answer's neighbours
 among them, rounded to the answer's grid, with the answer at a uniform rank (real_values.py);
-the grid method above covers the other rows.
+the grid method above covers the other rows, inside the range of the property's real amounts in
+that unit (their smallest and largest, on the answer's grid): no distractor exceeds the largest
+known value ("topographic prominence" never above Everest's, "mains voltage" never 280 V where
+no country uses more than 240 V). A property whose real amounts leave fewer than three grid
+points besides the answer gets ``too_few_distractors``.
 
 Distractors (``method="paper"``, ReasonVQA 3.2.2 for reproduction): a window around the answer,
 answer + k * step for three distinct k in [-5, 5] \\ {0}, where step is ``spread`` x
@@ -79,7 +83,8 @@ def number_choices(
     reason[tiny & (reason == None)] = "number_out_of_range"  # noqa: E711
 
     if method == "exchangeable":
-        distractors = _exchangeable(answer, decimals, frame["spread"].to_numpy(), seeds, reason)
+        bounds = _real_range(df, answer, real) if real is not None else None
+        distractors = _exchangeable(answer, decimals, frame["spread"].to_numpy(), seeds, reason, bounds)
         if real is not None and len(answer):
             neighbours, found = _real_neighbours(df, answer, decimals, seeds, real)
             distractors = np.where(found[:, None], neighbours, distractors)
@@ -103,15 +108,36 @@ def rounding_grid(answer: np.ndarray, decimals: np.ndarray) -> np.ndarray:
     return np.where(decimals > 0, 10.0 ** -decimals, 10.0**zeros)
 
 
-def _exchangeable(answer: np.ndarray, decimals: np.ndarray, spread: np.ndarray, seeds: np.ndarray, reason: np.ndarray) -> np.ndarray:
+def _exchangeable(
+    answer: np.ndarray, decimals: np.ndarray, spread: np.ndarray, seeds: np.ndarray, reason: np.ndarray,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """Grid distractors (exchangeable.py); ``bounds`` (smallest, largest allowed amount per row)
+    keeps them inside the real values' range, rounded to the answer's grid."""
     grid = rounding_grid(answer, decimals)
-    steps = np.round(np.abs(answer) / grid).astype(np.int64)
-    span = np.maximum(np.round(2 * spread * steps), 6).astype(np.int64)
-    room_below = np.where(steps > 0, steps - 1, 0)  # a positive answer keeps positive distractors
-    out, ok = exchangeable_distractors(steps, span, room_below, np.full(len(steps), 10**12), seeds, stream=21)
+    steps = np.round(answer / grid).astype(np.int64)  # signed
+    span = np.maximum(np.round(2 * spread * np.abs(steps)), 6).astype(np.int64)
+    # a positive answer keeps positive distractors, a negative one negative ones ("-1" and "1" read alike)
+    lowest = np.where(steps > 0, 1, np.where(steps < 0, -(10**12), 0))
+    highest = np.where(steps < 0, -1, 10**12)
+    if bounds is not None:
+        lowest = np.maximum(lowest, np.round(bounds[0] / grid).astype(np.int64))
+        highest = np.minimum(highest, np.round(bounds[1] / grid).astype(np.int64))
+    room_below = np.maximum(steps - lowest, 0)
+    room_above = np.maximum(highest - steps, 0)
+    out, ok = exchangeable_distractors(steps, span, room_below, room_above, seeds, stream=21)
     reason[~ok & (reason == None)] = "too_few_distractors"  # noqa: E711
-    sign = np.where(answer < 0, -1.0, 1.0)
-    return sign[:, None] * out * grid[:, None]
+    return out * grid[:, None]
+
+
+def _real_range(df: pl.DataFrame, answer: np.ndarray, real: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row the smallest and largest real amount of its property in its unit (the answer included)."""
+    ranges = real.group_by("property_id", "unit_key").agg(low=pl.col("amount").min(), high=pl.col("amount").max())
+    rows = df.select("property_id", unit_key=unit_key_expr(pl.col("unit_qid")))
+    rows = rows.join(ranges, on=["property_id", "unit_key"], how="left", maintain_order="left")
+    low = rows["low"].fill_null(np.inf).to_numpy().astype(np.float64)
+    high = rows["high"].fill_null(-np.inf).to_numpy().astype(np.float64)
+    return np.minimum(low, answer), np.maximum(high, answer)
 
 
 def _real_neighbours(

@@ -1,7 +1,11 @@
 """Literal and fixed answers: distractors drawn from a pool of the property's values.
 
 Literal: the pool is every distinct value (by normalized label) that the property has on any
-subject of the fact table. Fixed: the pool is the template's closed set; an answer matches a
+subject of the fact table; an item answer draws only from the values that share one of its kinds
+(P31 classes; a class: its P279 superclasses; index.item_kinds), so "What kind of thing is the
+namesake of this mountain?" never offers "continent" beside "human", nor a city beside countries.
+Of the answer's kinds the one with the most values is used; an item answer of no known kind is
+rejected (``answer_kind_unknown``): its distractors could not be vouched for. Fixed: the pool is the template's closed set; an answer matches a
 member by its normalized label or an alias and renders as the member's label, and an answer
 outside the set is rejected. Three distinct pool members other than the answer are drawn with the
 question's seed: by default in proportion to how many subjects have each value (a value frequent
@@ -23,7 +27,7 @@ from reasonvqa.tasks.questions.text import clean_phrase_expr, normalize_expr
 
 def pool_choices(df: pl.DataFrame, seeds: np.ndarray, index, method: str = "exchangeable") -> pl.DataFrame:
     """Columns answer, reason, d1, d2, d3 for rows with ``property_id``, ``category``,
-    ``value_kind``, ``value_label``; ``index`` is the KnowledgeIndex holding the pools."""
+    ``value_kind``, ``value_label``, ``answer_qid``; ``index`` is the KnowledgeIndex holding the pools."""
     frame = df.select(
         "property_id",
         "category",
@@ -32,14 +36,17 @@ def pool_choices(df: pl.DataFrame, seeds: np.ndarray, index, method: str = "exch
         label=clean_phrase_expr(pl.col("value_label")),
         norm=normalize_expr(pl.col("value_label")),
     )
-    frame = frame.join(index.pool_lookup, on=["property_id", "norm"], how="left", maintain_order="left")
-    frame = frame.join(index.pool_spans, on="property_id", how="left", maintain_order="left")
+    typed = (pl.col("category") == "literal") & (pl.col("value_kind") == "item")
+    frame = frame.with_columns(kind=pl.when(typed).then(_answer_kind(df, index)).otherwise(pl.lit("")))
+    frame = frame.join(index.pool_lookup, on=["property_id", "kind", "norm"], how="left", maintain_order="left")
+    frame = frame.join(index.pool_spans, on=["property_id", "kind"], how="left", maintain_order="left")
     frame = frame.join(index.pool.select("pool_idx", canonical="display"), on="pool_idx", how="left", maintain_order="left")
 
     reason = (
         pl.when(pl.col("value_label").is_null() & (pl.col("value_kind") == "item")).then(pl.lit("no_english_label"))
         .when(pl.col("value_kind").is_null() | ~pl.col("value_kind").is_in(["item", "string"])).then(pl.lit("value_type_mismatch"))
         .when(pl.col("norm").fill_null("") == "").then(pl.lit("empty_answer"))
+        .when(pl.col("kind").is_null()).then(pl.lit("answer_kind_unknown"))
         .when(pl.col("pool_idx").is_null() & (pl.col("category") == "fixed")).then(pl.lit("answer_outside_closed_set"))
         .when(pl.col("pool_idx").is_null()).then(pl.lit("answer_not_in_pool"))
         .when(pl.col("pool_size") < 4).then(pl.lit("too_few_distractors"))
@@ -63,6 +70,19 @@ def pool_choices(df: pl.DataFrame, seeds: np.ndarray, index, method: str = "exch
         display = pl.Series([""], dtype=pl.String)
     rendered = pl.concat([frame["answer"], *(display.gather(picked[:, j]) for j in range(3))])
     return choice_frame(rendered, frame["reason"].to_numpy())
+
+
+def _answer_kind(df: pl.DataFrame, index) -> pl.Series:
+    """Per row the kind of its answer item whose pool of the row's property is largest (ties: the
+    smaller class id), null where the item has no known kind."""
+    rows = df.select("property_id", "answer_qid").with_row_index("row")
+    best = (
+        rows.join(index.item_kinds, left_on="answer_qid", right_on="qid")
+        .join(index.pool_spans, on=["property_id", "kind"])
+        .sort("row", "pool_size", "kind", descending=[False, True, False])
+        .unique("row", keep="first")
+    )
+    return rows.join(best.select("row", "kind"), on="row", how="left").sort("row")["kind"]
 
 
 def _weighted(uniform: np.ndarray, ok: np.ndarray, offset: np.ndarray, size: np.ndarray, answer: np.ndarray,

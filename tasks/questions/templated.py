@@ -17,7 +17,9 @@ question or one reject with a reason:
   number_out_of_range: the answer cannot be rendered (see pools.py, dates.py, numbers.py)
 - answer_in_question: the answer's words appear in the question
 - too_few_distractors: fewer than 3 distractors distinct from the answer and each other
-  after normalization
+  after normalization, or (numbers, dates) inside the range of the property's real values
+- answer_kind_unknown: an item answer with no P31 (a class: no P279) in the facts, so no
+  distractor can be shown to be of its kind (pools.py)
 - duplicate_question: a second candidate with the same question id
 - over_image_cap: beyond ``config.max_questions_per_image``
 
@@ -155,7 +157,7 @@ def _with_reasons(cand: pl.DataFrame, config: QuestionConfig) -> pl.DataFrame:
     reason = (
         pl.when(pl.col("fact_reason").is_not_null()).then("fact_reason")
         .when(in_question).then(pl.lit("answer_in_question"))
-        .when(pl.col("few")).then(pl.lit("too_few_distractors"))
+        .when(pl.col("few")).then("few_reason")
         .when(pl.col("question_id") == pl.col("question_id").shift(1)).then(pl.lit("duplicate_question"))
     )
     cand = cand.with_columns(reason=reason)

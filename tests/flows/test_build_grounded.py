@@ -34,7 +34,7 @@ REPLIES = {
 
 def write_vg_images(root: Path) -> None:
     """Noise pictures at the sample's declared sizes and paths (the sample ships no pixels)."""
-    for n, image in enumerate(json.loads((SAMPLE_DIR / "vg" / "image_data.json").read_text())):
+    for n, image in enumerate(json.loads((SAMPLE_DIR / "vg" / "image_data.json").read_text())[:5]):  # vlm_config reads 5
         path = root / image["url"].rstrip("/").split("/")[-2] / f"{image['image_id']}.jpg"
         path.parent.mkdir(parents=True, exist_ok=True)
         Image.fromarray(np.random.default_rng(n).integers(0, 255, (64, 80, 3), dtype=np.uint8)).save(path)
@@ -63,7 +63,8 @@ def write_vlm_inputs(root: Path) -> None:
 def vlm_config(root: Path, base_url: str) -> BuildConfig:
     """The sample's VG with VLM-written grounded questions from ``base_url`` and the verified file in ``root``."""
     return BuildConfig(
-        sources=[parse_config({"kind": "vg", "path": SAMPLE_DIR / "vg"})],
+        # the first five images (the fixture replies' counts are per image; the sample holds 50)
+        sources=[parse_config({"kind": "vg", "path": SAMPLE_DIR / "vg", "max_images": 5})],
         verified_questions=root / "verified.parquet",
         grounded={"vlm": {"llm": {"base_url": base_url, "model": "fixture-vlm", "max_retries": 1,
                                   "backoff_seconds": 0.01},

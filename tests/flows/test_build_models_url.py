@@ -39,7 +39,7 @@ def test_region_proposals_on_a_url_work_folder(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     pytest.importorskip("groundingdino")
     pytest.importorskip("segment_anything")
-    from tests.flows.test_build_proposals import write_sample_images
+    from tests.flows.test_build_proposals import first_vg_images, write_sample_images
     from tests.tasks.proposals.test_stage import tiny_proposals_config
     from tests.tasks.proposals.tiny_models import register_tiny_sam
 
@@ -48,7 +48,7 @@ def test_region_proposals_on_a_url_work_folder(tmp_path, monkeypatch):
     proposals = tiny_proposals_config(tmp_path / "models", image_roots={"vg": tmp_path / "vg_images"})
 
     def config() -> BuildConfig:
-        built = sample_config()
+        built = first_vg_images(sample_config())
         built.proposals = proposals
         return built
 

@@ -12,9 +12,10 @@ pytest.importorskip("torch")
 pytest.importorskip("groundingdino")
 pytest.importorskip("segment_anything")
 
-from reasonvqa.config import sample_config  # noqa: E402
+from reasonvqa.config import BuildConfig, sample_config  # noqa: E402
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa  # noqa: E402
 from reasonvqa.paths import SAMPLE_DIR  # noqa: E402
+from reasonvqa.sources import parse_config  # noqa: E402
 from reasonvqa.tasks.release.verify import verify_release  # noqa: E402
 from tests.tasks.proposals.test_stage import tiny_proposals_config  # noqa: E402
 from tests.tasks.proposals.tiny_models import register_tiny_sam  # noqa: E402
@@ -22,9 +23,21 @@ from tests.tasks.proposals.tiny_models import register_tiny_sam  # noqa: E402
 pytestmark = pytest.mark.integration
 
 
+FIRST_VG_IMAGES = 5  # the models run on these only (random weights on CPU: 50 pictures would take minutes)
+
+
+def first_vg_images(config: BuildConfig) -> BuildConfig:
+    """``config`` with its Visual Genome source reading the first ``FIRST_VG_IMAGES`` images."""
+    config.sources = [parse_config({"kind": "vg", "path": s.path, "max_images": FIRST_VG_IMAGES}) if s.kind == "vg" else s
+                      for s in config.sources]
+    return config
+
+
 def write_sample_images(root: Path) -> None:
-    """Noise pictures at the sample's declared sizes and paths (the sample ships no pixels)."""
-    for n, image in enumerate(json.loads((SAMPLE_DIR / "vg" / "image_data.json").read_text())):
+    """Noise pictures at the sample's declared sizes and paths (the sample ships no pixels), for the images
+    that ``first_vg_images`` reads."""
+    images = json.loads((SAMPLE_DIR / "vg" / "image_data.json").read_text())[:FIRST_VG_IMAGES]
+    for n, image in enumerate(images):
         folder = image["url"].rstrip("/").split("/")[-2]
         path = root / folder / f"{image['image_id']}.jpg"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -35,7 +48,7 @@ def write_sample_images(root: Path) -> None:
 def test_sample_build_with_proposals_writes_regions_with_masks(tmp_path):
     register_tiny_sam()
     write_sample_images(tmp_path / "vg_images")
-    config = sample_config()
+    config = first_vg_images(sample_config())
     config.proposals = tiny_proposals_config(tmp_path / "models", image_roots={"vg": tmp_path / "vg_images"})
     release = Path(build_reasonvqa(config, str(tmp_path / "out")))
     assert verify_release(release) == []

@@ -129,7 +129,8 @@ def test_the_config_validates_and_serializes_the_toy_source_with_its_own_model(t
 def mixed_build(toy_folder, tmp_path_factory):
     root = tmp_path_factory.mktemp("mixed")
     (root / "build.yaml").write_text(
-        f"sources:\n  - {{kind: vg, path: {SAMPLE_DIR / 'vg'}}}\n  - {{kind: toy, path: {toy_folder}}}\n"
+        # the sample's first 5 VG images (it holds 50): the test is about the toy source's units and shards
+        f"sources:\n  - {{kind: vg, path: {SAMPLE_DIR / 'vg'}, max_images: 5}}\n  - {{kind: toy, path: {toy_folder}}}\n"
         "release: {name: mixed, version: 1.0.0}\nshard_size: 2\n"
         # a pool of a dozen questions: keep every hop and every pair so both splits hold some
         "balance: {hop_shares: null}\nsplit: {drop_test_pairs_seen_in_train: false}\n"
@@ -143,7 +144,7 @@ def test_a_build_reads_every_unit_of_the_toy_source(mixed_build):
     assert verify_release(release) == []
     manifest = json.loads((release / "manifest.json").read_text())
     assert set(manifest["inputs"]) == {"source:vg", "source:toy", "knowledge", "knowledge_date", "grounded_rules"}
-    # VG: 5 images in shards of 2 -> 3 shards; toy: a.jsonl -> 2 shards (3 lines), b.jsonl -> 1 shard
+    # VG: its first 5 images in shards of 2 -> 3 shards; toy: a.jsonl -> 2 shards (3 lines), b.jsonl -> 1 shard
     shards = json.loads((work / "shards.json").read_text())
     assert [(s["number"], s["source"], s["unit"], s["shard"]) for s in shards] == [
         (0, "vg", 0, 0), (1, "vg", 0, 1), (2, "vg", 0, 2), (3, "toy", 0, 0), (4, "toy", 0, 1), (5, "toy", 1, 0)]

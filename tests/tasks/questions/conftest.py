@@ -63,6 +63,9 @@ def fact_rows() -> list[dict]:
         item("Q513", "Mount Everest", "P30", "Q48", "Asia"),
         quantity("Q513", "Mount Everest", "P2044", 8848.86, rank="preferred"),
         quantity("Q513", "Mount Everest", "P2044", 8844.43),
+        # another mountain (data/knowledge/transcribed.yaml): the real elevations span 2,351-8,849 m
+        quantity("Q928681", "Mount Pico", "P2044", 2351, hop=2),
+        item("Q928681", "Mount Pico", "P31", "Q8502", "mountain", hop=2),
         # its architect (hop 2)
         time("Q2335264", "Stephen Sauvestre", "P569", "+1847-12-26T00:00:00Z", 11, hop=2),
         item("Q2335264", "Stephen Sauvestre", "P27", "Q142", "France", hop=2),

@@ -101,3 +101,61 @@ def test_date_distractors_are_real_dates_at_the_answers_precision():
     years = date_choices(df.with_columns(max_precision=pl.lit(9)), np.arange(30, dtype=np.uint64), 2026, real=pool)
     assert set(years["d1"].to_list()) <= {"1844", "1879", "1867", "1881", "1832", "1858", "1900"} | set(
         str(y) for y in range(1827, 1868))
+
+
+VOLTAGES = {"Q45": 230, "Q142": 230, "Q148": 220, "Q30": 120, "Q145": 230, "Q17": 100, "Q96": 127, "Q408": 230}  # mains voltage, V
+PROMINENCES = [8848.86, 6962, 6144, 5885, 4695, 4020]  # Everest, Aconcagua, Denali, Kilimanjaro, Mont Blanc, K2; metres
+
+
+def _value(text: str) -> float:
+    return float(text.split(" ")[0].replace(",", ""))
+
+
+def test_grid_distractors_stay_inside_the_real_range_of_the_property(bank):
+    facts = _facts([(q, "P2884", "quantity", v, "Q25250", None, None) for q, v in VOLTAGES.items()])
+    pool = number_pool(facts, ["P2884"])
+    df = _numbers([230.0] * 200, pid="P2884", unit="Q25250").with_columns(decimals=pl.lit(0))
+    out = number_choices(df, np.arange(200, dtype=np.uint64), bank.units, real=pool)
+    assert out["reason"].null_count() == 200 and set(out["answer"].to_list()) == {"230 V"}
+    offered = {_value(d) for c in ("d1", "d2", "d3") for d in out[c].to_list()}
+    assert min(offered) >= 100 and max(offered) <= 230  # no 260 V or 280 V: no country uses them
+    assert offered > {120, 220}  # the grid method fills in between the real values
+    # one country's voltage only: no value inside the range but the answer itself
+    alone = number_choices(df.head(5), np.arange(5, dtype=np.uint64), bank.units,
+                           real=number_pool(facts.head(1), ["P2884"]))
+    assert alone["reason"].to_list() == ["too_few_distractors"] * 5
+
+
+def test_the_largest_known_value_has_no_distractor_above_it(bank):
+    facts = _facts([(f"Q{i}", "P2660", "quantity", a, "Q11573", None, None) for i, a in enumerate(PROMINENCES)])
+    pool = number_pool(facts, ["P2660"])
+    for answer, text in ((8848.86, "8,849 m"), (6144.0, "6,144 m")):
+        out = number_choices(_numbers([answer] * 100, pid="P2660"), np.arange(100, dtype=np.uint64), bank.units, real=pool)
+        assert out["reason"].null_count() == 100 and set(out["answer"].to_list()) == {text}
+        for c in ("d1", "d2", "d3"):
+            values = [_value(d) for d in out[c].to_list()]
+            assert max(values) <= 8849 and min(values) >= 4020  # never above Everest's prominence
+            assert all("." not in d for d in out[c].to_list())  # the answer's precision: whole metres
+
+
+def test_range_distractors_keep_the_answers_decimals(bank):
+    facts = _facts([(f"Q{i}", "P1081", "quantity", v, None, None, None) for i, v in enumerate([0.83, 0.912, 0.881, 0.7, 0.55])])
+    df = _numbers([0.83] * 100, pid="P1081", unit=None).with_columns(decimals=pl.lit(3))
+    out = number_choices(df, np.arange(100, dtype=np.uint64), bank.units, real=number_pool(facts, ["P1081"]))
+    assert set(out["answer"].to_list()) == {"0.830"} and out["reason"].null_count() == 100
+    for c in ("d1", "d2", "d3"):
+        assert all(len(d.split(".")[1]) == 3 and 0.55 <= float(d) <= 0.912 for d in out[c].to_list())
+
+
+def test_date_distractors_stay_between_the_earliest_and_latest_real_dates():
+    births = ["+1832-12-15T00:00:00Z", "+1844-11-25T00:00:00Z", "+1847-12-26T00:00:00Z", "+1858-10-27T00:00:00Z"]
+    facts = _facts([(f"Q{i}", "P569", "time", None, None, t, 11) for i, t in enumerate(births)])
+    pool = date_pool(facts, ["P569"])
+    df = pl.DataFrame({"property_id": ["P569"] * 60, "time": [births[0]] * 60, "precision": [11] * 60,
+                       "max_precision": [9] * 60, "window_years": [20] * 60})
+    out = date_choices(df, np.arange(60, dtype=np.uint64), 2026, real=pool)
+    assert out["reason"].null_count() == 60 and set(out["answer"].to_list()) == {"1832"}
+    years = {int(d) for c in ("d1", "d2", "d3") for d in out[c].to_list()}
+    assert min(years) >= 1832 and max(years) <= 1858  # the earliest birth: every distractor after it
+    alone = date_choices(df.head(4), np.arange(4, dtype=np.uint64), 2026, real=date_pool(facts.head(1), ["P569"]))
+    assert alone["reason"].to_list() == ["too_few_distractors"] * 4

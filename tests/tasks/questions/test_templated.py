@@ -18,17 +18,14 @@ from reasonvqa.tasks.questions.templated import generate_questions
 
 TOWER, MOUNTAIN = "gldv2:7e4627eb6f721857", "gldv2:0a1b2c3d4e5f6789"
 
-# (question, answer, category, hops, scene graph) for each answer category and hop count
+# (question, answer, category, hops, scene graph) for each answer category and hop count (dates at 1 hop:
+# see test_no_distractors_outside_the_real_range_or_the_answers_kind)
 EXPECTED = [
     ("In which country is this lattice tower?", "France", "literal", 1, False),
     ("Who discovered or invented the motor vehicle parked next to the sidewalk?", "Carl Benz", "literal", 1, True),
     ("On which continent is this mountain?", "Asia", "fixed", 1, False),
-    ("How tall is this lattice tower?", "330 m", "number", 1, False),
     ("What is the elevation above sea level of this mountain?", "8,849 m", "number", 1, False),
-    ("When was this lattice tower established?", "31 March 1889", "date", 1, False),
-    ("When was the motor vehicle parked next to the sidewalk discovered or invented?", "1886", "date", 1, True),
     ("What is the capital of the country where this lattice tower is located?", "Paris", "literal", 2, False),
-    ("Where was the discoverer or inventor of the motor vehicle parked next to the sidewalk born?", "Mühlburg", "literal", 2, True),
     ("On which continent is the country where this lattice tower is located?", "Europe", "fixed", 2, False),
     ("What is the population of the country where this lattice tower is located as of 2023?", "68,373,433", "number", 2, False),
     ("When was the architect of this lattice tower born?", "26 December 1847", "date", 2, False),
@@ -62,6 +59,21 @@ def test_rendered_questions_for_each_category_and_hop_count(inputs, bank):
     got = {(r["question"], r["answer"], r["answer_category"], r["n_hop"], r["has_scene_graph"]) for r in q.iter_rows(named=True)}
     for expected in EXPECTED:
         assert expected in got, expected
+
+
+def test_no_distractors_outside_the_real_range_or_the_answers_kind(inputs, bank):
+    """The fact table holds one height, one day-precision inception, one invention year and one birthplace of a known kind (Mühlburg, a human
+    settlement; the other birthplaces have no P31): a distractor would lie outside the real values or
+    be of another kind, so these questions are rejected, each with its reason."""
+    result = _run(inputs, bank)
+    reasons = {(json.loads(r["record"])["route_key"], r["reason"]) for r in result.rejects.rows}
+    assert {("P2048", "too_few_distractors"), ("P571", "too_few_distractors"),
+            ("P575", "too_few_distractors"), ("P61>P19", "too_few_distractors")} <= reasons
+    # "What kind of thing is the architect ...?": the class human has no P31/P279 of its own here (the
+    # answer "country" of P17>P31 is in its question: that reason comes first)
+    assert {("P84>P31", "answer_kind_unknown"), ("P61>P31", "answer_kind_unknown"), ("P17>P31", "answer_in_question")} <= reasons
+    q = _questions(result)
+    assert not q.filter(pl.col("route").list.last() == "P31").height
 
 
 def test_release_columns_and_provenance(inputs, bank):
@@ -194,11 +206,12 @@ def test_sharding_does_not_change_questions(inputs, bank):
 def test_domain_filter_only_asks_the_domains_properties(inputs, bank):
     config = QuestionConfig(domains=["characteristics"])
     q = _questions(_run(inputs, bank, config))
-    assert sorted(q["question"].to_list()) == ["How tall is this lattice tower?", "What is the elevation above sea level of this mountain?"]
+    # the tower's height is the only one known: no distractor inside the real range (rejected)
+    assert sorted(q["question"].to_list()) == ["What is the elevation above sea level of this mountain?"]
     allowed = set(bank.question_property_ids(["Characteristics & Properties"]))
     assert all(set(route) <= allowed for route in q["route"].to_list())
     # P2044 is also Physical Geography: a restricted build tags only the selected domains
-    assert q["domains"].to_list() == [["Characteristics & Properties"]] * 2
+    assert q["domains"].to_list() == [["Characteristics & Properties"]]
 
 
 def test_hop_limit_and_per_image_cap(inputs, bank):
@@ -234,11 +247,12 @@ def test_a_question_that_starts_with_the_object_is_capitalized(inputs, tmp_path)
 
     copy = tmp_path / "templates"
     shutil.copytree(TEMPLATES_DIR, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    path = copy / "properties" / "buildings.yaml"
-    path.write_text(path.read_text().replace("main: How tall is {subject}?", "main: '{subject} has which height?'"))
+    path = copy / "properties" / "places.yaml"
+    path.write_text(path.read_text().replace("main: What is the elevation above sea level of {subject}?",
+                                             "main: '{subject} has which elevation above sea level?'"))
     bank = load_bank(copy)
     q = _questions(_run(inputs, bank))
-    assert "This lattice tower has which height?" in q["question"].to_list()
+    assert "This mountain has which elevation above sea level?" in q["question"].to_list()
     assert q["template_version"][0] == bank.version
 
 

@@ -85,6 +85,16 @@ def gldv2_folder(tmp_path, train=TRAIN, categories=CATEGORIES, clean=CLEAN, spli
     return src
 
 
-@pytest.fixture
-def vg_sample() -> Path:
-    return SAMPLE_DIR / "vg"
+VG_FILES = ("image_data.json", "objects.json", "attributes.json", "relationships.json")
+
+
+@pytest.fixture(scope="session")
+def vg_sample(tmp_path_factory) -> Path:
+    """The bundled sample's first five images (ids 1-5, the Visual Genome v1.2 records, unchanged), in
+    the bundled files' JSON style: the reader tests pin their values. The whole 50-image sample is
+    checked by tests/tasks/sources/test_scan.py::test_scan_the_whole_vg_sample."""
+    folder = tmp_path_factory.mktemp("vg_sample")
+    for name in VG_FILES:
+        records = json.loads((SAMPLE_DIR / "vg" / name).read_text(encoding="utf-8"))
+        write_json(folder, name, [r for r in records if r["image_id"] <= 5])
+    return folder
