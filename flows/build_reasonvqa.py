@@ -395,6 +395,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
             extra_pools.append(vlm)
     facts_path = merge_fact_shards(facts_dir, work_dir / "facts_merged.parquet")
     snapshot = facts_content_id(config.knowledge, facts_path, inputs["knowledge"])
+    inputs = {**inputs, "knowledge_content": snapshot}  # undated: the release's content hash keeps it, not the dates
     knowledge = release_knowledge_tables(config.knowledge, inputs, facts_path, link_dir, facts_dir)
 
     # 4. questions: one task per source shard of images, joined to its links by shard number

@@ -103,5 +103,6 @@ def test_sample_build_from_another_folder_passes_verify(installed):
     assert release == out / "reasonvqa-sample" / "0.1.0"
     verified = _run([reasonvqa, "verify", release], cwd=installed["cwd"], env=installed["env"])
     assert verified.stdout.strip() == f"OK {release}"
-    assert sorted(p.name for p in release.iterdir()) == ["README.md", "croissant.json", "images", "manifest.json",
-                                                        "manifest.json.sha256", "pool", "regions", "stats", "test", "train"]
+    assert sorted(p.name for p in release.iterdir()) == [
+        "README.md", "croissant.json", "entity_links", "images", "knowledge", "knowledge_queries", "manifest.json",
+        "manifest.json.sha256", "pool", "regions", "stats", "test", "train"]

@@ -168,14 +168,18 @@ def digest_line(manifest: bytes) -> str:
 
 
 DATED_INPUTS = ("knowledge", "knowledge_date")  # name the refresh period; rows carry the facts' content id
+# tables whose rows say when their knowledge was fetched (fetched_on); what they hold besides is named by the
+# undated input ``knowledge_content`` (the facts' content id, build_reasonvqa)
+DATED_TABLES = ("knowledge/",)
 
 
 def content_hash(manifest: dict[str, Any]) -> str:
     """sha256 of what a release holds, not of when its knowledge was fetched: the files but the card
-    (which lists the dated inputs), the config hash and the undated inputs. Two builds whose
-    refetched facts are the same have the same content hash (their question rows name the facts'
-    content, not the fetch date)."""
-    files = {k: v["sha256"] for k, v in manifest["files"].items() if k != CARD}
+    (which lists the dated inputs) and the dated tables, the config hash and the undated inputs. Two
+    builds whose refetched facts are the same have the same content hash (their question rows and the
+    ``knowledge_content`` input name the facts' content, not the fetch date)."""
+    files = {k: v["sha256"] for k, v in manifest["files"].items()
+             if k != CARD and not (k.startswith(DATED_TABLES) and "knowledge_content" in manifest["inputs"])}
     inputs = {k: v for k, v in manifest["inputs"].items() if k not in DATED_INPUTS}
     body = {"schema_version": manifest["schema_version"], "config_hash": manifest["config_hash"],
             "inputs": inputs, "files": files}
