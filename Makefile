@@ -37,12 +37,14 @@ test-fast: install
 
 # Benchmarks take minutes each; benchmarks/README.md lists them and BENCHMARKS.md holds the figures.
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.bench_source_ingest
-	$(BIN)/python -m benchmarks.bench_sparql_batching --sizes 100,1000,5000
-	$(BIN)/python -m benchmarks.bench_question_generation
-	$(BIN)/python -m benchmarks.bench_balance_split
 	$(BIN)/python -m benchmarks.bench_release_floor
+	$(BIN)/python -m benchmarks.bench_question_generation
+	$(BIN)/python -m benchmarks.bench_sa1b_ingest
+	$(BIN)/python -m benchmarks.bench_sparql_batching --sizes 100,1000,5000
+	$(BIN)/python -m benchmarks.bench_proposals_nms
 	$(BIN)/python -m benchmarks.bench_verified_sandbox
+	$(BIN)/python -m benchmarks.bench_annotation_roundtrip
+	$(BIN)/python -m benchmarks.bench_end_to_end
 
 # The side-by-side table alone: I/O floor, polars rewrite and project (balance + split + write).
 bench-release: $(STAMP)

@@ -1,18 +1,12 @@
-"""One temporary Prefect API (prefect_test_harness) for every flow test of the session."""
-
-import os
-import tempfile
+"""Every flow test runs against the session's temporary Prefect API (``prefect_api`` in tests/conftest.py)."""
 
 import pytest
 
-os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="prefect-home-"))
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+from tests.prefect_harness import prefect_environment
+
+prefect_environment()  # at collection, before the flow modules import Prefect
 
 
 @pytest.fixture(scope="session", autouse=True)
-def prefect_api():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=180):  # ~65 s on a loaded 2-core machine
-        yield
+def _flows_use_the_prefect_api(prefect_api):
+    yield

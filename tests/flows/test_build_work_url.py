@@ -42,10 +42,10 @@ def lose_shards(fs, root: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory):
+def builds(tmp_path_factory, sample_release):
     root = tmp_path_factory.mktemp("url-builds")
     with s3_server("builds"), pytest.MonkeyPatch.context() as patch:
-        local = Path(build_reasonvqa(sample_config(), str(root / "local")))
+        local = sample_release
         on_url = Path(build_reasonvqa(sample_config(), str(root / "url"), "s3://builds/work"))
         fs = s3_filesystem()
         before = shard_objects(fs, "builds/work")
@@ -75,7 +75,7 @@ def builds(tmp_path_factory):
             flow_only.setattr(workstore, "forget", markers_then_forget)
             dask = Path(on_dask(config, str(root / "dask"), "s3://builds/dask-work"))
         # the workers wrote every marker in mirrors of their own: the flow's process only asked the URL
-        local_work = next((root / "local" / ".work").iterdir())
+        local_work = next((local.parents[1] / ".work").iterdir())
         yield {"local": local, "local_work": local_work, "url": on_url, "again": again, "dask": dask, "before": before,
                "after": after, "rebuilt": rebuilt, "restored": restored, "mirrors_left": mirrors_left,
                "dask_objects": shard_objects(fs, "builds/dask-work"), "lease": fs.exists("builds/work/.lock"),

@@ -1,7 +1,7 @@
 """Straightforward pure-Python balancing and splitting: the same algorithm, row by row.
 
-Used by the tests (it must give the same tables and reports as the vectorized engine in
-tasks/balance/balance.py and split.py) and by benchmarks/bench_balance_split.py as the baseline.
+Used by the tests: it must give the same tables and reports as the vectorized engine in
+tasks/balance/balance.py and split.py.
 Only the input read, the seeded keys (tasks/balance/keys.py) and the final row selection use
 numpy or pyarrow; every decision is plain Python. The reports are written here field by field,
 not with the engine's ``balance_report``/``split_report``, so the tests check them independently.
