@@ -29,11 +29,11 @@ sample: $(STAMP)
 
 # The whole suite on every core; the 15 slowest tests are listed at the end.
 test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --durations=15
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The edit loop (well under a minute): the suite without its slow files (tests/conftest.py, --fast).
 test-fast: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --fast --durations=5
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --fast --durations=5
 
 # Benchmarks take minutes each; benchmarks/README.md lists them and BENCHMARKS.md holds the figures.
 bench: $(STAMP)

@@ -84,15 +84,26 @@ def _test_file(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def _seconds_per_file(config) -> dict[str, float]:
+    """Each test file's recorded seconds (last run of each test), empty before any run."""
+    cache = getattr(config, "cache", None)  # None with -p no:cacheprovider
+    per_file: dict[str, float] = {}
+    for nodeid, seconds in (cache.get(DURATIONS_KEY, {}) if cache else {}).items():
+        per_file[_test_file(nodeid)] = per_file.get(_test_file(nodeid), 0.0) + seconds
+    return per_file
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    per_file = _seconds_per_file(config)
+    # Slowest files first: xdist (--dist loadfile, Makefile) hands whole files to the next free worker, so
+    # the long ones start at once and the short ones fill in at the end (before any record: SLOW_PATHS first).
+    known = {f: seconds for f, seconds in per_file.items()}
+    items.sort(key=lambda item: -known.get(_test_file(item.nodeid), 1000.0 if item.nodeid.startswith(SLOW_PATHS)
+                                            else 0.0))
     if not config.getoption("fast"):
         return
-    cache = getattr(config, "cache", None)  # None with -p no:cacheprovider
-    recorded = cache.get(DURATIONS_KEY, None) if cache else None
-    if recorded:
-        per_file: dict[str, float] = {}
-        for nodeid, seconds in recorded.items():
-            per_file[_test_file(nodeid)] = per_file.get(_test_file(nodeid), 0.0) + seconds
+    if per_file:
         slow = {f for f, seconds in per_file.items() if seconds > FAST_FILE_BUDGET_S}
         is_slow = lambda item: _test_file(item.nodeid) in slow  # noqa: E731
     else:

@@ -68,8 +68,8 @@ def test_sigkill_leaves_no_child_and_the_resumed_build_matches_a_clean_one(tmp_p
     children = process.children(recursive=True)
     os.kill(cli.pid, signal.SIGKILL)
     cli.wait()
-    time.sleep(5)
-    survivors = [c.pid for c in children if _alive(c.pid)]
+    _, alive = psutil.wait_procs(children, timeout=60)  # each child sees its parent gone and exits
+    survivors = [c.pid for c in alive if _alive(c.pid)]
     for pid in survivors:  # do not leave them to the next test
         os.kill(pid, signal.SIGKILL)
     assert survivors == []
