@@ -27,22 +27,30 @@ def prefect_api():
 
 
 @pytest.fixture(scope="session")
-def sample_release(request, tmp_path_factory, prefect_api) -> Path:
+def run_folder(request, tmp_path_factory) -> Path:
+    """A folder of this test run that every parallel worker (pytest-xdist) sees: builds shared across workers
+    go there, each made by the first worker to ask under a file lock (``tests.tool_cache.locked``)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if hasattr(request.config, "workerinput") else base  # workers' folders sit side by side
+
+
+@pytest.fixture(scope="session")
+def sample_release(request, run_folder) -> Path:
     """The release of ``build_reasonvqa(sample_config(), out)``, built once per test run and shared.
 
-    Parallel workers share it too: the first to ask builds it under a file lock, the others wait and
-    reuse it. Read it only: a test that changes it (or its work folder ``sample_release.parents[1] / ".work"``)
-    copies ``sample_release.parents[1]`` to its own ``tmp_path`` first.
+    Parallel workers share it too: the first to ask builds it under a file lock (starting its Prefect API,
+    ``prefect_api``, only then), the others wait and reuse it. Read it only: a test that changes it (or its
+    work folder ``sample_release.parents[1] / ".work"``) copies ``sample_release.parents[1]`` to its own
+    ``tmp_path`` first.
     """
-    from reasonvqa.config import sample_config
-    from reasonvqa.flows.build_reasonvqa import build_reasonvqa
-
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if hasattr(request.config, "workerinput") else base  # one folder for this run's workers
-    built = shared / "sample-release.path"
-    with locked(shared / "sample-release.lock"):
+    built = run_folder / "sample-release.path"
+    with locked(run_folder / "sample-release.lock"):
         if not built.exists():
-            out = shared / "sample-release"
+            request.getfixturevalue("prefect_api")
+            from reasonvqa.config import sample_config
+            from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+
+            out = run_folder / "sample-release"
             built.write_text(str(build_reasonvqa(sample_config(), str(out))))
     return Path(built.read_text())
 
