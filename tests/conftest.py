@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.prefect_harness import prefect_environment
+from tests.prefect_harness import prefect_environment, reopen_prefect_consoles
 from tests.tool_cache import locked
 from tests.torchvision_cpu import prepare
 
@@ -47,6 +47,7 @@ def sample_release(request, run_folder) -> Path:
     with locked(run_folder / "sample-release.lock"):
         if not built.exists():
             request.getfixturevalue("prefect_api")
+            reopen_prefect_consoles()
             from reasonvqa.config import sample_config
             from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 
