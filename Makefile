@@ -4,8 +4,13 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The tools the tests run in their own environments (Label Studio, datumaro, nuscenes-devkit) and NLTK's
+# WordNet data, made once in $REASONVQA_TEST_CACHE (default ~/.cache/reasonvqa-tests): tests/prepare.py
+TEST_CACHE_STAMP := $(VENV)/.test-cache
+# pytest-xdist workers: one per core (`make test TEST_WORKERS=0` runs in one process)
+TEST_WORKERS ?= auto
 
-.PHONY: sample test install bench bench-release clean
+.PHONY: sample test test-fast install bench bench-release clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -13,22 +18,33 @@ $(STAMP): pyproject.toml setup.py
 	$(BIN)/pip install -q -e ".[test]"
 	touch $(STAMP)
 
-install: $(STAMP)
+$(TEST_CACHE_STAMP): $(STAMP) tests/tool_cache.py tests/knowledge/wordnet_data.py
+	$(BIN)/python -m tests.prepare
+	touch $(TEST_CACHE_STAMP)
+
+install: $(STAMP) $(TEST_CACHE_STAMP)
 
 sample: $(STAMP)
 	$(BIN)/reasonvqa build --sample --out out
 
-test: $(STAMP)
-	$(BIN)/python -m pytest
+# The whole suite on every core; the 15 slowest tests are listed at the end.
+test: install
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 
-# Full-size benchmarks take minutes each; results go in BENCHMARKS.md.
+# The edit loop (well under a minute): the suite without its slow files (tests/conftest.py, --fast).
+test-fast: install
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --fast --durations=5
+
+# Benchmarks take minutes each; benchmarks/README.md lists them and BENCHMARKS.md holds the figures.
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.bench_source_ingest
-	$(BIN)/python -m benchmarks.bench_sparql_batching --sizes 100,1000,5000
-	$(BIN)/python -m benchmarks.bench_question_generation
-	$(BIN)/python -m benchmarks.bench_balance_split
 	$(BIN)/python -m benchmarks.bench_release_floor
+	$(BIN)/python -m benchmarks.bench_question_generation
+	$(BIN)/python -m benchmarks.bench_sa1b_ingest
+	$(BIN)/python -m benchmarks.bench_sparql_batching --sizes 100,1000,5000
+	$(BIN)/python -m benchmarks.bench_proposals_nms
 	$(BIN)/python -m benchmarks.bench_verified_sandbox
+	$(BIN)/python -m benchmarks.bench_annotation_roundtrip
+	$(BIN)/python -m benchmarks.bench_end_to_end
 
 # The side-by-side table alone: I/O floor, polars rewrite and project (balance + split + write).
 bench-release: $(STAMP)

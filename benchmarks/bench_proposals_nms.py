@@ -12,7 +12,7 @@ classes in a 1024x768 image, scores uniform. Measured on one thread (``OMP_NUM_T
   numpy result (asserted);
 - torchvision ``ops.nms`` on its own compiled CPU kernel: next to a CPU torch the CUDA
   torchvision build of this machine needs the test suite's stub CUDA libraries
-  (tests/torchvision_cpu.py); where even that fails the column says so. Its result must equal
+  (reasonvqa/torchvision_cpu.py); where even that fails the column says so. Its result must equal
   ``nms`` (asserted).
 
 Times are medians of CPU time over ``--repeat`` runs (the loop: fewer runs at large sizes).
@@ -87,7 +87,7 @@ def torchvision_nms():
         import torch
 
         torch.set_num_threads(1)
-        from tests.torchvision_cpu import prepare, real_ops_loaded
+        from reasonvqa.torchvision_cpu import prepare, real_ops_loaded
 
         prepare()
         if not real_ops_loaded():

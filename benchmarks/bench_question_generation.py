@@ -1,10 +1,11 @@
 """Benchmark: templated question generation at ReasonVQA scale (about 600K images, 4M questions).
 
-Writes a synthetic build into benchmarks/_tmp/questions/ (images, objects, relations, entity
-links, facts as Parquet, in the record model): 450K landmark photos of 150K landmarks and 150K
+Writes a synthetic build (reasonvqa/synthetic_build.py) into benchmarks/_tmp/questions/ (images, objects,
+relations, entity links, facts as Parquet, in the record model): 450K landmark photos of 150K landmarks and 150K
 Visual Genome-like scenes of 20 objects over 2,000 concept items, with countries, cities and
 people reached at hops 2-3. Fact densities are chosen so that the candidates come to about
-ReasonVQA's size. Then, each in a fresh subprocess so that peak RSS is its own:
+ReasonVQA's size. Then, each in a fresh interpreter measured by benchmarks/measure.py (wall, CPU and
+the peak RSS of its process tree):
 
 * ``vectorized`` (the generation code alone): ``build_index`` once, then ``generate_questions`` over
   in-memory shards of ``--shard-size`` images (no Parquet, no Prefect), in ``--workers`` spawned
@@ -17,214 +18,33 @@ ReasonVQA's size. Then, each in a fresh subprocess so that peak RSS is its own:
   loops, ``random.Random`` per question) over the first ``--baseline-images`` images; its fact
   indexing is timed in full and its per-image time is scaled to all images.
 
-Reports questions per second, total seconds, peak RSS, and the ratio to the baseline.
+Reports questions per second, total seconds, peak RSS, the ratio to the baseline and the load average.
+A/B of the vectorized run against another checkout: ``python -m benchmarks.measure --baseline CHECKOUT --
+python -m benchmarks.bench_question_generation --mode vectorized --scale 0.05`` (after one default run made the data).
 Run: ``python -m benchmarks.bench_question_generation`` (``--scale 0.05`` for a quick run);
-``--mode workers --repeat 3``: 1 process vs ``--workers`` processes alternating, outputs asserted
+``--mode workers --repeats 3``: 1 process vs ``--workers`` processes alternating, outputs asserted
 identical (sha256 of every shard's question rows).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
 import random
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from benchmarks import measure
+from reasonvqa.synthetic_build import load_synthetic, make_synthetic
+
 TMP = Path(__file__).resolve().parent / "_tmp" / "questions"
-TABLES = ("images", "objects", "relations", "links", "facts")
-
-CONTINENTS = ["Africa", "Antarctica", "Asia", "Europe", "North America", "South America", "Oceania"]
-PREDICATES = ["on", "has", "wearing", "next to", "holding", "in", "behind", "parked on", "near", "of", "in front of",
-              "above", "under", "holds", "sitting on", "standing on", "beside", "along", "covering", "with"]
-
-
-def make_synthetic(folder: Path, scale: float = 1.0, seed: int = 0) -> None:
-    """Write the synthetic tables (skipped when they exist for this scale)."""
-    marker = folder / f"done-{scale}"
-    if marker.exists():
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("done-*"):
-        old.unlink()
-    rng = np.random.default_rng(seed)
-    n_country, n_city, n_person = 200, 20_000, 20_000
-    n_landmark, n_concept = int(150_000 * scale), 2_000
-    n_gld, n_vg = int(450_000 * scale), int(150_000 * scale)
-    country = [f"Q{1_000_000 + i}" for i in range(n_country)]
-    city = [f"Q{2_000_000 + i}" for i in range(n_city)]
-    person = [f"Q{3_000_000 + i}" for i in range(n_person)]
-    landmark = [f"Q{4_000_000 + i}" for i in range(n_landmark)]
-    concept = [f"Q{5_000_000 + i}" for i in range(n_concept)]
-    facts = _Facts(rng)
-
-    # hop 1: landmarks
-    classes = [f"landmark class {i}" for i in range(60)]
-    facts.item(landmark, "P31", rng.integers(0, 60, n_landmark), [f"Q{6_000_000 + i}" for i in range(60)], classes, 1)
-    some = rng.random(n_landmark) < 0.2  # a second, vague instance-of
-    facts.item(np.array(landmark)[some], "P31", np.zeros(some.sum(), int), ["Q570116"], ["tourist attraction"], 1)
-    facts.item(landmark, "P17", rng.integers(0, n_country, n_landmark), country, _labels("Country", n_country), 1)
-    facts.item_share(landmark, 0.1, "P131", n_city, city, _labels("City", n_city), 1)
-    facts.time_share(landmark, 0.35, "P571", 1000, 2020, 9, 1)
-    facts.quantity_share(landmark, 0.2, "P2048", 5, 400, "Q11573", "metre", 1)
-    facts.item_share(landmark, 0.1, "P84", n_person, person, _labels("Person", n_person), 1)
-    materials = _labels("Material", 30)
-    mat_ids = [f"Q{7_000_000 + i}" for i in range(30)]
-    facts.item_share(landmark, 0.1, "P186", 30, mat_ids, materials, 1, second=0.3)
-    # hop 1: Visual Genome concepts
-    supers = [f"Q{6_100_000 + i}" for i in range(150)]
-    facts.item(concept, "P279", rng.integers(0, 150, n_concept), supers, _labels("kind", 150), 1)
-    facts.item_share(concept, 0.03, "P61", n_person, person, _labels("Person", n_person), 1)
-    facts.time_share(concept, 0.05, "P575", 1500, 2000, 9, 1)
-    facts.item_share(concept, 0.1, "P186", 30, mat_ids, materials, 1, second=0.3)
-    facts.quantity_share(concept, 0.1, "P2067", 1, 5000, "Q11570", "kilogram", 1)
-    # hops 2-3: countries, cities, people
-    facts.item(country, "P36", np.arange(n_country), city, _labels("City", n_city), 2)
-    facts.item(country, "P30", rng.integers(0, 7, n_country), [f"Q{8_000_000 + i}" for i in range(7)], CONTINENTS, 2)
-    facts.item_share(country, 0.5, "P38", 60, [f"Q{8_100_000 + i}" for i in range(60)], _labels("Currency", 60), 2)
-    # populations carry their P585 point in time, as Wikidata's do (a time-varying property needs it)
-    facts.quantity_share(country, 1.0, "P1082", 100_000, 300_000_000, None, None, 2, "+2020-01-01T00:00:00Z")
-    facts.item(city, "P17", np.arange(n_city) % n_country, country, _labels("Country", n_country), 3)
-    facts.quantity_share(city, 1.0, "P1082", 1_000, 10_000_000, None, None, 3, "+2020-01-01T00:00:00Z")
-    facts.time_share(person, 1.0, "P569", 1700, 1990, 11, 2)
-    facts.item(person, "P27", rng.integers(0, n_country, n_person), country, _labels("Country", n_country), 2)
-    facts.item_share(person, 0.5, "P19", n_city, city, _labels("City", n_city), 2)
-    # typing facts that template subject types check (classes as in templates/classes.yaml; chains at hop 4)
-    facts.item(country, "P31", np.zeros(n_country, int), ["Q6256"], ["country"], 2)
-    facts.item(city, "P31", np.zeros(n_city, int), ["Q515"], ["city"], 3)
-    facts.item(person, "P31", np.zeros(n_person, int), ["Q5"], ["human"], 2)
-    landmark_classes = [f"Q{6_000_000 + i}" for i in range(60)]
-    facts.item(landmark_classes, "P279", np.arange(60) % 3, ["Q41176", "Q12518", "Q8502"], ["building", "tower", "mountain"], 4)
-    facts.item(supers, "P279", np.zeros(150, int), ["Q223557"], ["physical object"], 4)
-    pq.write_table(facts.table(), folder / "facts.parquet")
-
-    # images, objects, relations, links
-    gld_ids = [f"gldv2:{i:016x}" for i in range(n_gld)]
-    vg_ids = [f"vg:{i + 1}" for i in range(n_vg)]
-    images = pl.DataFrame({"image_id": gld_ids + vg_ids, "source": ["gldv2"] * n_gld + ["vg"] * n_vg})
-    per = 20
-    obj_image = np.repeat(np.arange(n_vg), per)
-    obj_concept = np.minimum(rng.zipf(1.3, n_vg * per) - 1, n_concept - 1)
-    vg_objects = pl.DataFrame({"img": obj_image, "concept": obj_concept, "n": np.arange(n_vg * per)}).with_columns(
-        image_id=pl.format("vg:{}", pl.col("img") + 1), object_id=pl.format("vg:{}/o{}", pl.col("img") + 1, pl.col("n")),
-        label=pl.format("obj {}", pl.col("concept")),
-    )
-    gld_objects = pl.DataFrame({"image_id": gld_ids}).with_columns(
-        object_id=pl.col("image_id") + "/o0", label=pl.lit("landmark photo")
-    )
-    objects = pl.concat([gld_objects.select("object_id", "image_id", "label"), vg_objects.select("object_id", "image_id", "label")])
-    linked = vg_objects.filter(pl.col("concept") < int(n_concept * 0.7))
-    links = pl.concat([
-        gld_objects.select("object_id", "image_id", qid=pl.Series([landmark[i % n_landmark] for i in range(n_gld)]),
-                           method=pl.lit("commons:p373"), synset=pl.lit(None, pl.String)),
-        linked.select("object_id", "image_id", qid=pl.format("Q{}", pl.col("concept") + 5_000_000),
-                      method=pl.lit("wordnet:p8814"), synset=pl.format("thing{}.n.01", pl.col("concept"))),
-    ])
-    n_rel = 6
-    rel_image = np.repeat(np.arange(n_vg), n_rel)
-    subj = rel_image * per + rng.integers(0, per, n_vg * n_rel)
-    obj = rel_image * per + rng.integers(0, per, n_vg * n_rel)
-    relations = pl.DataFrame({"img": rel_image, "s": subj, "o": obj, "k": np.arange(n_vg * n_rel),
-                              "predicate": np.array(PREDICATES)[rng.integers(0, len(PREDICATES), n_vg * n_rel)],
-                              "oc": obj_concept[obj]}).select(
-        relation_id=pl.format("vg:{}/r{}", pl.col("img") + 1, pl.col("k")), image_id=pl.format("vg:{}", pl.col("img") + 1),
-        subject_id=pl.format("vg:{}/o{}", pl.col("img") + 1, pl.col("s")),
-        object_id=pl.format("vg:{}/o{}", pl.col("img") + 1, pl.col("o")), predicate="predicate",
-        object_label=pl.format("obj {}", pl.col("oc")),
-    )
-    for name, df in (("images", images), ("objects", objects), ("relations", relations), ("links", links)):
-        df.sort("image_id").write_parquet(folder / f"{name}.parquet")
-    marker.write_text("")
-
-
-def _labels(prefix: str, n: int) -> list[str]:
-    return [f"{prefix} {i}" for i in range(n)]
-
-
-class _Facts:
-    """Accumulates fact columns (schemas.FACTS) for the synthetic knowledge."""
-
-    def __init__(self, rng):
-        self.rng, self.parts = rng, []
-
-    def _add(self, subjects, pid, hop, **cols):
-        n = len(subjects)
-        base = {"subject_qid": list(subjects), "subject_label": [None] * n, "property_id": [pid] * n, "hop": [hop] * n,
-                "rank": ["normal"] * n}
-        self.parts.append(pl.DataFrame({**base, **cols}, strict=False))
-
-    def item(self, subjects, pid, idx, qids, labels, hop):
-        qids, labels = np.array(qids), np.array(labels)
-        self._add(subjects, pid, hop, value_type=["item"] * len(subjects), value_qid=qids[idx].tolist(),
-                  value_label=labels[idx].tolist())
-
-    def item_share(self, subjects, share, pid, n_values, qids, labels, hop, second=0.0):
-        subjects = np.array(subjects)
-        chosen = subjects[self.rng.random(len(subjects)) < share]
-        self.item(chosen, pid, self.rng.integers(0, n_values, len(chosen)), qids, labels, hop)
-        twice = chosen[self.rng.random(len(chosen)) < second]
-        self.item(twice, pid, self.rng.integers(0, n_values, len(twice)), qids, labels, hop)
-
-    def time_share(self, subjects, share, pid, lo, hi, precision, hop):
-        subjects = np.array(subjects)
-        chosen = subjects[self.rng.random(len(subjects)) < share]
-        years = self.rng.integers(lo, hi, len(chosen))
-        if precision == 9:
-            times = [f"+{y:04d}-00-00T00:00:00Z" for y in years]
-        else:
-            days = self.rng.integers(1, 29, len(chosen))
-            months = self.rng.integers(1, 13, len(chosen))
-            times = [f"+{y:04d}-{m:02d}-{d:02d}T00:00:00Z" for y, m, d in zip(years, months, days)]
-        self._add(chosen, pid, hop, value_type=["time"] * len(chosen), time=times, precision=[precision] * len(chosen))
-
-    def quantity_share(self, subjects, share, pid, lo, hi, unit, unit_label, hop, point_in_time=None):
-        subjects = np.array(subjects)
-        chosen = subjects[self.rng.random(len(subjects)) < share]
-        amounts = np.round(self.rng.uniform(lo, hi, len(chosen)), 1 if hi < 10_000 else 0)
-        self._add(chosen, pid, hop, value_type=["quantity"] * len(chosen), amount=amounts.tolist(),
-                  unit_qid=[unit] * len(chosen), unit_label=[unit_label] * len(chosen),
-                  point_in_time=[point_in_time] * len(chosen))
-
-    def table(self) -> pa.Table:
-        from reasonvqa import schemas
-
-        return _with_schema(pl.concat(self.parts, how="diagonal_relaxed").to_arrow(), schemas.FACTS)
-
-
-def _with_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Add the schema's missing columns as nulls and cast to it."""
-    from reasonvqa import schemas
-
-    for f in schema:
-        if f.name not in table.column_names:
-            table = table.append_column(f.name, pa.nulls(table.num_rows, f.type))
-    return schemas.conform(table, schema)
-
-
-def _load(folder: Path) -> dict[str, pa.Table]:
-    from reasonvqa import schemas
-
-    tables = {name: pq.read_table(folder / f"{name}.parquet") for name in TABLES}
-    for name, schema in (("images", schemas.IMAGES), ("objects", schemas.OBJECTS), ("relations", schemas.RELATIONS),
-                         ("links", schemas.ENTITY_LINKS)):
-        tables[name] = _with_schema(tables[name], schema)
-    return tables
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def _rss_mb() -> float:
     """Current resident set size (VmRSS) in MB."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -266,7 +86,7 @@ def _load_shared(folder: Path, shard_size: int) -> float:
     from reasonvqa.tasks.questions.config import QuestionConfig
     from reasonvqa.tasks.questions.index import build_index
 
-    tables = _load(folder)
+    tables = load_synthetic(folder)
     bank, config = load_bank(), QuestionConfig()
     start = time.perf_counter()
     index = build_index(tables["facts"], bank, config)
@@ -307,7 +127,7 @@ def run_vectorized(folder: Path, shard_size: int, workers: int = 1) -> dict:
     return {"images": n_images, "facts": n_facts, "candidates": candidates, "questions": questions,
             "rejected": rejected, "index_s": index_s and round(index_s, 2), "total_s": round(total, 2), "workers": workers,
             "cpu_s": round(time.process_time() - cpu0 + children.ru_utime + children.ru_stime, 2),
-            "peak_rss_mb": round(_peak_rss_mb()), "largest_worker_peak_rss_mb": round(children.ru_maxrss / 1024),
+            "own_peak_rss_mb": round(measure.own_peak_mb()),
             "rss_after_loading_inputs_mb": loaded_rss and round(loaded_rss),
             "output_sha256": hashlib.sha256("".join(r[3] for r in results).encode()).hexdigest()}
 
@@ -323,7 +143,7 @@ def write_flow_layout(folder: Path, shard_size: int) -> tuple[list, Path]:
     n_images = pq.ParquetFile(folder / "images.parquet").metadata.num_rows
     shards = [SourceShard(n, "synthetic", 0, n, source_dir) for n in range(-(-n_images // shard_size))]
     if not (root / "done").exists():
-        tables = _load(folder)
+        tables = load_synthetic(folder)
         image_ids = tables["images"]["image_id"].to_numpy(zero_copy_only=False)
         keys = {name: tables[name]["image_id"].to_numpy(zero_copy_only=False) for name in ("objects", "relations", "links")}
         for shard in shards:
@@ -380,7 +200,7 @@ def run_flow(folder: Path, shard_size: int) -> dict:
             "candidates": totals["rows_in"], "questions": totals["rows_out"], "rejected": sum(totals["rejected"].values()),
             "total_s": round(total, 2), "cpu_s": round(cpu, 2), "api_server_cpu_s_with_its_start": round(server_cpu, 2),
             "api_server_cpu_s_during_run": round(server_run_cpu, 2),
-            "peak_rss_mb": round(_peak_rss_mb()),
+            "own_peak_rss_mb": round(measure.own_peak_mb()),
             "question_modules_import_s_not_timed": round(import_s, 2), "load_average": os.getloadavg(), "output_sha256": digest.hexdigest()}
 
 
@@ -402,7 +222,7 @@ def run_baseline(folder: Path, n_images: int) -> dict:
     """The same steps, one question at a time in Python, over the first ``n_images`` images."""
     from reasonvqa.tasks.questions.bank import load_bank
 
-    tables = _load(folder)
+    tables = load_synthetic(folder)
     bank = load_bank()
     start = time.perf_counter()
     ref = _Reference(tables["facts"].to_pylist(), bank)
@@ -416,7 +236,7 @@ def run_baseline(folder: Path, n_images: int) -> dict:
     per_image = (time.perf_counter() - t1) / len(wanted)
     return {"images": len(wanted), "questions": made, "index_s": round(index_s, 2),
             "per_image_ms": round(per_image * 1000, 3), "est_total_s": round(index_s + per_image * images.num_rows, 1),
-            "est_questions": round(made / len(wanted) * images.num_rows), "peak_rss_mb": round(_peak_rss_mb())}
+            "est_questions": round(made / len(wanted) * images.num_rows), "own_peak_rss_mb": round(measure.own_peak_mb())}
 
 
 class _Reference:
@@ -510,8 +330,16 @@ class _Reference:
         return fact["value_label"], rng.sample(others, 3) if len(others) >= 3 else []
 
 
+def generated(mode: str, args, *options: str) -> dict:
+    """One run of ``mode`` in a fresh interpreter, measured by benchmarks/measure.py: the run's own figures
+    plus the wall and CPU seconds and the peak RSS of its process tree (``peak_rss_mb``)."""
+    run = measure.run_once([sys.executable, "-m", "benchmarks.bench_question_generation", "--mode", mode, "--scale",
+                            str(args.scale), "--shard-size", str(args.shard_size), *options], label=mode)
+    return {**run.result, "peak_rss_mb": round(run.peak_mb), "process_tree_cpu_s": run.cpu_s, "wall_s": run.wall_s}
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = measure.parser(__doc__.split("\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="share of the ReasonVQA-size image count")
     parser.add_argument("--shard-size", type=int, default=5000)
     parser.add_argument("--baseline-images", type=int, default=3000)
@@ -519,30 +347,27 @@ def main() -> None:
                         help="workers: the vectorized run with 1 and with --workers processes, alternating, and "
                              "their outputs compared (no baseline)")
     parser.add_argument("--workers", type=int, default=2, help="processes for the parallel vectorized run")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each (mode workers), medians reported")
     args = parser.parse_args()
     folder = TMP / f"scale-{args.scale}"
     if args.mode in ("vectorized", "baseline"):
         result = (run_vectorized(folder, args.shard_size, args.workers) if args.mode == "vectorized"
                   else run_baseline(folder, args.baseline_images))
-        print(json.dumps(result))
+        measure.child_result(result)
         return
     if args.mode == "workers":
         compare_workers(folder, args)
         return
     if args.mode == "flow":
         make_synthetic(folder, args.scale)
-        print(json.dumps(run_flow(folder, args.shard_size)))
+        print(json.dumps(run_flow(folder, args.shard_size)))  # one process: run it under benchmarks.measure
         return
     t0 = time.perf_counter()
     make_synthetic(folder, args.scale)
     print(f"synthetic data ready in {time.perf_counter() - t0:.1f} s: {folder}")
     results = {}
+    load_before = measure.load_average()
     for mode in ("vectorized", "baseline"):
-        cmd = [sys.executable, "-m", "benchmarks.bench_question_generation", "--mode", mode, "--scale", str(args.scale),
-               "--shard-size", str(args.shard_size), "--baseline-images", str(args.baseline_images)]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
-        results[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+        results[mode] = generated(mode, args, "--baseline-images", str(args.baseline_images))
         print(mode, results[mode])
     vec, base = results["vectorized"], results["baseline"]
     qps = vec["questions"] / vec["total_s"]
@@ -552,30 +377,29 @@ def main() -> None:
           f"({vec['rss_after_loading_inputs_mb']} MB after loading all input tables)")
     print(f"baseline (scaled from {base['images']} images): {base['est_total_s']} s ({base_qps:,.0f} questions/s), "
           f"peak RSS {base['peak_rss_mb']} MB; speed-up x{base['est_total_s'] / vec['total_s']:.1f}")
+    print(f"load average before {load_before}, after {measure.load_average()}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
 
 
 def compare_workers(folder: Path, args) -> None:
     """One process vs ``--workers`` processes over the same shards, alternating; outputs must be identical."""
-    import os
     import statistics
 
     make_synthetic(folder, args.scale)
-    print(f"load average before: {os.getloadavg()}", flush=True)
+    print(f"load average before: {measure.load_average()}", flush=True)
     runs: dict[int, list[dict]] = {1: [], args.workers: []}
-    for rep in range(args.repeat):
+    for rep in range(args.repeats):
         for workers in ((1, args.workers) if rep % 2 == 0 else (args.workers, 1)):
-            cmd = [sys.executable, "-m", "benchmarks.bench_question_generation", "--mode", "vectorized", "--scale",
-                   str(args.scale), "--shard-size", str(args.shard_size), "--workers", str(workers)]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
-            result = json.loads(out.stdout.strip().splitlines()[-1])
+            result = generated("vectorized", args, "--workers", str(workers))
             runs[workers].append(result)
             print(f"workers={workers}: {result['questions']:,} questions in {result['total_s']} s "
-                  f"({result['questions'] / result['total_s']:,.0f}/s), CPU {result['cpu_s']} s, peak RSS "
-                  f"{result['peak_rss_mb']} MB (largest worker {result['largest_worker_peak_rss_mb']} MB)", flush=True)
+                  f"({result['questions'] / result['total_s']:,.0f}/s), CPU {result['process_tree_cpu_s']} s, peak RSS "
+                  f"{result['peak_rss_mb']} MB (the process tree's)", flush=True)
     digests = {r["output_sha256"] for rs in runs.values() for r in rs}
     if len(digests) != 1:
         raise AssertionError("the parallel run's questions differ from the serial run's")
-    print(f"load average after: {os.getloadavg()}")
+    print(f"load average after: {measure.load_average()}")
     for workers, rs in runs.items():
         s = statistics.median(r["total_s"] for r in rs)
         print(f"workers={workers}: median {s:.1f} s, {rs[0]['questions'] / s:,.0f} questions/s")

@@ -1,11 +1,12 @@
 """Benchmark: balance + split + write of a question pool against the I/O floor and a polars rewrite.
 
-    python -m benchmarks.bench_release_floor [--sizes 420000,4200000] [--repeat 3]
+    python -m benchmarks.bench_release_floor [--sizes 420000,4200000] [--repeats 3]
                                              [--partitioned-sizes 420000,4200000,42000000]
+                                             [--baseline OTHER_CHECKOUT] [--json FILE]
 
-Per pool size (synthetic, tests/tasks/balance/synthetic.py; 1/7 as many images as questions,
+Per pool size (synthetic, reasonvqa/synthetic.py; 1/7 as many images as questions,
 180 property groups), each run a fresh interpreter, the four engines alternating, medians of
-``--repeat`` runs:
+``--repeats`` runs:
 
 * floor: ``pq.read_table`` of the pool + writing train, test and pool Parquet of the same row
   counts as the project's release (contiguous slices of the pool as read, so no sort and no
@@ -27,38 +28,50 @@ in memory, rows spilled per output file) once per ``--partitioned-sizes``; its r
 asserted byte-identical to the in-memory release of the same pool where both ran. Pools above
 4.2 M questions are written as chunks of 4.2 M (distinct images and ids) and never loaded whole.
 
-Peak memory is the worker's ``ru_maxrss`` plus that of its children (none here), read by the
-parent with ``os.wait4``. The table prints medians and ratios to the floor and to polars.
+With ``--baseline CHECKOUT`` (or an interpreter), the project engine of that checkout runs as a fifth
+engine, "project (baseline)", alternating with the others (the A/B of a change to the release step).
+
+Every run is measured by benchmarks/measure.py (fresh interpreter; wall, CPU and the process tree's
+peak RSS); the table prints medians with ratios to the floor and to polars, and the load average.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks._measure import sha256_files
-from benchmarks.bench_balance_split import pool_file
+from benchmarks import measure
 
 TMP = Path(__file__).resolve().parent / "_tmp" / "release_floor"
 ENGINES = ("project", "polars", "floor", "ordered floor")
+BASELINE = " (baseline)"  # the project engine of --baseline
 DIGESTS: dict[int, dict[str, str]] = {}  # questions -> the project release's file digests
 CHUNK = 4_200_000  # pools above this size are written as chunk files (never held whole in memory)
+
+
+def pool_file(questions: int, images: int, groups: int, seed: int = 0) -> Path:
+    """Write (once) a synthetic pool of this size as Parquet; return its path."""
+    import pyarrow.parquet as pq
+
+    from reasonvqa.synthetic import synthetic_pool
+
+    path = TMP / f"pool-{questions}-{images}-{groups}-{seed}.parquet"
+    if not path.exists():
+        TMP.mkdir(parents=True, exist_ok=True)
+        pq.write_table(synthetic_pool(questions, images, groups, seed=seed), path, compression="zstd")
+    return path
 
 
 def pool_files(questions: int, seed: int = 0) -> list[Path]:
     """The pool as Parquet: one file up to CHUNK questions, else chunks of CHUNK with distinct images and ids."""
     import pyarrow.parquet as pq
 
-    from tests.tasks.balance.synthetic import synthetic_pool
+    from reasonvqa.synthetic import synthetic_pool
 
     if questions <= CHUNK:
         return [pool_file(questions, max(questions // 7, 1), 180, seed)]
@@ -100,7 +113,7 @@ class Steps(dict):
         now = time.perf_counter()
         self[name] = round(now - self.last, 2)
         self.last = now
-        self.peaks[name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        self.peaks[name] = round(measure.own_peak_mb())
 
     def total(self) -> float:
         return time.perf_counter() - self.start
@@ -188,24 +201,17 @@ def stats_and_release(done, out: Path, steps: Steps) -> dict:
     return {"s": steps.total(), "steps": dict(steps), "peak_mb_after": steps.peaks, "counts": counts}
 
 
-def measured(engine: str, pool_path: Path | list[Path], out: Path, extra: list[str] = (), python: str = sys.executable,
-             cwd: Path | None = None) -> dict:
-    """Run one engine in a fresh interpreter (``python``, in the checkout ``cwd``: its own code and benchmark);
-    its JSON result plus its peak RSS (with children) and CPU seconds (user + system, all threads)."""
+def measured(engine: str, pool_path: Path | list[Path], out: Path, extra: list[str] = (),
+             where: measure.Side | None = None) -> dict:
+    """Run one engine in a fresh interpreter (``where``: another checkout's interpreter and code) with
+    benchmarks/measure.py; its JSON result plus the wall, CPU seconds and the peak RSS of its process tree."""
     shutil.rmtree(out, ignore_errors=True)
+    where = where or measure.side(None, engine)
     paths = pool_path if isinstance(pool_path, list) else [pool_path]
-    cmd = [python, "-m", "benchmarks.bench_release_floor", "--worker", engine, "--pool", *map(str, paths),
-           "--out", str(out), *extra]
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=cwd)
-    output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode:
-        raise RuntimeError(f"{engine} worker failed ({child.returncode})")
-    result = json.loads(output.strip().splitlines()[-1])
-    result["peak_rss_mb"] = round((usage.ru_maxrss + result.pop("children_rss_kb", 0)) / 1024)
-    result["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 2)
-    return result
+    run = measure.run_once([where.python, "-m", "benchmarks.bench_release_floor", "--child", "--worker",
+                            engine.removesuffix(BASELINE), "--pool", *map(str, paths), "--out", str(out), *extra],
+                           cwd=where.cwd, label=engine)
+    return {**run.result, "wall_s": run.wall_s, "peak_rss_mb": round(run.peak_mb), "cpu_s": run.cpu_s}
 
 
 def file_digests(folder: Path) -> dict[str, str]:
@@ -213,24 +219,25 @@ def file_digests(folder: Path) -> dict[str, str]:
     project release, of every file of its stats folder (stats JSON, bias report, plots)."""
     files = sorted(p for name in ("train", "test", "pool") for p in folder.rglob(f"{name}/part-*.parquet"))
     files += sorted(p for p in (folder / "stats").rglob("*") if p.is_file()) if (folder / "stats").is_dir() else []
-    return sha256_files(folder, files)
+    return measure.sha256_files(folder, files)
 
 
 def release_folder(engine: str, out: Path) -> Path:
-    return out / "bench" / "1.0.0" if engine == "project" else out
+    return out / "bench" / "1.0.0" if engine.startswith("project") else out
 
 
-def bench_size(questions: int, repeat: int) -> list[dict]:
+def bench_size(questions: int, repeat: int, baseline: measure.Side | None) -> list[dict]:
     path = pool_file(questions, max(questions // 7, 1), 180)
-    outs = {engine: TMP / f"out-{engine}" for engine in ENGINES}
-    runs: dict[str, list[dict]] = {engine: [] for engine in ENGINES}
+    engines = ENGINES + ((f"project{BASELINE}",) if baseline else ())
+    outs = {engine: TMP / f"out-{engine.replace(' ', '-')}" for engine in engines}
+    runs: dict[str, list[dict]] = {engine: [] for engine in engines}
     counts = None
     for rep in range(repeat):
-        k = rep % len(ENGINES)
-        order = ENGINES[k:] + ENGINES[:k] if rep else ENGINES  # first: project (counts for the floors)
+        k = rep % len(engines)
+        order = engines[k:] + engines[:k] if rep else engines  # first: project (counts for the floors)
         for engine in order:
             extra = ["--train", str(counts["train"]), "--test", str(counts["test"])] if "floor" in engine else []
-            result = measured(engine, path, outs[engine], extra)
+            result = measured(engine, path, outs[engine], extra, baseline if engine.endswith(BASELINE) else None)
             counts = counts or result["counts"]
             runs[engine].append(result)
             print(f"  {questions:>10,d} {engine:8s} run {rep + 1}: {result['s']:6.2f} s, {result['peak_rss_mb']:5d} MB "
@@ -247,10 +254,11 @@ def bench_size(questions: int, repeat: int) -> list[dict]:
     for out in outs.values():
         shutil.rmtree(out, ignore_errors=True)
     rows = []
-    for engine in ENGINES:
+    for engine in engines:
         row = {"questions": questions, "engine": engine, "s": statistics.median(r["s"] for r in runs[engine]),
+               "cpu_s": statistics.median(r["cpu_s"] for r in runs[engine]),
                "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs[engine]), "runs": runs[engine]}
-        if engine == "project":
+        if engine.startswith("project"):
             row["s_without_stats"] = statistics.median(r["s"] - r["steps"]["stats"] for r in runs[engine])
         rows.append(row)
     return rows
@@ -290,9 +298,8 @@ def print_table(rows: list[dict]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = measure.parser(__doc__)
     parser.add_argument("--sizes", default="420000,4200000")
-    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--partitioned-sizes", default="420000,4200000",
                         help="sizes for the partitioned (on-disk) path, one run each; add 42000000 for ReasonVQA x10")
     parser.add_argument("--worker", choices=(*ENGINES, "partitioned"), help=argparse.SUPPRESS)
@@ -309,19 +316,22 @@ def main() -> None:
             result = run_partitioned(args.pool, args.out)
         else:
             result = (run_polars if args.worker == "polars" else run_project)(args.pool[0], args.out)
-        result["children_rss_kb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        print(json.dumps(result))
+        measure.child_result(result)
         return
-    print(f"load average before: {os.getloadavg()}", flush=True)
+    load_before = measure.load_average()
+    print(f"load average before: {load_before}", flush=True)
+    baseline = measure.side(args.baseline, "baseline") if args.baseline else None
     rows = []
     for size in (int(s) for s in args.sizes.split(",") if s):
-        rows += bench_size(size, args.repeat)
+        rows += bench_size(size, args.repeats, baseline)
     for size in (int(s) for s in args.partitioned_sizes.split(",") if s):
         rows.append(bench_partitioned(size))
-    print(f"load average after: {os.getloadavg()}")
+    load_after = measure.load_average()
+    print(f"load average after: {load_after}")
     print_table(rows)
     TMP.mkdir(parents=True, exist_ok=True)
-    (TMP / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
+    result = json.dumps({"rows": rows, "load_before": load_before, "load_after": load_after}, indent=2) + "\n"
+    (args.json or TMP / "results.json").write_text(result)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """Benchmark: SA-1B tar shard ingest against the read floor (tar walk + JSON parse alone), one core.
 
-    python -m benchmarks.bench_sa1b_ingest [--size-mb 1024] [--annotations 100] [--repeat 2] [--compare CHECKOUT]
+    python -m benchmarks.bench_sa1b_ingest [--size-mb 1024] [--annotations 100] [--repeats 3] [--baseline CHECKOUT]
 
 Generates ``sa_000000.tar`` of ``--size-mb`` in benchmarks/_tmp/sa1b/ (git-ignored): images of
 2000x1500 whose JPEG is one real encoded noise picture (~0.5 MB) and whose JSON holds
 ``--annotations`` annotations cycled from the bundled real SA-1B excerpt (real COCO RLE
-strings, new ids). Then, each in a fresh single-threaded interpreter (peak RSS = its VmHWM),
+strings, new ids). Then, each in a fresh single-threaded interpreter run by benchmarks/measure.py
+(peak RSS: the high-water mark of its process tree; wall and CPU seconds timed inside the run),
 after one `cat` of the tar to warm the page cache (imports, including the pandas import that
 pyarrow makes on its first conversion of Python lists, are not timed):
 
@@ -20,28 +21,28 @@ pyarrow makes on its first conversion of Python lists, are not timed):
 * ``ingest``: ``Sa1bSource`` plan/read (safe member checks, JPEG header, validation, RLE area
   check with pycocotools, Arrow columns) + ``write_shard`` of images and regions as zstd Parquet;
 * ``ingest_no_area``: the same with ``verify_area: false`` (what the RLE area check costs);
-* with ``--compare CHECKOUT``: ``ingest`` and ``ingest_no_area`` of that checkout (its ``.venv``), each run
-  right after this one's in every repetition, so both see the same machine load.
+* with ``--baseline CHECKOUT``: ``ingest`` and ``ingest_no_area`` of that checkout (its ``.venv``), each run
+  beside this one's in every repetition (alternating), so both see the same machine load.
 
-Reports images/s, regions/s, CPU seconds, the ingest / floor time ratios and peak RSS.
+Reports the medians of images/s, regions/s, CPU seconds, the ingest / floor time ratios and peak RSS,
+and the load average.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._measure import peak_rss_mb
+from benchmarks import measure as harness
 
 TMP = Path(__file__).resolve().parent / "_tmp" / "sa1b"
 ONE_CORE_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "ARROW_NUM_THREADS": "1"}
@@ -150,9 +151,8 @@ def measure(kind: str, tar: Path) -> dict:
         counts = run_floor(tar, "orjson" if kind == "floor_orjson" else "json")
     else:
         counts = run_ingest(tar, verify_area=kind == "ingest")
-    usage = resource.getrusage(resource.RUSAGE_SELF)
     return {**counts, "wall_s": time.perf_counter() - start,
-            "cpu_s": time.process_time() - cpu + children_cpu_s() - child_cpu, "user_s": usage.ru_utime, "peak_rss_mb": peak_rss_mb()}
+            "cpu_s": time.process_time() - cpu + children_cpu_s() - child_cpu}
 
 
 def children_cpu_s() -> float:
@@ -160,15 +160,15 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def subprocess_measure(kind: str, tar: Path, checkout: Path | None = None) -> dict:
-    """``kind`` measured in a fresh interpreter; ``checkout``: in that checkout with its own ``.venv``."""
-    env = {**os.environ, **ONE_CORE_ENV}
-    python = str(checkout / ".venv" / "bin" / "python") if checkout else sys.executable
-    command = [python, "-m", "benchmarks.bench_sa1b_ingest", "--measure", kind, "--tar", str(tar)]
+def subprocess_measure(kind: str, tar: Path, where: harness.Side | None = None) -> dict:
+    """``kind`` in a fresh interpreter (``where``: another checkout's), on one core; its timed figures
+    plus the peak RSS of its process tree."""
+    where = where or harness.side(None, kind)
+    command = [where.python, "-m", "benchmarks.bench_sa1b_ingest", "--child", "--measure", kind, "--tar", str(tar)]
     if shutil.which("taskset"):
         command = ["taskset", "-c", "0", *command]
-    done = subprocess.run(command, check=True, capture_output=True, text=True, env=env, cwd=checkout)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    run = harness.run_once(command, cwd=where.cwd, env={**os.environ, **ONE_CORE_ENV}, label=kind)
+    return {**run.result, "peak_rss_mb": run.peak_mb}
 
 
 def gnu_tar(tar: Path) -> dict:
@@ -179,34 +179,36 @@ def gnu_tar(tar: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(__doc__)
     parser.add_argument("--size-mb", type=float, default=1024)
     parser.add_argument("--annotations", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--measure", choices=["floor", "floor_orjson", "floor_gnu_tar", "ingest", "ingest_no_area"])
     parser.add_argument("--tar", type=Path)
-    parser.add_argument("--compare", type=Path, help="another checkout (with its .venv) whose ingest is measured "
-                        "right after this one's in every repetition, e.g. the base commit of a change")
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(args.measure, args.tar)))
+        harness.child_result(measure(args.measure, args.tar))
         return
     tar = generate(args.size_mb, args.annotations)
     with open(tar, "rb") as handle:  # warm the page cache so every run reads from memory
         while handle.read(1 << 24):
             pass
     kinds = ("floor", "floor_orjson", "floor_gnu_tar", "ingest", "ingest_no_area")
-    compared = ("ingest", "ingest_no_area") if args.compare else ()
+    compared = ("ingest", "ingest_no_area") if args.baseline else ()
+    baseline = harness.side(args.baseline, "baseline") if args.baseline else None
     runs: dict[str, list[dict]] = {kind: [] for kind in (*kinds, *(f"compare_{k}" for k in compared), "gnu_tar")}
-    load = [os.getloadavg()]
-    for _ in range(args.repeat):
+    load = [harness.load_average()]
+    for repeat in range(args.repeats):
         runs["gnu_tar"].append(gnu_tar(tar))
         for kind in kinds:
+            first_baseline = kind in compared and repeat % 2 == 1  # A B, then B A
+            if first_baseline:
+                runs[f"compare_{kind}"].append(subprocess_measure(kind, tar, baseline))
             runs[kind].append(subprocess_measure(kind, tar))
-            if kind in compared:
-                runs[f"compare_{kind}"].append(subprocess_measure(kind, tar, args.compare))
-    load.append(os.getloadavg())
-    best = {k: min(v, key=lambda r: r.get("cpu_s", r["wall_s"])) for k, v in runs.items()}  # CPU: the machine is shared
+            if kind in compared and not first_baseline:
+                runs[f"compare_{kind}"].append(subprocess_measure(kind, tar, baseline))
+    load.append(harness.load_average())
+    best = {k: {m: statistics.median(r[m] for r in v) for m in v[0] if isinstance(v[0][m], (int, float))}
+            for k, v in runs.items()}  # the median of each figure
     floor, ingest = best["floor"], best["ingest"]
     report = {
         "tar_mb": round(tar.stat().st_size / 1e6, 1), "images": ingest["images"], "regions": ingest["regions"],
@@ -234,6 +236,8 @@ def main() -> None:
         "all_runs": runs,
     }
     print(json.dumps(report, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

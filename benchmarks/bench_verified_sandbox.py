@@ -187,7 +187,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # This machine pairs a CPU torch with torchvision's CUDA build: without this test-machine
     # workaround (FIELD_NOTES section 1) importing sentence-transformers fails outside pytest.
-    from tests.torchvision_cpu import prepare
+    from reasonvqa.torchvision_cpu import prepare
 
     prepare()
     from reasonvqa.tasks.verify.filters import Embedder

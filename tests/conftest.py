@@ -1,6 +1,148 @@
-"""Suite-wide test setup."""
+"""Suite-wide test setup and fixtures."""
 
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.prefect_harness import prefect_environment, reopen_prefect_consoles
+from tests.tool_cache import locked
 from tests.torchvision_cpu import prepare
 
 # Before anything imports torchvision, transformers or segment_anything (see tests/torchvision_cpu.py).
 prepare()
+
+
+@pytest.fixture(scope="session")
+def prefect_api():
+    """One temporary Prefect API (prefect_test_harness) for the session of this process (each xdist worker)."""
+    prefect_environment()
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):  # ~65 s on a loaded 2-core machine
+        yield
+
+
+@pytest.fixture(scope="session")
+def run_folder(request, tmp_path_factory) -> Path:
+    """A folder of this test run that every parallel worker (pytest-xdist) sees: builds shared across workers
+    go there, each made by the first worker to ask under a file lock (``tests.tool_cache.locked``)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if hasattr(request.config, "workerinput") else base  # workers' folders sit side by side
+
+
+@pytest.fixture(scope="session")
+def sample_release(request, run_folder) -> Path:
+    """The release of ``build_reasonvqa(sample_config(), out)``, built once per test run and shared.
+
+    Parallel workers share it too: the first to ask builds it under a file lock (starting its Prefect API,
+    ``prefect_api``, only then), the others wait and reuse it. Read it only: a test that changes it (or its
+    work folder ``sample_release.parents[1] / ".work"``) copies ``sample_release.parents[1]`` to its own
+    ``tmp_path`` first.
+    """
+    built = run_folder / "sample-release.path"
+    with locked(run_folder / "sample-release.lock"):
+        if not built.exists():
+            request.getfixturevalue("prefect_api")
+            reopen_prefect_consoles()
+            from reasonvqa.config import sample_config
+            from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+
+            out = run_folder / "sample-release"
+            built.write_text(str(build_reasonvqa(sample_config(), str(out))))
+    return Path(built.read_text())
+
+
+@pytest.fixture
+def hide_module(monkeypatch):
+    """``hide_module(name)``: for this test, ``import name`` (and its submodules) fails as if the package
+    were not installed, and fsspec forgets a file system class it already imported from it."""
+    def hide(name: str) -> None:
+        for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            monkeypatch.delitem(sys.modules, loaded)
+        monkeypatch.setitem(sys.modules, name, None)  # the import system raises ModuleNotFoundError on None
+        fsspec_registry = importlib.import_module("fsspec.registry")
+        for protocol, cls in list(fsspec_registry._registry.items()):
+            if cls.__module__ == name or cls.__module__.startswith(name + "."):
+                monkeypatch.delitem(fsspec_registry._registry, protocol)
+        with pytest.raises(ImportError):
+            importlib.import_module(name)
+
+    return hide
+
+
+# --- make test-fast: the suite without its slow files -------------------------------------------------------
+# Every run records each test's time (setup, call and teardown) in pytest's cache; `--fast` leaves out the
+# files whose tests took more than FAST_FILE_BUDGET_S together last time (a module fixture's build counts
+# once, in its file). Before any record exists it leaves out SLOW_PATHS, the slow parts measured once.
+DURATIONS_KEY = "reasonvqa/durations"
+FAST_FILE_BUDGET_S = 2.0
+SLOW_PATHS = ("tests/flows/", "tests/annotation_exports/test_labelstudio_server.py", "tests/test_packaging.py",
+              "tests/test_prefect_yaml.py", "tests/test_dockerfile.py")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fast", action="store_true",
+                     help="leave out the test files that took over %.0f s last run (make test-fast)" % FAST_FILE_BUDGET_S)
+
+
+def _test_file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _seconds_per_file(config) -> dict[str, float]:
+    """Each test file's recorded seconds (last run of each test), empty before any run."""
+    cache = getattr(config, "cache", None)  # None with -p no:cacheprovider
+    per_file: dict[str, float] = {}
+    for nodeid, seconds in (cache.get(DURATIONS_KEY, {}) if cache else {}).items():
+        per_file[_test_file(nodeid)] = per_file.get(_test_file(nodeid), 0.0) + seconds
+    return per_file
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    per_file = _seconds_per_file(config)
+    # Slowest files first: xdist (--dist loadfile, Makefile) hands whole files to the next free worker, so
+    # the long ones start at once and the short ones fill in at the end (before any record: SLOW_PATHS first).
+    known = {f: seconds for f, seconds in per_file.items()}
+    items.sort(key=lambda item: -known.get(_test_file(item.nodeid), 1000.0 if item.nodeid.startswith(SLOW_PATHS)
+                                            else 0.0))
+    if not config.getoption("fast"):
+        return
+    if per_file:
+        slow = {f for f, seconds in per_file.items() if seconds > FAST_FILE_BUDGET_S}
+        is_slow = lambda item: _test_file(item.nodeid) in slow  # noqa: E731
+    else:
+        is_slow = lambda item: item.nodeid.startswith(SLOW_PATHS)  # noqa: E731
+    left_out = [item for item in items if is_slow(item)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not is_slow(item)]
+
+
+class _DurationRecorder:
+    """Adds up each test's phases as reports arrive (in the xdist controller, from every worker)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report):
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) keeps the record
+        config.pluginmanager.register(_DurationRecorder(), "reasonvqa-durations")
+
+
+def pytest_sessionfinish(session):
+    recorder = session.config.pluginmanager.get_plugin("reasonvqa-durations")
+    cache = getattr(session.config, "cache", None)
+    if recorder is None or cache is None or not recorder.seconds:
+        return
+    merged = dict(cache.get(DURATIONS_KEY, {}))
+    merged.update({nodeid: round(seconds, 3) for nodeid, seconds in recorder.seconds.items()})
+    cache.set(DURATIONS_KEY, merged)

@@ -12,13 +12,10 @@ pytest.importorskip("torch")
 pytest.importorskip("groundingdino")
 pytest.importorskip("segment_anything")
 
-from reasonvqa.config import BuildConfig, sample_config  # noqa: E402
-from reasonvqa.flows.build_reasonvqa import build_reasonvqa  # noqa: E402
+from reasonvqa.config import BuildConfig  # noqa: E402
 from reasonvqa.paths import SAMPLE_DIR  # noqa: E402
 from reasonvqa.sources import parse_config  # noqa: E402
 from reasonvqa.tasks.release.verify import verify_release  # noqa: E402
-from tests.tasks.proposals.test_stage import tiny_proposals_config  # noqa: E402
-from tests.tasks.proposals.tiny_models import register_tiny_sam  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -45,12 +42,8 @@ def write_sample_images(root: Path) -> None:
         Image.fromarray(pixels).save(path)
 
 
-def test_sample_build_with_proposals_writes_regions_with_masks(tmp_path):
-    register_tiny_sam()
-    write_sample_images(tmp_path / "vg_images")
-    config = first_vg_images(sample_config())
-    config.proposals = tiny_proposals_config(tmp_path / "models", image_roots={"vg": tmp_path / "vg_images"})
-    release = Path(build_reasonvqa(config, str(tmp_path / "out")))
+def test_sample_build_with_proposals_writes_regions_with_masks(proposals_build):
+    _, release = proposals_build  # the sample with tiny_proposals_config over write_sample_images' pictures
     assert verify_release(release) == []
     manifest = json.loads((release / "manifest.json").read_text())
     regions = pq.read_table(release / "regions").to_pylist()

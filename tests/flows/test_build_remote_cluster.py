@@ -23,7 +23,7 @@ def files(release: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def remote(tmp_path_factory):
+def remote(tmp_path_factory, sample_release):
     import socket
 
     from distributed import Client, LocalCluster
@@ -33,7 +33,7 @@ def remote(tmp_path_factory):
     with s3_server("remote"), pytest.MonkeyPatch.context() as patch:
         patch.setenv(elsewhere.ENV, f"127.0.0.1:{port}")  # before the workers start: they inherit it
         patch.setattr(mirror, "free_port", lambda: port)  # the flow serves its mirror there
-        local = Path(build_reasonvqa(sample_config(), str(root / "local")))
+        local = sample_release
         with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
                           preload=[elsewhere.__name__]) as cluster, Client(cluster) as client:
             with socket.create_server(("127.0.0.1", port)):  # listening on this machine, unreachable from them

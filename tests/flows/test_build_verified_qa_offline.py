@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.integration,
 
 
 def test_vg_sample_through_a_local_llama_cpp_server(tmp_path):
-    from benchmarks.bench_verified_offline import offline_config
+    from reasonvqa.flows.verified_offline import offline_config
     from reasonvqa.flows.build_verified_qa import build_verified_qa
 
     with local_llm.LlamaServer(log=tmp_path / "server.log") as server:

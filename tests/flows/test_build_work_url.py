@@ -13,6 +13,7 @@ from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import PartitionConfig
 from tests.moto_s3 import forget_mirror, s3_filesystem, s3_server
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -42,10 +43,10 @@ def lose_shards(fs, root: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory):
+def builds(tmp_path_factory, sample_release):
     root = tmp_path_factory.mktemp("url-builds")
     with s3_server("builds"), pytest.MonkeyPatch.context() as patch:
-        local = Path(build_reasonvqa(sample_config(), str(root / "local")))
+        local = sample_release
         on_url = Path(build_reasonvqa(sample_config(), str(root / "url"), "s3://builds/work"))
         fs = s3_filesystem()
         before = shard_objects(fs, "builds/work")
@@ -75,7 +76,7 @@ def builds(tmp_path_factory):
             flow_only.setattr(workstore, "forget", markers_then_forget)
             dask = Path(on_dask(config, str(root / "dask"), "s3://builds/dask-work"))
         # the workers wrote every marker in mirrors of their own: the flow's process only asked the URL
-        local_work = next((root / "local" / ".work").iterdir())
+        local_work = next((local.parents[1] / ".work").iterdir())
         yield {"local": local, "local_work": local_work, "url": on_url, "again": again, "dask": dask, "before": before,
                "after": after, "rebuilt": rebuilt, "restored": restored, "mirrors_left": mirrors_left,
                "dask_objects": shard_objects(fs, "builds/dask-work"), "lease": fs.exists("builds/work/.lock"),
@@ -135,16 +136,26 @@ def test_each_build_mirror_is_removed_when_the_build_ends(builds):
     assert builds["mirrors_left"] == []
 
 
+def lost(still_held) -> bool:
+    """Whether the build's lease check (called between stages) says the lease is lost."""
+    from reasonvqa import lease
+
+    try:
+        still_held()
+    except lease.LeaseLost:
+        return True
+    return False
+
+
 def test_a_build_whose_lease_is_taken_over_fails_at_the_next_stage_boundary_naming_it(tmp_path, monkeypatch):
     import json
-    import time
 
     from reasonvqa import lease
     from reasonvqa.flows import build_reasonvqa as flow_module
 
     def stages(config, out_dir, work_dir, inputs, overwrite, as_of, still_held, recorded=None):
         s3_filesystem().pipe_file("lost/work/.lock", json.dumps({"owner": "thief:1:x", "ttl": 60}).encode())
-        time.sleep(1.5)  # the next renewal finds the other build's lease
+        until(lambda: lost(still_held), what="the next renewal finds the other build's lease")
         still_held()  # the check between two stages
         pytest.fail("the build went on after losing its lease")
 

@@ -1,4 +1,4 @@
-"""WordNet 3.0 -> 3.1: the bundled table (always), NLTK's readers (where the corpora are installed)."""
+"""WordNet 3.0 -> 3.1: the bundled table, and NLTK's readers over Debian's WordNet 3.0 and npm's 3.1 data."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.knowledge.wordnet import NltkWordNet, TableWordNet, canonical_name, load_wordnet, nltk_available, parse_name
+from tests.knowledge import wordnet_data
 
 # (name, WordNet 3.0 offset, WordNet 3.1 offset), as NLTK's WordNet 3.0 and the 3.1 database give them
 KNOWN = [
@@ -74,9 +75,30 @@ def test_auto_falls_back_to_the_table_without_corpora(monkeypatch, tmp_path):
     assert load_wordnet(KnowledgeConfig(wordnet_source="table")).source == "table"
 
 
-@pytest.mark.skipif(not nltk_available(), reason="NLTK wordnet (3.0) + wordnet31 corpora not installed")
-def test_nltk_sense_keys_agree_with_the_interlingual_index(table):
+@pytest.fixture
+def nltk_corpora(monkeypatch):
+    """NLTK reading the WordNet 3.0 (Debian) and 3.1 (npm) corpora of the test cache (tests/knowledge/wordnet_data.py),
+    through fresh corpus loaders: the suite's own ``nltk.corpus.wordnet`` stays unloaded, so builds with
+    ``wordnet_source: auto`` elsewhere in this process keep reading the bundled table."""
+    import nltk
+    import nltk.corpus
+    from nltk.corpus.reader import CorpusReader, WordNetCorpusReader
+    from nltk.corpus.util import LazyCorpusLoader
+
+    try:
+        folder = wordnet_data.prepare()
+    except wordnet_data.Unavailable as why:
+        pytest.skip(f"SKIPPED LOUDLY: {why}")
+    monkeypatch.setattr(nltk.data, "path", [str(folder)])
+    for name in ("wordnet", "wordnet31"):
+        omw = LazyCorpusLoader("omw-2.0", CorpusReader, r".*/wn-data-.*\.tab", encoding="utf8")
+        monkeypatch.setattr(nltk.corpus, name, LazyCorpusLoader(name, WordNetCorpusReader, omw))
+    assert nltk_available()
+
+
+def test_nltk_sense_keys_agree_with_the_interlingual_index(table, nltk_corpora):
     nltk_wordnet = NltkWordNet()
+    assert load_wordnet(KnowledgeConfig(wordnet_source="auto")).source == "nltk"
     for name, wn30, wn31 in KNOWN:
         info = nltk_wordnet.lookup(name)
         assert (info.wn30_offset, info.wn31_offset) == (wn30, wn31)

@@ -10,6 +10,12 @@ from reasonvqa import lease
 from reasonvqa.locks import LockHeldError
 from reasonvqa.storage import filesystem
 from tests.moto_s3 import s3_filesystem, s3_server
+from tests.waiting import until
+
+# ttls in seconds: a renewal comes every ttl / 3 and a waiter takes a lease left unchanged for a whole ttl,
+# so a renewing thread held up for a ttl on a loaded machine would rightly lose its lease. TTL is long
+# against such stalls; the tests wait on renewal counts, not on times.
+TTL = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +63,12 @@ def test_a_lease_is_released_when_the_build_raises(s3):
 
 def test_renewals_keep_a_waiting_build_out_for_many_ttls(s3):
     got = []
-    with lease.lease_lock("s3://leases/w3", "build work folder", ttl=0.6) as held:
-        waiter = other_build("s3://leases/w3", got, ttl=0.6)
-        time.sleep(2.5)  # four ttls: the waiter would have taken a lease that was not renewed
+    with lease.lease_lock("s3://leases/w3", "build work folder", ttl=TTL) as held:
+        waiter = other_build("s3://leases/w3", got, ttl=TTL)
+        # 7 renewals, 3 a ttl: over two ttls, after which the waiter would have taken a lease not renewed
+        until(lambda: content(held.key)["renewal"] >= 7, what="seven renewals")
         released = time.monotonic()
-        assert got == [] and content(held.key)["renewal"] >= 5
+        assert got == [] and waiter.is_alive()
         held.check()
     waiter.join(10)
     assert len(got) == 1 and got[0] >= released
@@ -79,11 +86,11 @@ def test_a_failed_renewal_is_retried_and_the_lease_kept(s3, monkeypatch):
 
     monkeypatch.setattr(fs, "pipe_file", flaky)
     got = []
-    with lease.lease_lock("s3://leases/w4", "build work folder", ttl=0.9) as held:
-        waiter = other_build("s3://leases/w4", got, ttl=0.9)
-        time.sleep(2.7)
+    with lease.lease_lock("s3://leases/w4", "build work folder", ttl=TTL) as held:
+        waiter = other_build("s3://leases/w4", got, ttl=TTL)
+        until(lambda: failures and content(held.key)["renewal"] >= 7, what="a failed renewal, then seven renewals")
         released = time.monotonic()
-        assert failures == ["leases/w4/.lock"] and got == []
+        assert failures == ["leases/w4/.lock"] and got == [] and waiter.is_alive()
         held.check()
     waiter.join(10)
     assert len(got) == 1 and got[0] >= released
@@ -95,7 +102,7 @@ def test_a_lease_taken_over_is_lost_and_the_build_fails_naming_it(s3):
                                               r"s3://leases/w5/.lock \(another build replaced or removed it\)"):
         with lease.lease_lock("s3://leases/w5", "build work folder", ttl=0.6, build="b5") as held:
             fs.pipe_file("leases/w5/.lock", json.dumps({"owner": "thief:1:x", "ttl": 60}).encode())
-            assert held.lost.wait(3)
+            assert held.lost.wait(60)  # set at the next renewal
             with pytest.raises(lease.LeaseLost):
                 held.check()  # what the flow calls between stages
     assert content("leases/w5/.lock")["owner"] == "thief:1:x"  # the other build's lease is left alone
@@ -105,7 +112,7 @@ def test_a_waiting_build_gets_the_lease_when_it_is_released(s3):
     told, got = [], []
     with lease.lease_lock("s3://leases/w6", "build work folder"):
         waiter = other_build("s3://leases/w6", got, on_wait=told.append)
-        time.sleep(0.5)
+        until(lambda: told, what="the waiter was told to wait")
         assert got == []
     waiter.join(10)
     assert len(got) == 1 and told and told[0].endswith("waiting for it to finish")
@@ -143,12 +150,12 @@ def test_a_backend_without_if_match_renews_by_reading_back(s3, monkeypatch):
     monkeypatch.setattr(lease, "IF_MATCH", ())
     fs = s3_filesystem()
     with pytest.raises(lease.LeaseLost, match="another build replaced or removed it"):
-        with lease.lease_lock("s3://leases/w9", "build work folder", ttl=0.6) as held:
-            time.sleep(1)
-            assert content(held.key)["renewal"] >= 2 and not held.lost.is_set()
+        with lease.lease_lock("s3://leases/w9", "build work folder", ttl=TTL) as held:
+            until(lambda: content(held.key)["renewal"] >= 2, what="two renewals")
+            assert not held.lost.is_set()
             # the other build keeps its lease, as a live one does: without If-Match a renewal that compared just
             # before one of its writes can overwrite that write once, but it reads the next one back
-            deadline = time.monotonic() + 3
+            deadline = time.monotonic() + 60  # bounds a hung test only
             while not held.lost.is_set() and time.monotonic() < deadline:
                 fs.pipe_file("leases/w9/.lock", json.dumps({"owner": "thief:1:x", "ttl": 60}).encode())
                 held.lost.wait(0.2)

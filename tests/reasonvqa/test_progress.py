@@ -6,9 +6,28 @@ from rich.console import Console
 from reasonvqa import progress
 
 
-def test_stage_is_a_no_op_without_bars():
+def test_stage_is_a_no_op_without_bars(capsys):
+    assert progress._active is None
     with progress.stage("link", 3) as advance:
-        advance(1)  # nothing shown, nothing raised
+        assert advance(1) is None and advance() is None
+    with progress.bars(enabled=False), progress.stage("link", 3) as advance:
+        assert progress._active is None  # bars turned off: still no Progress
+        advance(3)
+    assert capsys.readouterr() == ("", "")  # nothing shown on stdout or stderr
+
+
+def test_stage_advances_its_bar_when_bars_are_on(monkeypatch):
+    screen = io.StringIO()
+    monkeypatch.setattr(progress, "console", Console(file=screen, force_terminal=True, width=100))
+    with progress.bars():
+        shown = progress._active
+        assert shown is not None
+        with progress.stage("link", 3) as advance:
+            advance(2)
+            advance()
+        (task,) = shown.tasks
+        assert (task.description, task.total, task.completed) == ("link", 3, 3)
+    assert progress._active is None and "link" in screen.getvalue() and "3/3" in screen.getvalue()
 
 
 def test_summary_lists_stages_splits_and_the_knowledge_date(tmp_path):

@@ -1,9 +1,10 @@
 """Straightforward pure-Python balancing and splitting: the same algorithm, row by row.
 
-Used by the tests (it must give the same tables and reports as the vectorized engine in
-tasks/balance/balance.py and split.py) and by benchmarks/bench_balance_split.py as the baseline.
+Used by the tests: it must give the same tables and reports as the vectorized engine in
+tasks/balance/balance.py and split.py.
 Only the input read, the seeded keys (tasks/balance/keys.py) and the final row selection use
-numpy or pyarrow; every decision is plain Python.
+numpy or pyarrow; every decision is plain Python. The reports are written here field by field,
+not with the engine's ``balance_report``/``split_report``, so the tests check them independently.
 """
 
 from __future__ import annotations
@@ -28,12 +29,9 @@ from reasonvqa.tasks.balance.split import (
     MERGED_KIND,
     NONE_KIND,
     SplitResult,
-    category_name,
     check_images,
     check_split_input,
-    split_report,
 )
-from reasonvqa.tasks.balance.summary import balance_report
 
 
 def reference_balance(pool: pa.Table, config: BalanceConfig, seed: int) -> BalanceResult:
@@ -129,7 +127,7 @@ def reference_balance(pool: pa.Table, config: BalanceConfig, seed: int) -> Balan
     )
     images_before = {images[r] for r in valid}
     images_after = {images[r] for r in kept_rows}
-    report = balance_report(
+    report = _balance_report(
         before,
         _group_counts(kept_rows, props, answers),
         config,
@@ -219,7 +217,7 @@ def reference_split(questions: pa.Table, config: SplitConfig, seed: int) -> Spli
         totals[0 if is_train[image] else 1] += 1
         totals[2 if is_train[image] else 3] += questions_of[image]
     no_pool = [img for img in questions_of if initial[img] == none]
-    report = split_report(
+    report = _split_report(
         config,
         seed,
         questions=n,
@@ -236,7 +234,7 @@ def reference_split(questions: pa.Table, config: SplitConfig, seed: int) -> Spli
         [
             {
                 "image_id": image,
-                "category": category_name(label[image]),
+                "category": _category(label[image]),
                 "questions": questions_of[image],
                 "split": "train" if is_train[image] else "test",
             }
@@ -250,3 +248,133 @@ def reference_split(questions: pa.Table, config: SplitConfig, seed: int) -> Spli
         images=table,
         report=report,
     )
+
+
+def _entropy(counts: dict[str, int]) -> float:
+    total = sum(counts.values())
+    bits = sum(-(c / total) * math.log2(c / total) for c in sorted(counts.values()) if c > 0) if total else 0.0
+    return round(bits + 0.0, 6)
+
+
+def _top_share(counts: dict[str, int]) -> float | None:
+    total = sum(counts.values())
+    return round(max(counts.values()) / total, 6) if total else None
+
+
+def _violations(counts: dict[str, int], config: BalanceConfig) -> list[dict]:
+    """Top-k answers whose count exceeds head_tail_bound times the count of every answer ranked below."""
+    ranked = sorted(((a, c) for a, c in counts.items() if c > 0), key=lambda ac: (-ac[1], ac[0]))
+    out = []
+    for rank, (answer, count) in enumerate(ranked[: config.top_k]):
+        tail = sum(c for _, c in ranked[rank + 1:])
+        if tail > 0 and count > config.head_tail_bound * tail:
+            out.append({"answer": answer, "count": count, "tail": tail})
+    return out
+
+
+def _balance_report(before, after, config: BalanceConfig, seed: int, *, questions_in: int, invalid: Counter,
+                    rounds: list[dict], converged: bool, images_before: int, images_emptied: int) -> dict:
+    """The balancing report, field by field, without the engine's summary module."""
+    groups = {}
+    for prop in sorted(before):
+        b, a = before[prop], after.get(prop, {})
+        groups[prop] = {
+            "questions_before": sum(b.values()),
+            "questions_after": sum(a.values()),
+            "removed": sum(b.values()) - sum(a.values()),
+            "answers_before": len([c for c in b.values() if c]),
+            "answers_after": len([c for c in a.values() if c]),
+            "entropy_before": _entropy(b),
+            "entropy_after": _entropy(a),
+            "top_share_before": _top_share(b),
+            "top_share_after": _top_share(a),
+            "bound_violations": _violations(a, config),
+        }
+    kept = sum(g["questions_after"] for g in groups.values())
+    by_reason = Counter({k: v for k, v in invalid.items() if v})
+    for r in rounds:
+        by_reason.update(r["by_reason"])
+    single = [prop for prop, g in groups.items() if g["answers_before"] == 1]
+    warnings = []
+    if single:
+        more = " ..." if len(single) > 10 else ""
+        warnings.append(f"{len(single)} property group(s) have a single answer and cannot be balanced "
+                        f"(kept as they are): {', '.join(single[:10])}{more}")
+    if sum(invalid.values()):
+        listed = ", ".join(f"{k}={invalid[k]}" for k in sorted(invalid) if invalid[k])
+        warnings.append(f"removed invalid questions before balancing: {listed}")
+    if config.enabled and not converged:
+        warnings.append(f"balancing stopped after {len(rounds)} round(s) before reaching its fixed point")
+    if questions_in > 0 and kept == 0:
+        warnings.append("no question survived balancing")
+    valid = questions_in - sum(invalid.values())
+    return {
+        "seed": seed,
+        "config": config.model_dump(mode="json"),
+        "questions_in": questions_in,
+        "questions_kept": kept,
+        "questions_removed": questions_in - kept,
+        "removed_by_reason": {k: by_reason[k] for k in sorted(by_reason)},
+        "balanced_away_share": round(sum(r["removed"] for r in rounds) / valid, 6) if valid else 0.0,
+        "rounds": rounds,
+        "rounds_run": len(rounds),
+        "converged": converged,
+        "groups": groups,
+        "single_answer_groups": single,
+        "groups_with_bound_violations": [prop for prop, g in groups.items() if g["bound_violations"]],
+        "images_before": images_before,
+        "images_emptied": images_emptied,
+        "warnings": warnings,
+    }
+
+
+def _category(key: tuple) -> str:
+    kind, first, has_second, second = key
+    if kind == NONE_KIND:
+        return "<no pool answer>"
+    if kind == MERGED_KIND:
+        return "<merged>"
+    return f"{first} + {second}" if has_second else first
+
+
+def _split_report(config: SplitConfig, seed: int, *, questions: int, images: int, pool: list[tuple[str, int]],
+                  categories: dict[tuple, list[int]], categories_initial: int, merged_pair_to_single: int,
+                  merged_into_shared: int, no_pool_images: int, no_pool_questions: int) -> dict:
+    """The split report, field by field, without the engine's ``split_report``."""
+    train_images, test_images, train_q, test_q = (sum(v[i] for v in categories.values()) for i in range(4))
+    warnings = []
+    if questions and not pool:
+        warnings.append("no answer reaches pool_min_share: every image is in the '<no pool answer>' category")
+    if no_pool_images:
+        warnings.append(f"{no_pool_images} image(s) have no pool answer; they form the '<no pool answer>' category")
+    if questions and 0 in (train_q, test_q):
+        warnings.append(f"a split is empty (train={train_q}, test={test_q} questions): too few images to split")
+    if questions == 0:
+        warnings.append("no question to split")
+    biggest = sorted(categories, key=lambda k: (-sum(categories[k][:2]), k))[:20]
+    return {
+        "seed": seed,
+        "config": config.model_dump(mode="json"),
+        "questions": questions,
+        "images": images,
+        "pool_answers": [{"answer": a, "count": c, "share": round(c / questions, 6)} for a, c in pool],
+        "categories_initial": categories_initial,
+        "categories_final": len(categories),
+        "merged_pair_to_single_answer": merged_pair_to_single,
+        "merged_into_shared": merged_into_shared,
+        "images_without_pool_answer": {
+            "images": no_pool_images,
+            "questions": no_pool_questions,
+            "handling": "grouped into the category '<no pool answer>' (or '<merged>' if alone) and split like any other",
+        },
+        "train": {"images": train_images, "questions": train_q},
+        "test": {"images": test_images, "questions": test_q},
+        "train_share_images": round(train_images / images, 6) if images else None,
+        "train_share_questions": round(train_q / questions, 6) if questions else None,
+        "largest_categories": [
+            {"category": _category(k), "train_images": categories[k][0], "test_images": categories[k][1],
+             "train_questions": categories[k][2], "test_questions": categories[k][3]}
+            for k in biggest
+        ],
+        "warnings": warnings,
+    }

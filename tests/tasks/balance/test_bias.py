@@ -74,11 +74,11 @@ def test_choice_values_read_numbers_and_dates():
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
-    from benchmarks.bench_question_generation import _load, make_synthetic
+    from reasonvqa.synthetic_build import load_synthetic, make_synthetic
 
     folder = tmp_path_factory.mktemp("synthetic")
     make_synthetic(folder, scale=0.006)  # 2,700 landmark photos, 900 scenes
-    return _load(folder)
+    return load_synthetic(folder)
 
 
 def _release_bias(tables, distractors: str) -> dict:

@@ -71,7 +71,7 @@ sub_sentence_present = True
 
 
 # The released GroundingDINO-T sizes (groundingdino/config/GroundingDINO_SwinT_OGC.py), for GPU timings
-# of real-size models with random weights (benchmarks/bench_proposals_stage.py --full-size).
+# of real-size models with random weights (the removed benchmarks/bench_proposals_stage.py --full-size, in git history).
 FULL_SIZE_GDINO = {"enc_layers": 6, "dec_layers": 6, "dim_feedforward": 2048, "num_queries": 900,
                    "enc_n_points": 4, "dec_n_points": 4}
 

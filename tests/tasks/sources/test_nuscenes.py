@@ -1,8 +1,6 @@
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +13,11 @@ from reasonvqa.tasks.sources.nuscenes import NuScenesConfig, NuScenesSource
 
 from tests.tasks.sources.conftest import rejects_by_reason, rows
 from tests.tasks.sources.source_runner import run_source, table_counts
+from tests.tool_cache import NUSCENES_DEVKIT, tool_python
 
 SAMPLE = SAMPLE_DIR / "nuscenes"  # Lyft Level 5 tables in the nuScenes format (join-consistent)
 V10_EXCERPT = Path(__file__).parent / "data" / "nuscenes_v1.0_excerpt"  # real v1.0-mini rows, not join-consistent
-DEVKIT = "nuscenes-devkit==1.2.0"
+DEVKIT = NUSCENES_DEVKIT
 
 
 def config(path, **options) -> NuScenesConfig:
@@ -82,22 +81,9 @@ def test_sample_tables_give_camera_keyframes_with_projected_regions(tmp_path):
     assert stats[0]["rows_in"] == 7 + 4 and stats[0]["rows_in"] == stats[0]["rows_out"] + sum(stats[0]["rejected"].values())
 
 
-def _venv_python(folder: Path) -> Path:
-    return folder / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-
-
 def devkit_python() -> Path:
-    """A virtual environment with nuscenes-devkit, made once and kept in a cache folder across runs."""
-    cache = Path(os.environ.get("REASONVQA_TEST_CACHE", Path.home() / ".cache" / "reasonvqa-tests"))
-    folder = cache / "nuscenes-devkit-1.2.0"
-    python = _venv_python(folder)
-    marker = folder / ".installed"
-    if not marker.exists():
-        shutil.rmtree(folder, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", DEVKIT], check=True, timeout=1200)
-        marker.write_text(DEVKIT)
-    return python
+    """A virtual environment with nuscenes-devkit, made once and kept in the test cache (tests/tool_cache.py)."""
+    return tool_python(DEVKIT, timeout=1200)
 
 
 def add_boxes_around_the_car(root: Path, count: int = 300) -> None:

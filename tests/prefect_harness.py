@@ -1,0 +1,30 @@
+"""The Prefect settings every test process uses (tests/conftest.py's ``prefect_api``, tests/flows/conftest.py)."""
+
+import os
+import tempfile
+
+
+def prefect_environment() -> None:
+    """A private PREFECT_HOME, quiet logs, no analytics (call before Prefect reads its settings)."""
+    os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="prefect-home-"))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def reopen_prefect_consoles() -> None:
+    """Point Prefect's console log handlers whose stream was closed at the current ``sys.stderr``.
+
+    A handler binds the stream that was ``sys.stderr`` when Prefect set up logging; when that happened inside
+    an earlier test's captured or CliRunner stream, a flow run later in the same worker fails writing its
+    first log line ("I/O operation on closed file")."""
+    import logging
+    import sys
+
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    loggers = [logging.getLogger()] + [logger for logger in logging.Logger.manager.loggerDict.values()
+                                       if isinstance(logger, logging.Logger)]
+    for handler in {h for logger in loggers for h in logger.handlers if isinstance(h, PrefectConsoleHandler)}:
+        if getattr(handler.stream, "closed", False):
+            handler.stream = sys.stderr  # not setStream: it flushes the closed stream first
+            handler.console.file = sys.stderr
