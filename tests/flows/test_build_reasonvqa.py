@@ -144,8 +144,10 @@ def test_every_shard_of_every_stage_adds_up(two_builds):
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["counts"]["train"] + manifest["counts"]["test"] <= manifest["counts"]["pool"]
     assert set(manifest["inputs"]) == {"source:vg", "source:gldv2", "source:sa1b", "source:nuscenes", "knowledge",
-                                       "knowledge_date", "grounded_rules"}
+                                       "knowledge_date", "knowledge_content", "grounded_rules"}
     assert manifest["inputs"]["knowledge_date"] == "2021-05-26"  # the bundled entities' newest `modified`
+    # the mirror's facts are named by its snapshot id, the undated input the content hash keeps
+    assert manifest["inputs"]["knowledge_content"] == manifest["inputs"]["knowledge"]
 
 
 def test_task_runs_are_named_by_stage_and_shard(two_builds):

@@ -143,7 +143,8 @@ def test_a_build_reads_every_unit_of_the_toy_source(mixed_build):
     release, work = mixed_build
     assert verify_release(release) == []
     manifest = json.loads((release / "manifest.json").read_text())
-    assert set(manifest["inputs"]) == {"source:vg", "source:toy", "knowledge", "knowledge_date", "grounded_rules"}
+    assert set(manifest["inputs"]) == {"source:vg", "source:toy", "knowledge", "knowledge_date", "knowledge_content",
+                                       "grounded_rules"}
     # VG: its first 5 images in shards of 2 -> 3 shards; toy: a.jsonl -> 2 shards (3 lines), b.jsonl -> 1 shard
     shards = json.loads((work / "shards.json").read_text())
     assert [(s["number"], s["source"], s["unit"], s["shard"]) for s in shards] == [

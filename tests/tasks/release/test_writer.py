@@ -165,3 +165,27 @@ def test_a_staging_folder_whose_writer_is_gone_is_removed_by_the_next_write(tmp_
     other.mkdir()
     _write(tmp_path, splits)
     assert sorted(p.name for p in (tmp_path / "demo").iterdir()) == sorted(["1.0.0", live.name, other.name])
+
+
+def test_the_content_hash_ignores_when_knowledge_was_fetched_but_not_what_it_holds():
+    """A refetch of the same facts on a later day changes the dated input and the knowledge/ table's fetched_on
+    (so its file digest), not the content hash; other facts (``knowledge_content``) or other files change it."""
+    from reasonvqa.tasks.release.writer import content_hash
+
+    def manifest(day: str, knowledge_file: str, facts: str, train: str = "aa") -> dict:
+        return {"schema_version": "2.1.0", "config_hash": "sha256:c0",
+                "inputs": {"source:vg": "sha256:v", "knowledge": f"endpoint:{day}", "knowledge_date": day,
+                           "knowledge_content": facts},
+                "files": {"README.md": {"sha256": day}, "knowledge/part-00000.parquet": {"sha256": knowledge_file},
+                          "train/part-00000.parquet": {"sha256": train}}}
+
+    first = content_hash(manifest("2026-03-01", "k1", "facts-sha256:f1"))
+    assert content_hash(manifest("2026-03-02", "k2", "facts-sha256:f1")) == first
+    assert content_hash(manifest("2026-03-02", "k2", "facts-sha256:f2")) != first
+    assert content_hash(manifest("2026-03-01", "k1", "facts-sha256:f1", train="bb")) != first
+    # a manifest without the undated input (written before it existed) keeps hashing its knowledge/ files
+    old = manifest("2026-03-01", "k1", "x")
+    del old["inputs"]["knowledge_content"]
+    changed = manifest("2026-03-01", "k2", "x")
+    del changed["inputs"]["knowledge_content"]
+    assert content_hash(old) != content_hash(changed)
