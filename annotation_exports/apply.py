@@ -24,8 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reasonvqa import schemas
-from reasonvqa.annotation_exports import masks
+from reasonvqa import masks, schemas
 from reasonvqa.annotation_exports.absence_review import review_bases
 from reasonvqa.annotation_exports.decisions import DecisionStore, effective_decisions
 from reasonvqa.tasks.release.verify_regions import GROUNDED_KINDS

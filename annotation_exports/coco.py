@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reasonvqa.annotation_exports import masks
+from reasonvqa import masks
 from reasonvqa.annotation_exports.batches import Batch
 from reasonvqa.annotation_exports.cvat import image_name
 

@@ -13,9 +13,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
-from pycocotools import mask as coco_mask
 
-from reasonvqa.annotation_exports import masks
+from reasonvqa import masks
 from reasonvqa.annotation_exports.batches import Batch, Item, safe_relative_path
 from reasonvqa.annotation_exports.decisions import DecisionStore, ImportReport, StoreError, normalize_time
 from reasonvqa.annotation_exports.importing import BadRecord, added_region_id, changed_geometry, decision, match_region
@@ -121,8 +120,7 @@ def _shape_geometry(shape: ET.Element, width: int, height: int) -> tuple[np.ndar
         points = [float(v) for pair in (shape.get("points") or "").split(";") for v in pair.split(",")]
         if len(points) < 6 or len(points) % 2:
             raise BadRecord("malformed_geometry", "a polygon needs at least three x,y points")
-        rle = coco_mask.merge(coco_mask.frPyObjects([points], height, width))
-        return coco_mask.decode(rle).astype(np.uint8), None
+        return masks.polygon_mask(points, height, width), None
     except masks.MaskError as exc:
         raise BadRecord("malformed_rle", str(exc)) from None
     except (TypeError, ValueError) as exc:

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from reasonvqa.annotation_exports import masks
+from reasonvqa import masks
 from reasonvqa.annotation_exports.batches import Batch, Item
 from reasonvqa.annotation_exports.decisions import DecisionStore, ImportReport, StoreError, decision_id, target_of
 from reasonvqa.tasks.sources.gc_pause import gc_paused
@@ -112,10 +112,20 @@ def match_region(batch: Batch, item: Item, mask: np.ndarray | None, box: list[fl
             iou = masks.rle_iou(rle, region["mask"]) if rle["size"] == list(region["mask"]["size"]) else 0.0
         else:
             theirs = box if box is not None else _mask_box(rle)
-            iou = masks.box_iou(theirs, region["box"]) if theirs and region["box"] else 0.0
+            iou = box_iou(theirs, region["box"]) if theirs and region["box"] else 0.0
         if iou >= best_iou:
             best, best_iou = region_id, iou
     return best
+
+
+def box_iou(a: list[float], b: list[float]) -> float:
+    """Intersection over union of two XYWH boxes."""
+    ax2, ay2, bx2, by2 = a[0] + a[2], a[1] + a[3], b[0] + b[2], b[1] + b[3]
+    iw = max(0.0, min(ax2, bx2) - max(a[0], b[0]))
+    ih = max(0.0, min(ay2, by2) - max(a[1], b[1]))
+    inter = iw * ih
+    union = a[2] * a[3] + b[2] * b[3] - inter
+    return inter / union if union > 0 else 0.0
 
 
 def _mask_box(rle: dict | None) -> list[float] | None:

@@ -19,7 +19,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from reasonvqa.annotation_exports import masks
+from reasonvqa import masks
 from reasonvqa.annotation_exports.batches import Batch, Item
 from reasonvqa.annotation_exports.decisions import DecisionStore, ImportReport, StoreError, normalize_time
 from reasonvqa.annotation_exports.importing import BadRecord, added_region_id, changed_geometry, decision, match_region

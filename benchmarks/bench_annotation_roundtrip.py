@@ -49,7 +49,7 @@ def make_stage(folder: Path, items: int, width: int, height: int) -> None:
     import numpy as np
 
     from reasonvqa import schemas
-    from reasonvqa.annotation_exports.masks import coco_area_and_box, coco_encode
+    from reasonvqa.masks import coco_area_and_box, coco_encode
     from reasonvqa.stage import write_parquet
 
     rng = np.random.default_rng(0)
@@ -81,7 +81,7 @@ def step(name: str, work: Path, items: int) -> dict:
     from reasonvqa.annotation_exports import coco, cvat, labelstudio  # noqa: F401 (imports are not timed)
     from reasonvqa.annotation_exports.apply import apply_decisions
     from reasonvqa.annotation_exports.decisions import DecisionStore
-    from reasonvqa.annotation_exports.masks import coco_decode, coco_encode
+    from reasonvqa.masks import coco_decode, coco_encode
     from reasonvqa.annotation_exports.roundtrip import export_batch, import_decisions
     from reasonvqa.annotation_exports.tables import read_source_tables
 
@@ -117,7 +117,7 @@ def annotate(work: Path, width: int, height: int) -> None:
 
     import numpy as np
 
-    from reasonvqa.annotation_exports.masks import cvat_encode, labelstudio_encode
+    from reasonvqa.masks import cvat_encode, labelstudio_encode
 
     rng = np.random.default_rng(1)
     tasks = json.loads((work / "batch-labelstudio" / "tasks.json").read_text())

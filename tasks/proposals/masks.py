@@ -1,4 +1,5 @@
-"""SAM-family masks for boxes: one image embedding per image, box prompts in batches, COCO RLE out.
+"""SAM-family masks for boxes: one image embedding per image, box prompts in batches, COCO RLE out
+(encoded by ``reasonvqa/masks.py``).
 
 Backends behind ``Segmenter``: segment-anything's ``SamPredictor`` (tested here with a small
 randomly initialized model built by the library's own builder) and SAM 2's
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from reasonvqa import coco_rle
+from reasonvqa import masks as mask_codec
 from reasonvqa.tasks.proposals.config import SegmenterConfig
 
 STABILITY_OFFSET = 1.0  # SAM's automatic mask generator default (stability_score_offset)
@@ -29,41 +30,6 @@ class Masks:
     areas: np.ndarray
     predicted_iou: np.ndarray
     stability: np.ndarray | None = None
-
-
-def encode_rle(masks: np.ndarray) -> list[dict]:
-    """Boolean ``(N, H, W)`` masks -> COCO compressed RLE with ``counts`` as str (pycocotools)."""
-    return encode_rle_with_areas(masks)[0]
-
-
-def encode_rle_with_areas(masks: np.ndarray) -> tuple[list[dict], np.ndarray]:
-    """``encode_rle`` and each mask's area in pixels (counted on the RLE, no second pass over pixels)."""
-    masks = np.asarray(masks, dtype=bool)
-    if masks.ndim != 3:
-        raise ValueError(f"masks must have shape (N, H, W), got {masks.shape}")
-    if not len(masks):
-        return [], np.zeros(0)
-    encoded = _encode(masks)
-    return _as_text(encoded), coco_rle.areas(encoded)
-
-
-def _encode(masks: np.ndarray) -> list[dict]:
-    """pycocotools RLE of ``(N, H, W)`` bool masks: one copy into the ``(H, W, N)`` column-major uint8 it reads."""
-    from pycocotools import mask as mask_utils
-
-    return mask_utils.encode(np.asfortranarray(masks.transpose(1, 2, 0)).view(np.uint8))
-
-
-def _as_text(encoded: list[dict]) -> list[dict]:
-    return [{"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")} for rle in encoded]
-
-
-def decode_rle(rle: dict) -> np.ndarray:
-    """One COCO RLE (counts as str or bytes) -> boolean ``(H, W)`` mask."""
-    from pycocotools import mask as mask_utils
-
-    counts = rle["counts"]
-    return mask_utils.decode({"size": list(rle["size"]), "counts": counts.encode("ascii") if isinstance(counts, str) else counts}).astype(bool)
 
 
 class Segmenter(ABC):
@@ -99,9 +65,9 @@ class Segmenter(ABC):
                 started = time.perf_counter()
                 masks, iou, stable = self._predict(boxes[start : start + self.batch_size], image.shape[:2])
                 self.forward_seconds += time.perf_counter() - started
-                encoded, covered = encode_rle_with_areas(masks)
+                encoded = mask_codec.coco_encode_stack(masks)
                 rles += encoded
-                areas.append(covered)
+                areas.append(mask_codec.coco_areas(encoded))  # counted on the runs, no second pass over pixels
                 ious.append(np.asarray(iou, dtype=np.float32).reshape(-1))
                 stability = None if stable is None or stability is None else stability + [np.asarray(stable, dtype=np.float32)]
         finally:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from reasonvqa import masks
+
 GREY = (128, 128, 128)
 COLOURS = [(230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30, 180), (70, 240, 240),
            (240, 50, 230), (210, 245, 60)]
@@ -83,13 +85,10 @@ def draw_example(regions: list[dict], path: Path, photo: bytes | None = None, *,
 def _fill_masks(canvas, regions: list[dict]) -> None:
     """Blend each region's mask (its full-size RLE, decoded) with its colour over ``canvas``, in place."""
     from PIL import Image
-    from pycocotools import mask as mask_utils
-
     for n, r in enumerate(regions):
         if not r.get("mask"):
             continue
-        rle = {"size": list(r["mask"]["size"]), "counts": r["mask"]["counts"].encode("ascii")}
-        bits = Image.fromarray(mask_utils.decode(rle) * 255)
+        bits = Image.fromarray(masks.coco_decode(r["mask"]) * 255)
         if bits.size != canvas.size:  # a mask of another size than the image (should not happen): fit it
             bits = bits.resize(canvas.size, Image.NEAREST)
         canvas.paste(Image.blend(canvas, Image.new("RGB", canvas.size, COLOURS[n % len(COLOURS)]), ALPHA), mask=bits)

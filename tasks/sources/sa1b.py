@@ -34,7 +34,7 @@ import orjson
 import pyarrow as pa
 from pydantic import Field
 
-from reasonvqa import coco_rle, schemas
+from reasonvqa import masks, schemas
 from reasonvqa.sources import ImageUnavailable, Source, SourceConfig
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.gc_pause import gc_paused
@@ -389,7 +389,7 @@ class _TarReader:
             indices, anns = range(len(annotations)), annotations
         counts, areas, boxes = columns.counts, columns.areas, columns.boxes
         if self.config.verify_area:
-            covered = coco_rle.areas([{"size": [height, width], "counts": c} for c in counts])  # pycocotools encodes str counts itself
+            covered = masks.coco_areas([{"size": [height, width], "counts": c} for c in counts])  # pycocotools encodes str counts itself
             wrong = np.flatnonzero(covered != areas)
             if len(wrong):
                 for i in wrong.tolist():

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from reasonvqa import coco_rle, schemas
+from reasonvqa import masks, schemas
 from reasonvqa.tasks.sources.region_columns import encode_struct, mask_column
 
 _NUMBER = (pa.int64(), pa.float64())
@@ -150,7 +150,7 @@ def fast_images(table: pa.Table, docs: list[bytes], stems: list[str], jpeg_sizes
         at = np.flatnonzero(keep)
         sizes = [[h, w] for h, w in zip(heights.tolist(), widths.tolist())]  # one list per image, shared by its masks
         counts = _taken(columns["counts"], at).cast(pa.binary()).to_pylist()  # the UTF-8 bytes pycocotools encodes a str to
-        covered = coco_rle.areas([{"size": sizes[d], "counts": c} for d, c in zip(doc_of[at].tolist(), counts)])
+        covered = masks.coco_areas([{"size": sizes[d], "counts": c} for d, c in zip(doc_of[at].tolist(), counts)])
         wrong = np.zeros(len(doc_of), dtype=bool)
         wrong[at] = covered != columns["area"][at]
         ok &= np.bincount(doc_of, weights=wrong, minlength=n_docs) == 0

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from reasonvqa import schemas
-from reasonvqa.annotation_exports.masks import coco_area_and_box, coco_encode
+from reasonvqa.masks import coco_area_and_box, coco_encode
 from reasonvqa.tasks.release.writer import write_release
 
 SIZES = {"sa1b:1": (40, 30), "sa1b:2": (20, 10), "nuscenes:cam1": (50, 40), "vg:9": (64, 48)}  # width, height

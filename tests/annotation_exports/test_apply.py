@@ -4,8 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from reasonvqa import schemas
-from reasonvqa.annotation_exports import masks
+from reasonvqa import masks, schemas
 from reasonvqa.annotation_exports.apply import apply_decisions
 from reasonvqa.annotation_exports.decisions import DecisionStore
 from reasonvqa.annotation_exports.roundtrip import import_decisions

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from reasonvqa.annotation_exports import masks
+from reasonvqa import masks
 from reasonvqa.annotation_exports.decisions import DecisionStore, StoreError
 from reasonvqa.annotation_exports.roundtrip import import_decisions
 from tests.annotation_exports.fixtures import masks_by_region

@@ -10,8 +10,7 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from reasonvqa import schemas
-from reasonvqa.annotation_exports import masks
+from reasonvqa import masks, schemas
 from reasonvqa.annotation_exports.decisions import DecisionStore, StoreError
 from reasonvqa.annotation_exports.roundtrip import export_batch, import_decisions
 from reasonvqa.cli import app

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reasonvqa.annotation_exports import masks
+from reasonvqa import masks
 from reasonvqa.annotation_exports.decisions import DecisionStore, StoreError
 from reasonvqa.annotation_exports.roundtrip import import_decisions
 from tests.annotation_exports.fixtures import masks_by_region

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from reasonvqa.annotation_exports import masks
+from reasonvqa import masks
 from reasonvqa.annotation_exports.apply import record_tables
 from reasonvqa.annotation_exports.roundtrip import export_batch, import_decisions
 from reasonvqa.flows.resplit import resplit

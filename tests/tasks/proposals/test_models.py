@@ -8,9 +8,10 @@ pytest.importorskip("torch")
 pytest.importorskip("groundingdino")
 pytest.importorskip("segment_anything")
 
+from reasonvqa.masks import coco_decode  # noqa: E402
 from reasonvqa.tasks.proposals.config import DetectorConfig, SegmenterConfig  # noqa: E402
 from reasonvqa.tasks.proposals.detector import GroundingDinoDetector, cxcywh_to_xyxy_pixels  # noqa: E402
-from reasonvqa.tasks.proposals.masks import SamSegmenter, decode_rle, encode_rle, encode_rle_with_areas  # noqa: E402
+from reasonvqa.tasks.proposals.masks import SamSegmenter  # noqa: E402
 from reasonvqa.tasks.proposals.prompts import build_prompt  # noqa: E402
 from tests.tasks.proposals.tiny_models import TINY_SAM, write_grounding_dino, write_sam  # noqa: E402
 
@@ -67,17 +68,6 @@ def test_detector_refuses_missing_local_files(gdino_files, tmp_path):
         GroundingDinoDetector(DetectorConfig(**{**gdino_files, "text_encoder": tmp_path / "bert"}), "cpu")
 
 
-def test_rle_round_trip():
-    masks = np.zeros((2, 5, 7), dtype=bool)
-    masks[0, 1:3, 2:6] = True
-    masks[1, 4, 0] = True
-    rles = encode_rle(masks)
-    assert [r["size"] for r in rles] == [[5, 7], [5, 7]] and all(isinstance(r["counts"], str) for r in rles)
-    assert all(np.array_equal(decode_rle(r), m) for r, m in zip(rles, masks))
-    same, areas = encode_rle_with_areas(masks)
-    assert same == rles and areas.tolist() == [8.0, 1.0]
-
-
 def test_sam_masks_for_batched_boxes_with_one_embedding(sam_weights, monkeypatch):
     segmenter = SamSegmenter.from_config(SegmenterConfig(model_type=TINY_SAM, weights=sam_weights, batch_size=2), "cpu")
     calls = []
@@ -88,7 +78,7 @@ def test_sam_masks_for_batched_boxes_with_one_embedding(sam_weights, monkeypatch
     masks = segmenter.segment(image, boxes)
     assert calls == [(120, 160, 3)]  # one image embedding for three boxes in two batches
     assert len(masks.rles) == 3 and all(r["size"] == [120, 160] for r in masks.rles)
-    assert masks.areas.tolist() == [float(decode_rle(r).sum()) for r in masks.rles]
+    assert masks.areas.tolist() == [float(coco_decode(r).sum()) for r in masks.rles]
     assert masks.predicted_iou.shape == (3,) and masks.predicted_iou.dtype == np.float32
     assert masks.stability is not None and masks.stability.shape == (3,)
     known = masks.stability[~np.isnan(masks.stability)]  # NaN: empty mask at both thresholds

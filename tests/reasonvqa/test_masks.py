@@ -1,17 +1,120 @@
+"""The mask module: COCO RLE (compressed and uncompressed), Label Studio brush RLE, CVAT 1.1 RLE and
+polygons, on real files of each format and on masks that touch every border."""
+
 import json
+import tarfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from reasonvqa.annotation_exports import masks
+from reasonvqa import masks
+from reasonvqa.paths import SAMPLE_DIR
 from tests.annotation_exports.fixtures import blob, border_mask, one_pixel
 
-
-REALDATA = Path(__file__).parent / "realdata"
+REALDATA = Path(__file__).parents[1] / "annotation_exports" / "realdata"
 LS = REALDATA / "labelstudio"
 CVAT = REALDATA / "cvat" / "cvat_for_images_1.1_docs_example.xml"
 
+
+def sa1b_annotations() -> tuple[dict, list[dict]]:
+    """The bundled SA-1B sample's image record and its 12 annotations (compressed COCO RLE, 2000x1500)."""
+    with tarfile.open(SAMPLE_DIR / "sa1b" / "sa_000020.tar") as tar:
+        doc = json.loads(tar.extractfile("sa_226381.json").read())
+    return doc["image"], doc["annotations"]
+
+
+def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
+    """Intersection over union of two same-size 0/1 masks, counted on pixels (0 when both are empty)."""
+    union = np.count_nonzero(a | b)
+    return float(np.count_nonzero(a & b)) / union if union else 0.0
+
+
+# --- COCO RLE on the formats' own examples ----------------------------------------------------
+
+def test_uncompressed_rle_of_the_iscrowd_form_decodes_column_major_and_compresses():
+    # COCO's uncompressed RLE: run lengths over the column-major pixels, background first
+    rle = {"size": [3, 4], "counts": [1, 2, 3, 6]}
+    expected = np.array([[0, 0, 1, 1], [1, 0, 1, 1], [1, 0, 1, 1]], np.uint8)
+    assert masks.coco_decode(rle).tolist() == expected.tolist()
+    # compressed: one character per run below 16; the fourth run (6) is written as 6 - 2 = "4"
+    assert masks.coco_encode(expected) == {"size": [3, 4], "counts": "1234"}
+    assert masks.coco_decode({"size": [3, 4], "counts": "1234"}).tolist() == expected.tolist()
+    assert masks.coco_decode({"size": [3, 4], "counts": b"1234"}).tolist() == expected.tolist()
+    assert masks.coco_area(rle) == masks.coco_area({"size": [3, 4], "counts": "1234"}) == 8
+    assert masks.coco_area_and_box({"size": [3, 4], "counts": "1234"}) == (8.0, [0.0, 0.0, 4.0, 3.0])
+
+
+def test_real_sa1b_masks_decode_to_their_area_and_encode_back_to_the_same_string():
+    image, annotations = sa1b_annotations()
+    rles = [a["segmentation"] for a in annotations]
+    assert [r["size"] for r in rles] == [[image["height"], image["width"]]] * 12
+    areas = [a["area"] for a in annotations]
+    assert masks.coco_areas(rles).tolist() == [float(a) for a in areas]
+    assert [masks.coco_area(r) for r in rles] == areas
+    for annotation, rle in zip(annotations[:4], rles):
+        mask = masks.coco_decode(rle)
+        assert mask.shape == (1500, 2000) and int(mask.sum()) == annotation["area"]
+        assert masks.coco_encode(mask) == rle  # pycocotools writes one string per mask
+        area, box = masks.coco_area_and_box(rle)
+        x, y, w, h = annotation["bbox"]  # SA-1B's bbox is 1 px narrower and shorter than toBbox (FIELD_NOTES)
+        assert (area, box) == (float(annotation["area"]), [x, y, w + 1, h + 1])
+        assert masks.labelstudio_encode_coco(rle) == masks.labelstudio_encode_bytes(mask)
+        assert masks.cvat_encode_coco(rle) == masks.cvat_encode(mask)
+
+
+def test_sa1b_counts_with_backslashes_read_as_pycocotools_reads_them():
+    _, annotations = sa1b_annotations()
+    with_backslash = [a for a in annotations if "\\" in a["segmentation"]["counts"]]
+    assert with_backslash  # the JSON-escaped backslash is a run character like any other
+    for a in with_backslash:
+        assert int(masks.coco_decode(a["segmentation"]).sum()) == masks.coco_area(a["segmentation"]) == a["area"]
+
+
+def test_a_stack_of_more_than_255_masks_encodes_in_one_call_each_255():
+    stack = np.zeros((300, 5, 7), dtype=bool)
+    for i in range(300):
+        stack[i].flat[i % 35] = True  # one pixel each, at row-major index 0, 1, ... of its 5x7 image
+    rles = masks.coco_encode_stack(stack)
+    # mask 0: runs [0, 1, 34]; 34 = 2 + 1 * 32 is "R" (48 + 2 + the continuation bit 32), then "1"
+    assert len(rles) == 300 and rles[0] == {"size": [5, 7], "counts": "01R1"} and rles[1] == masks.coco_encode(stack[1])
+    assert all(isinstance(r["counts"], str) for r in rles)
+    assert masks.coco_areas(rles).tolist() == [1.0] * 300
+    assert all(np.array_equal(masks.coco_decode(r), m) for r, m in zip(rles, stack))
+    assert masks.coco_encode_stack(np.zeros((0, 5, 7), bool)) == []
+    with pytest.raises(ValueError, match="N, H, W"):
+        masks.coco_encode_stack(np.zeros((5, 7), bool))
+
+
+def test_non_binary_masks_encode_as_their_non_zero_pixels():
+    mask = np.array([[0, 255], [7, 0]], np.uint8)
+    assert masks.coco_encode(mask) == masks.coco_encode(mask != 0) == {"size": [2, 2], "counts": "121"}  # column-major: 0, 7, 255, 0
+
+
+@pytest.mark.parametrize("rle, message", [
+    ({"size": [0, 4], "counts": "abc"}, "empty"),
+    ({"size": [3, 4], "counts": "\u00e9"}, "not runs"),
+    ({"size": [3, 4], "counts": "1233"}, "sum to 11, not 3x4"),
+    ({"size": [3, 4], "counts": [1, 2, 3]}, "sum to 6"),
+    ({"size": [3, 4], "counts": [13, -1]}, "not runs"),
+    ({"size": [3, 4], "counts": 17}, "not runs"),
+    ({"counts": "1234"}, "size and counts"),
+])
+def test_coco_area_rejects_what_is_not_a_coco_rle_of_its_size(rle, message):
+    with pytest.raises(masks.MaskError, match=message):
+        masks.coco_area(rle)
+
+
+def test_polygon_is_rasterized_as_coco_does():
+    square = masks.polygon_mask([1, 1, 4, 1, 4, 3, 1, 3], 5, 6)
+    assert square.tolist() == [[0, 0, 0, 0, 0, 0], [0, 1, 1, 1, 0, 0], [0, 1, 1, 1, 0, 0],
+                               [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]]
+    with pytest.raises(masks.MaskError, match="three x,y points"):
+        masks.polygon_mask([1, 1, 4, 1], 5, 6)
+
+
+# --- COCO <-> Label Studio <-> CVAT -----------------------------------------------------------
 
 def cases() -> dict[str, np.ndarray]:
     out = {
@@ -74,8 +177,6 @@ def test_real_yolo_brush_predictions_decode_and_round_trip():
 
 
 def test_real_cvat_docs_mask_decodes_and_encodes_back_to_the_same_runs():
-    import xml.etree.ElementTree as ET
-
     root = ET.parse(CVAT).getroot()
     image = root.find("image")
     shape = image.find("mask")
@@ -128,7 +229,7 @@ def test_iou_on_runs_matches_iou_on_pixels():
     shapes = random_masks()
     pairs = [(a, b) for a, b in zip(shapes, shapes[1:]) if a.shape == b.shape] + [(m, m) for m in shapes[:5]]
     for a, b in pairs:
-        expected = masks.mask_iou(a.astype(bool), b.astype(bool))
+        expected = mask_iou(a.astype(bool), b.astype(bool))
         assert masks.rle_iou(masks.coco_encode(a), masks.coco_encode(b)) == expected
 
 

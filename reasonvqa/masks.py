@@ -1,17 +1,29 @@
-"""Mask codecs between the record model's COCO RLE and the annotation tools' own encodings.
+"""Every mask encoding the product reads or writes, in one place.
 
-COCO RLE (``{"size": [H, W], "counts": str}``) through pycocotools; Label Studio brush RLE
-(bit-packed runs over the flattened RGBA buffer, the mask in the alpha channel) in the format of
-label-studio-sdk's converter; CVAT for images 1.1 ``rle`` (runs over the mask's own box,
-row-major, starting with a background run).
+- COCO RLE, the record model's form (``regions.mask``): ``{"size": [H, W], "counts": str}`` with
+  ``counts`` the compressed string of pycocotools (column-major runs, background first, each run in
+  5-bit groups as characters from "0", the fourth run on as the difference to the run two before);
+  readers also take the uncompressed form of COCO's ``iscrowd`` annotations (``counts`` a list of
+  run lengths) and ``counts`` as bytes.
+  pycocotools does the raster work; runs are parsed here (vectorized) where a check or a conversion
+  needs them without the H x W raster.
+- Label Studio brush RLE (bit-packed runs over the flattened RGBA buffer, the mask in the alpha
+  channel) in the format of label-studio-sdk's converter.
+- CVAT for images 1.1 ``rle`` (runs over the mask's own box, row-major, starting with a background run).
+- Polygons (CVAT ``<polygon>`` points) rasterized as COCO does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 from pycocotools import mask as coco_mask
+
+# pycocotools' area()/encode() keep the mask count of one call in a uint8 under numpy 2: more than
+# 255 masks at once raise OverflowError, and SA-1B images often hold more.
+MASKS_PER_CALL = 255
 
 
 class MaskError(ValueError):
@@ -21,7 +33,7 @@ class MaskError(ValueError):
 # --- COCO RLE ---------------------------------------------------------------------------------
 
 def coco_decode(rle: dict) -> np.ndarray:
-    """A COCO RLE (compressed ``counts`` string or uncompressed list) as an HxW uint8 0/1 array."""
+    """A COCO RLE (compressed ``counts`` string or bytes, or uncompressed list) as an HxW uint8 0/1 array."""
     try:
         height, width = (int(v) for v in rle["size"])
         counts = rle["counts"]
@@ -45,37 +57,79 @@ def coco_decode(rle: dict) -> np.ndarray:
 
 
 def coco_encode(mask: np.ndarray) -> dict:
-    """An HxW 0/1 array as a COCO RLE with a ``counts`` string (the record model's form)."""
-    rle = coco_mask.encode(np.asfortranarray(mask, dtype=np.uint8))  # no copy of a Fortran-order uint8 mask
-    return {"size": [int(rle["size"][0]), int(rle["size"][1])], "counts": rle["counts"].decode("ascii")}
+    """An HxW mask (non-zero = inside) as a COCO RLE with a ``counts`` string (the record model's form)."""
+    return coco_encode_stack(np.asarray(mask)[None])[0]
+
+
+def coco_encode_stack(masks: np.ndarray) -> list[dict]:
+    """``(N, H, W)`` masks (non-zero = inside) as COCO RLEs with ``counts`` strings, in one pycocotools call per 255."""
+    masks = np.asarray(masks)
+    if masks.ndim != 3:
+        raise ValueError(f"masks must have shape (N, H, W), got {masks.shape}")
+    if masks.dtype != bool:
+        masks = masks != 0
+    out = []
+    for start in range(0, len(masks), MASKS_PER_CALL):
+        # one copy into the (H, W, N) column-major uint8 pycocotools reads (none for one Fortran-order mask)
+        layers = np.asfortranarray(masks[start:start + MASKS_PER_CALL].transpose(1, 2, 0)).view(np.uint8)
+        out += [{"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")}
+                for rle in coco_mask.encode(layers)]
+    return out
+
+
+def coco_areas(rles: Sequence[dict]) -> np.ndarray:
+    """Pixels covered by each compressed COCO RLE (``counts`` str or bytes), as float64 (pycocotools, unchecked)."""
+    if not len(rles):
+        return np.zeros(0, dtype=np.float64)
+    parts = [coco_mask.area(list(rles[i:i + MASKS_PER_CALL])) for i in range(0, len(rles), MASKS_PER_CALL)]
+    return np.concatenate(parts).astype(np.float64, copy=False)
+
+
+def coco_area(rle: dict) -> int:
+    """Pixels covered by one COCO RLE after checking it: ``size`` two positive integers, ``counts`` a
+    compressed ASCII string (or an uncompressed list) whose runs cover exactly H x W pixels. MaskError otherwise."""
+    try:
+        height, width = (int(v) for v in rle["size"])
+        counts = rle["counts"]
+    except (KeyError, TypeError, ValueError):
+        raise MaskError(f"COCO RLE without a [height, width] size and counts: {str(rle)[:60]}") from None
+    if height <= 0 or width <= 0:
+        raise MaskError(f"COCO RLE size {height}x{width} is empty")
+    if isinstance(counts, list):
+        runs = np.array(counts, dtype=np.int64) if all(isinstance(c, int) for c in counts) else None
+    elif isinstance(counts, str):
+        runs = _coco_counts(counts)
+    else:
+        runs = None
+    if runs is None or (runs < 0).any():
+        raise MaskError(f"COCO RLE counts are not runs pycocotools reads: {str(counts)[:40]!r}")
+    if int(runs.sum()) != height * width:
+        raise MaskError(f"COCO RLE runs sum to {int(runs.sum())}, not {height}x{width}")
+    return int(runs[1::2].sum())
 
 
 def coco_area_and_box(rle: dict) -> tuple[float, list[float]]:
-    """Pixel area and pycocotools XYWH box of a COCO RLE."""
-    raw = {"size": rle["size"], "counts": rle["counts"].encode("ascii")}
+    """Pixel area and pycocotools XYWH box of a compressed COCO RLE."""
+    raw = _compressed(rle)
     return float(coco_mask.area(raw)), [float(v) for v in coco_mask.toBbox(raw)]
 
 
 def rle_iou(a: dict, b: dict) -> float:
-    """``mask_iou`` of two same-size COCO RLEs (compressed counts), computed on their runs."""
-    raw = [{"size": r["size"], "counts": r["counts"].encode("ascii")} for r in (a, b)]
-    return float(coco_mask.iou(raw[:1], raw[1:], [0])[0][0])
+    """Intersection over union of two same-size compressed COCO RLEs, computed on their runs (0 when both are empty)."""
+    return float(coco_mask.iou([_compressed(a)], [_compressed(b)], [0])[0][0])
 
 
-def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
-    """Intersection over union of two same-size 0/1 masks (0 when both are empty)."""
-    union = np.count_nonzero(a | b)
-    return float(np.count_nonzero(a & b)) / union if union else 0.0
+def polygon_mask(points: Sequence[float], height: int, width: int) -> np.ndarray:
+    """A polygon ``[x1, y1, x2, y2, ...]`` (pixel coordinates) rasterized as COCO does, as an HxW uint8 0/1 array."""
+    if len(points) < 6 or len(points) % 2:
+        raise MaskError("a polygon needs at least three x,y points")
+    return coco_mask.decode(coco_mask.merge(coco_mask.frPyObjects([list(points)], height, width)))
 
 
-def box_iou(a: list[float], b: list[float]) -> float:
-    """Intersection over union of two XYWH boxes."""
-    ax2, ay2, bx2, by2 = a[0] + a[2], a[1] + a[3], b[0] + b[2], b[1] + b[3]
-    iw = max(0.0, min(ax2, bx2) - max(a[0], b[0]))
-    ih = max(0.0, min(ay2, by2) - max(a[1], b[1]))
-    inter = iw * ih
-    union = a[2] * a[3] + b[2] * b[3] - inter
-    return inter / union if union > 0 else 0.0
+def _compressed(rle: dict) -> dict:
+    """The RLE with ``counts`` as the ASCII bytes pycocotools reads."""
+    counts = rle["counts"]
+    return {"size": list(rle["size"]), "counts": counts.encode("ascii") if isinstance(counts, str) else counts}
 
 
 def _coco_counts(counts: str) -> np.ndarray | None:
@@ -95,7 +149,7 @@ def _coco_counts(counts: str) -> np.ndarray | None:
         return None
     x = np.add.reduceat((chars & 0x1F) << shift, starts)
     x -= np.where(chars[last] & 0x10, 1 << (shift[last] + 5), 0)  # sign of the last 5-bit group
-    x[2::2] = np.cumsum(x[2::2])  # from the third count on, each is a difference to the count two before
+    x[2::2] = np.cumsum(x[2::2])  # from the fourth count on, each is a difference to the count two before (x[2] is itself)
     x[1::2] = np.cumsum(x[1::2])
     return x if (x >= 0).all() else None
 
