@@ -9,10 +9,11 @@ from typer.testing import CliRunner
 
 from reasonvqa.cli import app
 from reasonvqa.stage import stage_stats
-from reasonvqa.tasks.sources.gldv2 import ingest_gldv2
 from reasonvqa.tasks.sources.gldv2_side import CsvColumnError
 from reasonvqa.tasks.sources.jsonstream import JsonSourceError, iter_json_array
 from reasonvqa.tasks.sources.vg import ingest_vg
+
+from tests.tasks.sources.conftest import ingest_gldv2
 
 CORPUS = Path(__file__).parent / "bad_inputs"
 runner = CliRunner()

@@ -4,11 +4,13 @@ import numpy as np
 import pytest
 
 from reasonvqa.stage import read_table
-from reasonvqa.tasks.sources.gldv2 import Gldv2Source, ingest_gldv2, is_http_url
+from reasonvqa.tasks.sources.gldv2 import Gldv2Source, is_http_url
 from reasonvqa.tasks.sources.gldv2_side import CsvColumnError, commons_category_name, image_key
 from reasonvqa.tasks.sources.seen_ids import SeenIds
 
-from tests.tasks.sources.conftest import CATEGORIES, CLEAN, TRAIN, assert_accounted, gldv2_folder, rejects_by_reason, rows, stage_bytes
+from tests.tasks.sources.conftest import (
+    CATEGORIES, CLEAN, TRAIN, assert_accounted, gldv2_folder, ingest_gldv2, rejects_by_reason, rows, stage_bytes,
+)
 
 def test_category_urls_to_names():
     assert commons_category_name("http://commons.wikimedia.org/wiki/Category:Eiffel_Tower") == "Eiffel Tower"
