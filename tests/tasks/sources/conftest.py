@@ -87,7 +87,7 @@ def gldv2_folder(tmp_path, train=TRAIN, categories=CATEGORIES, clean=CLEAN, spli
     return src
 
 
-def ingest_gldv2(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: int | None = None) -> list[dict]:
+def read_gldv2_folder(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: int | None = None) -> list[dict]:
     """Read a GLDv2 folder into ``stage_dir`` as the build does (``ingest_unit`` of each planned unit); the stats."""
     source = Gldv2Source()
     config = source.config_model(kind=source.kind, path=Path(path), max_images=max_images)
