@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 import numpy as np
 import polars as pl

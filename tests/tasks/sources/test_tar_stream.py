@@ -2,7 +2,7 @@ import tarfile
 
 import pytest
 
-from reasonvqa.tasks.sources.tar_stream import Member, Problem, walk
+from reasonvqa.tasks.sources.tar_stream import Member, walk
 
 from tests.tasks.sources.sa1b_fixtures import add_file, add_special
 
