@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     from reasonvqa.torchvision_cpu import prepare
 
-    prepare()  # test-machine workaround before sentence-transformers imports torchvision (FIELD_NOTES)
+    prepare()  # test-machine workaround before sentence-transformers imports torchvision (reasonvqa/torchvision_cpu.py)
     load_before = Path("/proc/loadavg").read_text().split()[:3]
     started = time.perf_counter()
     with LlamaServer(log=args.out.with_suffix(".server.log")) as server:

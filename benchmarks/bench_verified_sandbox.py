@@ -186,7 +186,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # This machine pairs a CPU torch with torchvision's CUDA build: without this test-machine
-    # workaround (FIELD_NOTES section 1) importing sentence-transformers fails outside pytest.
+    # workaround (reasonvqa/torchvision_cpu.py) importing sentence-transformers fails outside pytest.
     from reasonvqa.torchvision_cpu import prepare
 
     prepare()

@@ -1,4 +1,5 @@
-"""Test-machine workaround: torchvision's CUDA build next to a CPU torch (FIELD_NOTES, section 1).
+"""Test-machine workaround: torchvision's CUDA build next to a CPU torch (the test and benchmark machines
+install the CPU torch wheel; the torchvision wheel they get is built for CUDA).
 
 There, torchvision's compiled library ``_C.so`` does not load, and ``import torchvision`` (and with
 it transformers, groundingdino, segment_anything) fails with ``operator torchvision::nms does not

@@ -10,9 +10,9 @@ import pytest
 
 from tests.prefect_harness import prefect_environment, reopen_prefect_consoles
 from tests.tool_cache import locked
-from tests.torchvision_cpu import prepare
+from reasonvqa.torchvision_cpu import prepare
 
-# Before anything imports torchvision, transformers or segment_anything (see tests/torchvision_cpu.py).
+# Before anything imports torchvision, transformers or segment_anything (see reasonvqa/torchvision_cpu.py).
 prepare()
 
 

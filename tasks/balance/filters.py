@@ -1,9 +1,12 @@
-"""Simple filters over a question pool for re-splits: domains, image sources, hop counts."""
+"""Simple filters over a question pool for re-splits: domains, image sources, hop counts.
+
+``flows/resplit.py`` reads the FILTER_COLUMNS of a pool, takes ``filter_rows``' mask, then reads the kept rows and
+``narrow_selected`` narrows their ``domains``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -21,20 +24,6 @@ class EmptySelectionError(ValueError):
 
 
 FILTER_COLUMNS = ("domains", "image_source", "n_hop", "route")  # what the filters read of a pool
-
-
-@dataclass
-class FilterResult:
-    table: pa.Table
-    report: dict
-
-
-def filter_pool(pool: pa.Table, **filters: Any) -> FilterResult:
-    """Keep the questions that pass every given filter (``filters``: the keywords of ``filter_rows``), with
-    their ``domains`` narrowed (``narrow_selected``)."""
-    keep, report = filter_rows(pool, **filters)
-    return FilterResult(table=narrow_selected(pool.filter(pa.array(keep)), filters.get("domains"),
-                                              filters.get("domain_match", "route")), report=report)
 
 
 def filter_rows(

@@ -102,13 +102,6 @@ class _Ledger:
                 handle.write(json.dumps(entry, sort_keys=True) + "\n")
 
 
-def read_release_images(release: Path) -> pa.Table:
-    """The release's ``images`` table (FileNotFoundError naming the folder when it has none)."""
-    from reasonvqa.tasks.release.reader import read_split
-
-    return read_split(release, IMAGES_TABLE, schemas.IMAGES)
-
-
 def count_release_images(release: Path) -> int:
     """How many rows the release's ``images`` table has, from the Parquet footers (no bytes read)."""
     return sum(pq.ParquetFile(part).metadata.num_rows for part in _release_image_parts(Path(release)))

@@ -41,13 +41,6 @@ def check_regions(regions: pa.Table) -> list[str]:
     return problems
 
 
-def check_evidence(split: str, questions: pa.Table, regions: pa.Table | None) -> list[str]:
-    """Problems of the evidence of one split's questions against the regions table (``EvidenceTally`` of one table)."""
-    tally = EvidenceTally()
-    tally.add(questions, regions)
-    return tally.problems(split)
-
-
 EVIDENCE_CHECKS = ("evidence regions missing from regions/", "evidence regions of another image",
                    "hallucination questions with evidence", "grounded questions without evidence",
                    "counting answers that are not the number of evidence regions")

@@ -33,7 +33,6 @@ from reasonvqa.tasks.sources.gc_pause import gc_paused_while
 from reasonvqa.tasks.sources.gldv2_side import (
     CATEGORIES, CLEAN, SideTables, csv_rows, has_invalid_utf8, image_key, read_side_tables, require_columns,
 )
-from reasonvqa.tasks.sources.ingest import ingest_unit
 from reasonvqa.tasks.sources.normalize import as_int_id
 from reasonvqa.tasks.sources.seen_ids import SeenIds
 
@@ -100,16 +99,6 @@ class Gldv2Source(Source):
             "missing_files": sorted(n for n in (CATEGORIES, CLEAN) if not (folder / n).is_file()),
         }
         return gc_paused_while(_shards(split, side, shard_size, config.max_images, extra))
-
-
-def ingest_gldv2(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: int | None = None) -> list[dict]:
-    """Read a GLDv2 folder into ``stage_dir``; return the per-shard stats.
-
-    A finished stage (``_done/ALL``) is not read again. ``max_images`` reads only the
-    first N data rows of the image list.
-    """
-    config = Gldv2Source.config_model(kind=Gldv2Source.kind, path=Path(path), max_images=max_images)
-    return ingest_unit(Gldv2Source(), config, str(config.path), Path(stage_dir), shard_size)
 
 
 def _shards(split: Path, side: SideTables, shard_size: int, max_images: int | None, extra: dict) -> Iterator[StageResult]:

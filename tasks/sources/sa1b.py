@@ -5,7 +5,7 @@ download them with (``file_name<TAB>cdn_link``), optionally a domain table (``im
 or ``outdoor``) that tags images; untagged images get the configured ``domain``.
 
 Per image ``sa1b:<id>``: width and height from the JSON, checked against the JPEG's frame header
-(only the header bytes are read). Per annotation a region ``sa1b:<id>/g<annotation id>``: box XYWH,
+(read by Pillow, which reads the header only). Per annotation a region ``sa1b:<id>/g<annotation id>``: box XYWH,
 the COCO RLE mask kept compressed, area, predicted_iou, stability_score; ``point_coords``,
 ``crop_box`` and any other keys go to ``extra``. SA-1B has no class labels, so no objects.
 
@@ -13,10 +13,6 @@ Accounting unit (``rows_in``): each image (its jpg + json pair) and each annotat
 that was kept; each tar member that was refused (unsafe, unexpected, orphan, duplicate) and a
 truncated or corrupt tail count once. A refused image counts once (its annotations are in the
 reject's record count, not read).
-
-Images are read in batches of ``BATCH_IMAGES``: ``sa1b_batch`` parses their JSON with Arrow and takes
-the images it can prove clean; the others are read one by one here, and the walk's events (refused
-members, images) are then applied in tar order, so outputs are those of reading one by one.
 """
 
 from __future__ import annotations
@@ -27,19 +23,17 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from itertools import chain
-from typing import Any, ClassVar, Generator, Iterator, Literal, NamedTuple, Sequence
+from typing import IO, Any, ClassVar, Iterator, Literal, NamedTuple, Sequence
 
 import numpy as np
 import orjson
-import pyarrow as pa
+from PIL import JpegImagePlugin
 from pydantic import Field
 
 from reasonvqa import masks, schemas
 from reasonvqa.sources import ImageUnavailable, Source, SourceConfig
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.gc_pause import gc_paused
-from reasonvqa.tasks.sources.jpeg_header import JpegHeaderError, jpeg_size
-from reasonvqa.tasks.sources import sa1b_batch
 from reasonvqa.tasks.sources.region_columns import RegionColumns
 from reasonvqa.tasks.sources.sa1b_links import read_links
 from reasonvqa.tasks.sources.tar_stream import Member, Problem, walk
@@ -50,7 +44,6 @@ LICENSE = "SA-1B Dataset Research License (research use)"
 MEMBER_NAME = re.compile(r"sa_(\d+)\.(jpg|json)")
 _KNOWN_KEYS = {"id", "bbox", "area", "segmentation", "predicted_iou", "stability_score"}
 _SAM_KEYS = _KNOWN_KEYS | {"point_coords", "crop_box"}  # every annotation of the released files has these
-BATCH_IMAGES = 128  # images whose JSON Arrow parses at once (sa1b_batch)
 
 
 class Sa1bConfig(SourceConfig):
@@ -158,6 +151,15 @@ def parse_json(data: bytes | memoryview) -> Any:
         return json.loads(bytes(data))
 
 
+def jpeg_size(stream: IO[bytes]) -> tuple[int, int]:
+    """``(width, height)`` from a JPEG's frame header, read by Pillow's JPEG reader (header bytes only, no
+    pixels, no decompression-bomb refusal: the size is only recorded). ValueError names what is wrong."""
+    try:
+        return JpegImagePlugin.JpegImageFile(stream).size
+    except (SyntaxError, OSError, ValueError) as error:  # Pillow says "not a JPEG file", "Truncated File Read", ...
+        raise ValueError(f"not a JPEG Pillow can read: {error}") from None
+
+
 def _resolve(config: Sa1bConfig, path: Path) -> Path:
     """``path`` relative to the shard folder (the folder of ``config.path`` when that is one tar)."""
     folder = config.path.parent if config.path.is_file() else config.path
@@ -170,9 +172,8 @@ class _Pending:
 
     jpeg_size: tuple[int, int] | None = None
     jpeg_offset: int | None = None
-    json_bytes: bytes | memoryview | None = None
+    json_bytes: bytes | None = None
     json_offset: int | None = None
-    json_at: tuple[sa1b_batch.JsonBlock, int] | None = None  # where the JSON lies in a batch's block
     refused: tuple[str, str] | None = None  # (reason, detail) when the JPEG header was unreadable
 
 
@@ -181,16 +182,8 @@ class _Shard:
     index: int
     rejects: Rejects
     images: list[dict] = field(default_factory=list)
-    regions: RegionColumns = field(default_factory=RegionColumns)  # regions of images read one by one
-    fast: list[tuple[dict, int, int, bytes]] = field(default_factory=list)  # regions of batch-read images (sa1b_batch)
-    fast_rows: int = 0
-    # every image with regions, in order: (stem, JSON bytes, image id, width, height, where), to rebuild
-    # the region columns one by one when both kinds are in the shard
-    log: list[tuple[str, bytes, str, int, int, str]] = field(default_factory=list)
+    regions: RegionColumns = field(default_factory=RegionColumns)
     rows_in: int = 0
-
-    def region_count(self) -> int:
-        return len(self.regions) + self.fast_rows
 
 
 class _Ready(NamedTuple):
@@ -219,24 +212,28 @@ class _TarReader:
         self.pending: dict[str, _Pending] = {}
         self.done: set[str] = set()  # stems whose pair was complete (a later member with the stem is a duplicate)
         self.images_read = 0
-        self.block = sa1b_batch.JsonBlock()  # the JSON files of the batch being walked
 
     def shards(self) -> Iterator[StageResult]:
         shard = self._new_shard(0)
         limit = self.config.max_images
-        events: list[Problem | _Ready | _Refused | None] = []
-        ready = 0
         for item in walk(self.tar):
             if limit is not None and self.images_read >= limit:
                 break
-            event = item if isinstance(item, Problem) else self._take(item)
-            events.append(event)
-            ready += isinstance(event, _Ready)
-            if ready >= BATCH_IMAGES:
-                shard = yield from self._replay(events, shard)
-                events, ready = [], 0
-                self._next_block()
-        shard = yield from self._replay(events, shard)
+            if isinstance(item, Problem):
+                shard.rows_in += 1
+                shard.rejects.add(item.reason, self._where(item), item.detail)
+                continue
+            event = self._take(item)
+            if event is None:
+                continue
+            if isinstance(event, _Refused):
+                shard.rows_in += 1
+                shard.rejects.add(*event)
+            else:
+                self._image(event.stem, event.half, shard)
+            if len(shard.images) >= self.shard_size or len(shard.regions) >= self.config.max_regions_per_shard:
+                yield self._result(shard)
+                shard = self._new_shard(shard.index + 1)
         for stem, half in sorted(self.pending.items()):
             shard.rows_in += 1
             if half.json_bytes is not None:
@@ -246,69 +243,8 @@ class _TarReader:
         if shard.rows_in or shard.index == 0:
             yield self._result(shard)
 
-    def _next_block(self) -> None:
-        """A fresh block for the next batch; JSON still waiting for its JPEG is copied out of the old one, so
-        that a few orphans do not keep a whole block each alive to the end of the tar."""
-        for half in self.pending.values():
-            if half.json_at is not None:
-                half.json_bytes, half.json_at = bytes(half.json_bytes or b""), None
-        self.block = sa1b_batch.JsonBlock()
-
     def _new_shard(self, index: int) -> _Shard:
         return _Shard(index, Rejects(STAGE, index))
-
-    def _replay(self, events: list, shard: _Shard) -> Generator[StageResult, None, _Shard]:
-        """Apply the walk's events in order (the images of the batch read at once), cutting shards as
-        they fill; return the shard that is still open."""
-        fast = self._batch([e for e in events if isinstance(e, _Ready)])
-        for event in events:
-            if event is None:
-                continue
-            if isinstance(event, Problem):
-                shard.rows_in += 1
-                shard.rejects.add(event.reason, self._where(event), event.detail)
-                continue
-            if isinstance(event, _Refused):
-                shard.rows_in += 1
-                shard.rejects.add(*event)
-            elif id(event) in fast:
-                self._fast_image(event.stem, fast[id(event)], shard)
-            else:
-                self._image(event.stem, event.half, shard)
-            if len(shard.images) >= self.shard_size or shard.region_count() >= self.config.max_regions_per_shard:
-                yield self._result(shard)
-                shard = self._new_shard(shard.index + 1)
-        return shard
-
-    def _batch(self, ready: list[_Ready]) -> dict[int, sa1b_batch.FastImage]:
-        """The images of ``ready`` that take the batch path, by ``id`` of their event."""
-        candidates = [r for r in ready if r.half.refused is None and r.half.jpeg_size is not None]
-        docs = [r.half.json_bytes or b"" for r in candidates]
-        joined = self.block.joined(docs, [r.half.json_at for r in candidates])
-        table = sa1b_batch.parse(docs, joined) if candidates else None
-        if table is None:
-            return {}
-        try:
-            found = sa1b_batch.fast_images(table, docs, [r.stem for r in candidates],
-                                           [r.half.jpeg_size or (0, 0) for r in candidates], self.config.verify_area)
-        except (pa.ArrowException, ValueError, TypeError, IndexError, OverflowError):
-            return {}  # Arrow data this path did not foresee: the per-image path reads it as it always did
-        return {id(r): image for r, image in zip(candidates, found) if image is not None}
-
-    def _fast_image(self, stem: str, image: sa1b_batch.FastImage, shard: _Shard) -> None:
-        """What ``_image`` does for an image ``sa1b_batch`` found clean: its row, its regions as they are."""
-        image_id = f"sa1b:{image.image_id}"
-        shard.images.append({
-            "image_id": image_id, "source": "sa1b", "source_image_id": str(image.image_id),
-            "width": image.width, "height": image.height, "file_path": f"{self.tar_name}/sa_{stem}.jpg",
-            "visual_domain": self.domains.get(image.image_id, self.config.domain), "license": LICENSE,
-        })
-        n = image.stop - image.start
-        shard.rows_in += 1 + n
-        if n:
-            shard.fast.append((image.regions, image.start, image.stop, image.json))
-            shard.fast_rows += n
-            shard.log.append((stem, image.json, image_id, image.width, image.height, f"{self.tar_name}:sa_{stem}.json"))
 
     def _take(self, member: Member) -> _Ready | _Refused | None:
         match = MEMBER_NAME.fullmatch(member.name)
@@ -324,12 +260,11 @@ class _TarReader:
             half.jpeg_offset = member.offset
             try:
                 half.jpeg_size = jpeg_size(member.stream)
-            except JpegHeaderError as error:
+            except ValueError as error:
                 half.refused = ("sa1b_jpeg_invalid", str(error))  # refused once its JSON arrives too
         else:
             half.json_offset = member.offset
-            half.json_bytes, start = self.block.read(member.stream, member.size)
-            half.json_at = None if start is None else (self.block, start)
+            half.json_bytes = member.stream.read()
         if half.jpeg_offset is not None and half.json_offset is not None:
             del self.pending[stem]
             self.done.add(stem)
@@ -366,8 +301,6 @@ class _TarReader:
             "visual_domain": self.domains.get(image["image_id"], self.config.domain), "license": LICENSE,
         })
         shard.rows_in += len(annotations)
-        if annotations:
-            shard.log.append((stem, half.json_bytes or b"", image_id, width, height, where))
         self._regions(image_id, width, height, annotations, where, shard)
 
     def _regions(self, image_id: str, width: int, height: int, annotations: list, where: str, shard: _Shard) -> None:
@@ -433,28 +366,11 @@ class _TarReader:
         return kept
 
     def _result(self, shard: _Shard) -> StageResult:
-        images = schemas.from_rows(shard.images, schemas.IMAGES)
-        regions = None
-        if not shard.fast:
-            regions = shard.regions.table()
-        elif not len(shard.regions):
-            regions = sa1b_batch.regions_table(shard.fast, ORIGIN)
-        if regions is None:
-            regions = self._rebuilt_regions(shard)
         return StageResult(
-            outputs={"images": images, "regions": regions}, rejects=shard.rejects, rows_in=shard.rows_in,
+            outputs={"images": schemas.from_rows(shard.images, schemas.IMAGES), "regions": shard.regions.table()},
+            rejects=shard.rejects, rows_in=shard.rows_in,
             extra={"source": "sa1b", "tar": self.tar_name, "tar_url": self.tar_url},
         )
-
-
-    def _rebuilt_regions(self, shard: _Shard) -> pa.Table:
-        """The shard's regions read one by one from the logged JSON (when batch-read and one-by-one images
-        share the shard, their ``extra`` must be encoded together, as the one-by-one path does)."""
-        scratch = self._new_shard(shard.index)  # its rejects repeat the shard's and are dropped
-        for stem, data, image_id, width, height, where in shard.log:
-            _, annotations = _image_fields(parse_json(data), stem)
-            self._regions(image_id, width, height, annotations, where, scratch)
-        return scratch.regions.table()
 
 
 def _image_fields(doc: Any, stem: str) -> tuple[dict, list]:

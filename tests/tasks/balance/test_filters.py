@@ -1,6 +1,7 @@
+import pyarrow as pa
 import pytest
 
-from reasonvqa.tasks.balance.filters import EmptySelectionError, filter_pool
+from reasonvqa.tasks.balance.filters import FILTER_COLUMNS, EmptySelectionError, filter_rows, narrow_selected
 from tests.tasks.balance.conftest import pool_of, question
 
 
@@ -16,21 +17,27 @@ def pool():
     )
 
 
+def resplit_selection(pool: pa.Table, **filters) -> tuple[pa.Table, dict]:
+    """The selected questions and the report, as ``flows/resplit.py`` takes them (mask, then narrowed rows)."""
+    keep, report = filter_rows(pool, **filters)
+    return narrow_selected(pool.filter(pa.array(keep)), filters.get("domains"), filters.get("domain_match", "route")), report
+
+
 def ids(result) -> list[str]:
-    return result.table["question_id"].to_pylist()
+    return result[0]["question_id"].to_pylist()
 
 
 def test_domains_all_keeps_only_selected_domains(pool):
-    result = filter_pool(pool, domains=["Places & Locations", "History & Events"], domain_match="all")
+    result = resplit_selection(pool, domains=["Places & Locations", "History & Events"], domain_match="all")
     assert ids(result) == ["q1", "q2"]  # q3 also has People & Society; q4 has no domain
-    assert result.report["dropped_by"] == {"domains": 2}
-    assert result.report["filters"] == {"domains": ["History & Events", "Places & Locations"], "domain_match": "all"}
+    assert result[1]["dropped_by"] == {"domains": 2}
+    assert result[1]["filters"] == {"domains": ["History & Events", "Places & Locations"], "domain_match": "all"}
 
 
 def test_domains_any_keeps_tagged_questions(pool):
-    result = filter_pool(pool, domains=["Places & Locations"], domain_match="any")
+    result = resplit_selection(pool, domains=["Places & Locations"], domain_match="any")
     assert ids(result) == ["q1", "q3"]
-    assert result.report["filters"]["domain_match"] == "any"
+    assert result[1]["filters"]["domain_match"] == "any"
 
 
 BANK_DOMAINS = {
@@ -50,43 +57,41 @@ def test_route_match_is_the_default_and_narrows_domains():
                  domains=["Architecture & Buildings", "People & Society", "History & Events"]),
         question("r3", "vg:3", "P571", "1900", route=["P571"], domains=["History & Events"]),
     ])
-    result = filter_pool(routed, domains=["Places & Locations", "History & Events"], property_domains=BANK_DOMAINS)
+    result = resplit_selection(routed, domains=["Places & Locations", "History & Events"], property_domains=BANK_DOMAINS)
     assert ids(result) == ["r1", "r3"]  # r2 passes through P84, outside both domains
-    assert result.table["domains"].to_pylist() == [["Places & Locations"], ["History & Events"]]
-    assert result.report["filters"]["domain_match"] == "route"
+    assert result[0]["domains"].to_pylist() == [["Places & Locations"], ["History & Events"]]
+    assert result[1]["filters"]["domain_match"] == "route"
 
 
 def test_route_match_needs_the_property_domains(pool):
     with pytest.raises(ValueError, match="property_domains"):
-        filter_pool(pool, domains=["Places & Locations"])
+        resplit_selection(pool, domains=["Places & Locations"])
 
 
 def test_sources_and_hops_combine(pool):
-    result = filter_pool(pool, sources=["gldv2"], hops=[1, 2])
+    result = resplit_selection(pool, sources=["gldv2"], hops=[1, 2])
     assert ids(result) == ["q4"]
-    assert result.report["dropped_by"] == {"sources": 2, "hops": 1}
+    assert result[1]["dropped_by"] == {"sources": 2, "hops": 1}
 
 
 def test_unknown_values_are_reported(pool):
-    result = filter_pool(pool, domains=["Places & Locations", "Sports"], domain_match="any")
-    assert result.report["unknown_values"] == {"domains": ["Sports"]}
-    assert result.report["available"]["sources"] == ["gldv2", "vg"]
+    result = resplit_selection(pool, domains=["Places & Locations", "Sports"], domain_match="any")
+    assert result[1]["unknown_values"] == {"domains": ["Sports"]}
+    assert result[1]["available"]["sources"] == ["gldv2", "vg"]
 
 
 def test_empty_selection_is_a_clear_error(pool):
     with pytest.raises(EmptySelectionError, match="match none of the 4 pool questions") as info:
-        filter_pool(pool, domains=["Sports"], domain_match="any")
+        resplit_selection(pool, domains=["Sports"], domain_match="any")
     assert info.value.report["questions_out"] == 0
     assert info.value.report["available"]["domains"] == ["History & Events", "People & Society", "Places & Locations"]
 
 
 def test_no_filter_keeps_everything(pool):
-    assert filter_pool(pool).table.num_rows == 4
+    assert resplit_selection(pool)[0].num_rows == 4
 
 
 def test_the_filter_columns_alone_give_the_same_rows_and_report(pool):
-    from reasonvqa.tasks.balance.filters import FILTER_COLUMNS, filter_rows
-
     keep, report = filter_rows(pool.select(list(FILTER_COLUMNS)), sources=["gldv2"], hops=[1, 3])
     assert keep.tolist() == [False, False, True, True]
-    assert report == filter_pool(pool, sources=["gldv2"], hops=[1, 3]).report
+    assert report == resplit_selection(pool, sources=["gldv2"], hops=[1, 3])[1]

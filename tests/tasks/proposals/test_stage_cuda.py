@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.torchvision_cpu import prepare
+from reasonvqa.torchvision_cpu import prepare
 
 prepare()
 torch = pytest.importorskip("torch")

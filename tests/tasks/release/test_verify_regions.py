@@ -6,7 +6,7 @@ from pycocotools import mask as mask_utils
 
 from reasonvqa import schemas
 from reasonvqa.tasks.release.verify import verify_release
-from reasonvqa.tasks.release.verify_regions import check_evidence, check_regions
+from reasonvqa.tasks.release.verify_regions import EvidenceTally, check_regions
 from reasonvqa.tasks.release.writer import write_release
 
 
@@ -66,14 +66,22 @@ def test_masks_that_are_not_coco_rle_and_duplicate_ids_are_reported():
     assert check_regions(REGIONS) == []
 
 
+def evidence_problems(split: str, regions: pa.Table | None, *parts: pa.Table) -> list[str]:
+    """The evidence problems ``verify_release`` reports for a split read as ``parts`` (``EvidenceTally``)."""
+    tally = EvidenceTally()
+    for part in parts:
+        tally.add(part, regions)
+    return tally.problems(split)
+
+
 def test_template_rows_without_evidence_ids_are_not_checked():
     table = schemas.from_rows([dict(question_id="t", image_id="vg:1", question="Q?", answer="A", kind="template")],
                               schemas.QUESTIONS)
-    assert check_evidence("train", table, None) == []
+    assert evidence_problems("train", None, table) == []
 
 
 def per_row_evidence(split, questions, regions) -> list[str]:
-    """``check_evidence`` one Python row at a time (what the Arrow checks must equal)."""
+    """``evidence_problems`` one Python row at a time (what the Arrow checks must equal)."""
     image_of = dict(zip(regions["region_id"].to_pylist(), regions["image_id"].to_pylist())) if regions is not None else {}
     found = {"missing": [], "foreign": [], "halluc": [], "empty": [], "count": []}
     for q in questions.to_pylist():
@@ -112,8 +120,9 @@ def test_the_evidence_checks_equal_the_per_row_checks_on_a_mixed_pool():
     for regions in (REGIONS, None):
         expected = per_row_evidence("pool", table, regions)
         assert len(expected) == (5 if regions is not None else 4)  # every check finds something (no regions: none foreign)
-        assert check_evidence("pool", table, regions) == expected
-        assert check_evidence("pool", chunked, regions) == expected
+        assert evidence_problems("pool", regions, table) == expected
+        assert evidence_problems("pool", regions, chunked) == expected
+        assert evidence_problems("pool", regions, table.slice(0, 120), table.slice(120, 7), table.slice(127)) == expected
 
 
 def test_a_split_in_several_parts_is_checked_as_one(tmp_path, monkeypatch):
@@ -141,7 +150,7 @@ def test_a_null_evidence_slot_that_spans_values_counts_as_empty():
                               schemas.QUESTIONS)
     table = table.set_column(table.schema.get_field_index("evidence_region_ids"), "evidence_region_ids", evidence)
     assert evidence.to_pylist() == [None, ["vg:9/g1"]]
-    assert check_evidence("train", table, REGIONS) == ["train: 1 evidence regions missing from regions/ (first: ['b'])",
+    assert evidence_problems("train", REGIONS, table) == ["train: 1 evidence regions missing from regions/ (first: ['b'])",
                                                        "train: 1 grounded questions without evidence (first: ['a'])"]
 
 

@@ -11,6 +11,8 @@ import pytest
 from reasonvqa import schemas
 from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.stage import read_table
+from reasonvqa.tasks.sources.gldv2 import Gldv2Source
+from reasonvqa.tasks.sources.ingest import ingest_unit
 
 TABLES = ("images", "objects", "relations", "attributes")
 
@@ -83,6 +85,14 @@ def gldv2_folder(tmp_path, train=TRAIN, categories=CATEGORIES, clean=CLEAN, spli
     if clean is not None:
         write_text(src, "train_clean.csv", clean)
     return src
+
+
+def read_gldv2_folder(path: Path, stage_dir: Path, shard_size: int = 5000, max_images: int | None = None) -> list[dict]:
+    """Read a GLDv2 folder into ``stage_dir`` as the build does (``ingest_unit`` of each planned unit); the stats."""
+    source = Gldv2Source()
+    config = source.config_model(kind=source.kind, path=Path(path), max_images=max_images)
+    return [stats for unit in source.plan(config, shard_size)
+            for stats in ingest_unit(source, config, unit, Path(stage_dir), shard_size)]
 
 
 VG_FILES = ("image_data.json", "objects.json", "attributes.json", "relationships.json")

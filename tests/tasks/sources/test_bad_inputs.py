@@ -9,10 +9,11 @@ from typer.testing import CliRunner
 
 from reasonvqa.cli import app
 from reasonvqa.stage import stage_stats
-from reasonvqa.tasks.sources.gldv2 import ingest_gldv2
 from reasonvqa.tasks.sources.gldv2_side import CsvColumnError
 from reasonvqa.tasks.sources.jsonstream import JsonSourceError, iter_json_array
 from reasonvqa.tasks.sources.vg import ingest_vg
+
+from tests.tasks.sources.conftest import read_gldv2_folder
 
 CORPUS = Path(__file__).parent / "bad_inputs"
 runner = CliRunner()
@@ -74,7 +75,7 @@ def test_attributes_json_as_a_folder_is_named():
 
 
 def test_gldv2_rows_with_invalid_utf8_are_rejected_not_replaced(tmp_path):
-    ingest_gldv2(CORPUS / "gldv2_invalid_utf8", tmp_path / "stage")
+    read_gldv2_folder(CORPUS / "gldv2_invalid_utf8", tmp_path / "stage")
     images = pq.read_table(tmp_path / "stage" / "images" / "part-00000.parquet")
     assert images["source_image_id"].to_pylist() == ["381c96e045e92ba9", "70f8cc6a09f4ba12"]
     assert not any("\ufffd" in (u or "") for u in images["url"].to_pylist())
@@ -100,7 +101,7 @@ def test_a_train_csv_without_landmark_id_is_a_data_error_naming_file_and_column(
     folder = CORPUS / "gldv2_no_landmark_id"
     with pytest.raises(CsvColumnError, match=rf"^{folder / 'train.csv'}: required column 'landmark_id' missing "
                                              r"\(header: id,url\)$"):
-        ingest_gldv2(folder, tmp_path / "stage")
+        read_gldv2_folder(folder, tmp_path / "stage")
     assert not (tmp_path / "stage" / "_done" / "ALL").exists()  # never 12 images and 0 objects without a word
     result = runner.invoke(app, ["sources", "scan", "--source", "gldv2", "--path", str(folder)])
     assert result.exit_code == 1 and result.output.count("\n") == 1
@@ -108,7 +109,7 @@ def test_a_train_csv_without_landmark_id_is_a_data_error_naming_file_and_column(
 
 
 def test_an_unbalanced_quote_is_reported_at_the_line_where_its_record_starts(tmp_path):
-    ingest_gldv2(CORPUS / "gldv2_unbalanced_quote", tmp_path / "stage")
+    read_gldv2_folder(CORPUS / "gldv2_unbalanced_quote", tmp_path / "stage")
     rejects = pq.read_table(tmp_path / "stage" / "_rejects" / "part-00000.parquet").to_pylist()
     assert [(r["reason"], r["source"]) for r in rejects] == [("csv_row_malformed", "train.csv:3")]
     assert "00000000000000a9" in rejects[0]["record"]  # the ten lines it swallowed are in the reject, not lost

@@ -4,11 +4,13 @@ import numpy as np
 import pytest
 
 from reasonvqa.stage import read_table
-from reasonvqa.tasks.sources.gldv2 import Gldv2Source, ingest_gldv2, is_http_url
+from reasonvqa.tasks.sources.gldv2 import Gldv2Source, is_http_url
 from reasonvqa.tasks.sources.gldv2_side import CsvColumnError, commons_category_name, image_key
 from reasonvqa.tasks.sources.seen_ids import SeenIds
 
-from tests.tasks.sources.conftest import CATEGORIES, CLEAN, TRAIN, assert_accounted, gldv2_folder, rejects_by_reason, rows, stage_bytes
+from tests.tasks.sources.conftest import (
+    CATEGORIES, CLEAN, TRAIN, assert_accounted, gldv2_folder, read_gldv2_folder, rejects_by_reason, rows, stage_bytes,
+)
 
 def test_category_urls_to_names():
     assert commons_category_name("http://commons.wikimedia.org/wiki/Category:Eiffel_Tower") == "Eiffel Tower"
@@ -30,7 +32,7 @@ def test_image_keys_and_urls():
 
 def test_rows_to_images_and_whole_image_objects(tmp_path):
     stage = tmp_path / "gl"
-    stats = ingest_gldv2(gldv2_folder(tmp_path), stage)
+    stats = read_gldv2_folder(gldv2_folder(tmp_path), stage)
     assert_accounted(stats, stage)
     images = rows(stage, "images")
     assert [i["image_id"] for i in images] == ["gldv2:202cd79556f30760", "gldv2:3ad87684c99c06e1",
@@ -67,7 +69,7 @@ def test_bad_rows_are_rejected_with_line_numbers(tmp_path):
     categories = CATEGORIES + "x,http://commons.wikimedia.org/wiki/Category:Bad\n5,http://example.org/foo\n37914,Category:Other\n"
     clean = CLEAN + "abc,0123456789abcdef\n37914,zz 00000000000000ff\n"
     stage = tmp_path / "gl"
-    stats = ingest_gldv2(gldv2_folder(tmp_path, train, categories, clean), stage, shard_size=3)
+    stats = read_gldv2_folder(gldv2_folder(tmp_path, train, categories, clean), stage, shard_size=3)
     assert_accounted(stats, stage)
     assert rejects_by_reason(stage) == {
         "category_landmark_id_not_numeric": ["train_label_to_category.csv:5"],
@@ -90,7 +92,7 @@ def test_bad_rows_are_rejected_with_line_numbers(tmp_path):
 
 def test_without_clean_list_is_clean_is_null(tmp_path):
     stage = tmp_path / "gl"
-    stats = ingest_gldv2(gldv2_folder(tmp_path, clean=None), stage)
+    stats = read_gldv2_folder(gldv2_folder(tmp_path, clean=None), stage)
     assert {i["is_clean"] for i in rows(stage, "images")} == {None}
     assert stats[0]["missing_files"] == ["train_clean.csv"]
 
@@ -98,17 +100,17 @@ def test_without_clean_list_is_clean_is_null(tmp_path):
 def test_missing_files_name_the_path(tmp_path):
     src = gldv2_folder(tmp_path, categories=None)
     with pytest.raises(FileNotFoundError, match=str(src / "train_label_to_category.csv")):
-        ingest_gldv2(src, tmp_path / "gl")
+        read_gldv2_folder(src, tmp_path / "gl")
     (src / "train.csv").unlink()
     with pytest.raises(FileNotFoundError, match=str(src / "train.csv")):
-        ingest_gldv2(src, tmp_path / "gl")
+        read_gldv2_folder(src, tmp_path / "gl")
 
 
 def test_index_csv_variant_has_images_without_landmarks(tmp_path):
     index = "id,url\n0123456789abcdef,https://upload.wikimedia.org/i.jpg\n"
     src = gldv2_folder(tmp_path, train=index, categories=None, clean=None, split="index.csv")
     stage = tmp_path / "gl"
-    stats = ingest_gldv2(src, stage)
+    stats = read_gldv2_folder(src, stage)
     (image,) = rows(stage, "images")
     assert (image["file_path"], image["group_id"], image["is_clean"]) == ("index/0/1/2/0123456789abcdef.jpg", None, None)
     assert rows(stage, "objects") == [] and stats[0]["split_file"] == "index.csv"
@@ -117,7 +119,7 @@ def test_index_csv_variant_has_images_without_landmarks(tmp_path):
 def test_kaggle_train_csv_without_urls(tmp_path):
     train = "id,landmark_id\n17660ef415d37059,37914\n"
     stage = tmp_path / "gl"
-    ingest_gldv2(gldv2_folder(tmp_path, train=train), stage)
+    read_gldv2_folder(gldv2_folder(tmp_path, train=train), stage)
     (image,) = rows(stage, "images")
     assert image["url"] is None and image["group_id"] == "37914"
     assert rows(stage, "objects")[0]["commons_category"] == "Eiffel Tower"
@@ -126,27 +128,27 @@ def test_kaggle_train_csv_without_urls(tmp_path):
 def test_header_without_id_is_a_data_error_naming_file_and_column(tmp_path):
     folder = gldv2_folder(tmp_path, train="image,url\nx,y\n")
     with pytest.raises(CsvColumnError, match=rf"^{folder / 'train.csv'}: required column 'id' missing \(header: image,url\)$"):
-        ingest_gldv2(folder, tmp_path / "gl")
+        read_gldv2_folder(folder, tmp_path / "gl")
 
 
 def test_shards_max_images_duplicates_across_shards(tmp_path):
     train = TRAIN + "6e158a47eb2ca3f6,https://upload.wikimedia.org/again.jpg,142820\n"
     stage = tmp_path / "gl"
-    stats = ingest_gldv2(gldv2_folder(tmp_path, train=train), stage, shard_size=2)
+    stats = read_gldv2_folder(gldv2_folder(tmp_path, train=train), stage, shard_size=2)
     assert [s["rows_in"] for s in stats] == [2, 2, 1]
     assert stats[2]["rejected"] == {"duplicate_image_id": 1}
     limited = tmp_path / "limited"
-    stats = ingest_gldv2(gldv2_folder(tmp_path, train=train), limited, shard_size=2, max_images=3)
+    stats = read_gldv2_folder(gldv2_folder(tmp_path, train=train), limited, shard_size=2, max_images=3)
     assert [s["rows_in"] for s in stats] == [2, 1] and len(rows(limited, "images")) == 3
 
 
 def test_determinism_and_resume(tmp_path):
     src = gldv2_folder(tmp_path)
-    first = ingest_gldv2(src, tmp_path / "a", shard_size=2)
-    ingest_gldv2(src, tmp_path / "b", shard_size=2)
+    first = read_gldv2_folder(src, tmp_path / "a", shard_size=2)
+    read_gldv2_folder(src, tmp_path / "b", shard_size=2)
     assert stage_bytes(tmp_path / "a") == stage_bytes(tmp_path / "b")
     shutil.rmtree(src)
-    assert ingest_gldv2(src, tmp_path / "a", shard_size=2) == first
+    assert read_gldv2_folder(src, tmp_path / "a", shard_size=2) == first
 
 
 def test_seen_ids_across_batches():

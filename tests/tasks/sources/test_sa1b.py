@@ -1,3 +1,4 @@
+import io
 import json
 import math
 import shutil
@@ -8,7 +9,7 @@ import pytest
 from pycocotools import mask as mask_utils
 
 from reasonvqa import sources
-from reasonvqa.tasks.sources.sa1b import Sa1bConfig, Sa1bSource, missing_tars, read_domain_table
+from reasonvqa.tasks.sources.sa1b import Sa1bConfig, Sa1bSource, jpeg_size, missing_tars, read_domain_table
 from reasonvqa.tasks.sources.sa1b_links import LinksFileError, read_links
 
 from tests.tasks.sources.conftest import rejects_by_reason, rows
@@ -127,6 +128,7 @@ def test_bad_members_and_annotations_are_rejected_with_locations(tmp_path):
     records = {(r["reason"], r["record"]) for r in rows(stage, "_rejects")}
     assert any(reason == "sa1b_size_mismatch" and "JPEG header 1000x750" in text for reason, text in records)
     assert ("tar_member_link", "link to '/etc/passwd'") in records
+    assert ("sa1b_jpeg_invalid", "not a JPEG Pillow can read: not a JPEG file") in records
     assert {r["region_id"] for r in rows(stage, "regions")} == {"sa1b:1/g333521560", "sa1b:1/g333521567"}
     assert {r["image_id"] for r in rows(stage, "images")} == {"sa1b:1", "sa1b:13"}
 
@@ -287,3 +289,41 @@ def test_an_image_with_more_than_255_masks_is_read(tmp_path):
     assert stats[0]["rows_out"] == 1 + 299
     assert table_counts(tmp_path / "out")["regions"] == 299
     assert rejects_by_reason(tmp_path / "out") == {"sa1b_area_mismatch": ["sa_000007.tar:sa_1.json#annotations[299]"]}
+
+
+@pytest.mark.parametrize("options", [{}, {"progressive": True}, {"exif": b"Exif\x00\x00" + b"\x00" * 60000},
+                                     {"subsampling": 0}])
+def test_jpeg_size_from_the_frame_header(options):
+    assert jpeg_size(io.BytesIO(jpeg_bytes(321, 123, **options))) == (321, 123)
+
+
+def test_jpeg_fill_bytes_before_a_marker_are_skipped():
+    data = jpeg_bytes(40, 30)
+    assert jpeg_size(io.BytesIO(data[:2] + b"\xff\xff\xff" + data[2:])) == (40, 30)  # 0xFF may precede any marker
+
+
+def test_jpeg_size_reads_only_the_header():
+    data = jpeg_bytes(2000, 1500)
+
+    class Counting(io.BytesIO):
+        read_bytes = 0
+
+        def read(self, n=-1):
+            chunk = super().read(n)
+            Counting.read_bytes += len(chunk)
+            return chunk
+
+    assert jpeg_size(Counting(data)) == (2000, 1500)
+    assert Counting.read_bytes <= 4096 < len(data)
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"GIF89a....", "not a JPEG file"),
+    (b"\xff\xd8\xff\xe0\x00\x10JFIF", "Truncated File Read"),
+    (b"\xff\xd8\xff\xda\x00\x08" + b"\x00" * 20, "not identified"),  # scan data before any frame header
+    (b"\xff\xd8\x00\x00" + b"\x00" * 20, "not a JPEG file"),
+    (jpeg_bytes(40, 30)[:200], "Truncated File Read"),  # cut before its scan data
+])
+def test_bad_jpeg_headers_are_one_line_errors(data, message):
+    with pytest.raises(ValueError, match=f"^not a JPEG Pillow can read: .*{message}"):
+        jpeg_size(io.BytesIO(data))
