@@ -35,6 +35,15 @@ def test_429_with_retry_after_waits_then_retries(sparql_server, fast_config):
     assert second.at - first.at >= 1.0  # the client really waited Retry-After
 
 
+def test_503_with_retry_after_waits_it(sparql_server, fast_config):
+    sparql_server.script = [Reply(503, b"busy", {"Retry-After": "1"}), OK]
+    client = WikidataClient(sparql_server.url, fast_config.model_copy(update={"backoff_base_s": 0.01}), cache_dir=None)
+
+    assert len(client.select(QUERY)) == 1
+    first, second = sparql_server.seen
+    assert second.at - first.at >= 1.0 and client.retries == 1  # the backoff alone would be 0.01 s
+
+
 def test_retry_after_as_http_date(sparql_server, fast_config):
     now = 1_700_000_000.0
     sparql_server.script = [Reply(429, b"", {"Retry-After": formatdate(now + 7, usegmt=True)}), OK]
