@@ -10,9 +10,10 @@ per minute, HTTP 429 with ``Retry-After`` beyond it, 403 for generic User-Agents
   short, unparsable or with malformed bindings: bounded exponential backoff with jitter; ``timeout_s``
   bounds the whole body, not each read (a server that drips its answer byte by byte is cut off);
 - 400: never retried, raised with the query text; other 4xx: not retried;
-- an on-disk cache keyed by endpoint (or a stable ``cache_key`` naming the knowledge
-  source) + query text, with a TTL; only complete, parsed answers are cached, so a
-  truncated body is never taken for a result.
+- answers cached in the pipeline's one call cache (``reasonvqa/call_cache.py``: one JSON-lines file
+  per shard, ``query_cache``) keyed by endpoint (or a stable ``cache_key`` naming the knowledge
+  source) + query text, taken while younger than ``cache_ttl_days``; only complete, parsed answers
+  are cached, so a truncated body is never taken for a result.
 
 ``requests`` counts HTTP requests actually sent (retries included); ``cache_hits``
 counts answers served from the cache.
@@ -20,11 +21,10 @@ counts answers served from the cache.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import http.client
 import json
 import logging
-import os
 import random
 import socket
 import threading
@@ -32,13 +32,15 @@ import time
 import urllib.error
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Iterator, Protocol
 
 import SPARQLWrapper as sparqlwrapper_pkg
 from SPARQLWrapper import JSON, POST, SPARQLWrapper
 from SPARQLWrapper.SPARQLExceptions import EndPointInternalError, EndPointNotFound, QueryBadFormed, Unauthorized, URITooLong
 
+from reasonvqa.call_cache import CallCache
 from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.locks import exclusive_lock
 from reasonvqa.retry import Retrier, RetriesExhausted, Retryable, RetryPolicy, WaitTooLong, retry_after_from_headers
 
 log = logging.getLogger(__name__)
@@ -83,7 +85,7 @@ class WikidataClient:
         self,
         endpoint: str,
         config: KnowledgeConfig,
-        cache_dir: Path | None,
+        cache: CallCache | None,
         *,
         cache_key: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -91,11 +93,12 @@ class WikidataClient:
         rng: random.Random | None = None,
         throttle: Callable[[], None] | None = None,
     ) -> None:
+        """``cache``: the shard's answer cache (``query_cache``), None for no cache."""
         if not endpoint.startswith(("http://", "https://")):
             raise ValueError(f"SPARQL endpoint must be an http(s) URL, got {endpoint!r}")
         self.endpoint = endpoint
         self.config = config
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.cache = cache
         # What identifies the knowledge source in cache keys: the endpoint URL, unless the caller
         # names it stably (the embedded mirror runs on a new port each build: use its snapshot id).
         self.cache_key = cache_key or endpoint
@@ -106,17 +109,24 @@ class WikidataClient:
         policy = RetryPolicy(config.max_attempts, config.backoff_base_s, config.backoff_max_s, config.max_retry_after_s)
         self._retrier = Retrier(policy, name=f"SPARQL {endpoint}", sleep=sleep, rng=rng)
         self._in_flight = threading.BoundedSemaphore(config.max_in_flight)
+        self._count_lock = threading.Lock()
         self._throttle = throttle  # called before every request sent (knowledge/rate_limit.py)
 
     # -- public -------------------------------------------------------------
     def select(self, query: str) -> list[Binding]:
         """Run a SELECT query; return its bindings (from the cache when fresh)."""
-        cached = self._cache_read(query)
-        if cached is not None:
-            self.cache_hits += 1
-            return cached
-        bindings = self._fetch(query)
-        self._cache_write(query, bindings)
+        if self.cache is None:
+            return self._fetch(query)
+        fetched: list[bool] = []
+
+        def fetch() -> list[Binding]:
+            fetched.append(True)
+            return self._fetch(query)
+
+        bindings = self.cache.call(f"sparql {self.cache_key}", query, fetch, max_age_s=self.config.cache_ttl_days * 86400)
+        if not fetched:  # answered from the file, or by the same query in flight on another thread
+            with self._count_lock:
+                self.cache_hits += 1
         return bindings
 
     def stats(self) -> dict[str, int]:
@@ -177,37 +187,20 @@ class WikidataClient:
             raise Retryable(f"{type(error).__name__}: {error}") from None
         return _parse_bindings(body, response.status)
 
-    # -- cache --------------------------------------------------------------
-    def _cache_path(self, query: str) -> Path | None:
-        if self.cache_dir is None:
-            return None
-        key = hashlib.sha256(f"{self.cache_key}\n{query}".encode()).hexdigest()
-        return self.cache_dir / key[:2] / f"{key}.json"
+QUERY_CACHE_MAX_ENTRY_BYTES = 256 * 2**20  # one answer; a WDQS answer is bounded by its 60 s limit
 
-    def _cache_read(self, query: str) -> list[Binding] | None:
-        path = self._cache_path(query)
-        if path is None or not path.exists():
-            return None
-        try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-            if entry.get("source") != self.cache_key or entry.get("query") != query:
-                return None
-            age_days = (self._clock() - float(entry.get("fetched_at", 0))) / 86400
-        except (OSError, ValueError, AttributeError, TypeError):
-            return None  # a damaged cache file is simply refetched
-        if age_days > self.config.cache_ttl_days or not entry.get("complete") or not isinstance(entry.get("bindings"), list):
-            return None
-        return entry["bindings"]
 
-    def _cache_write(self, query: str, bindings: list[Binding]) -> None:
-        path = self._cache_path(query)
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"source": self.cache_key, "query": query, "fetched_at": self._clock(), "complete": True, "bindings": bindings}
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(entry, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+@contextlib.contextmanager
+def query_cache(cache_dir: Path | None, name: str, clock: Callable[[], float] = time.time) -> Iterator[CallCache | None]:
+    """The answer cache of one shard's queries, ``<cache_dir>/<name>.jsonl`` (None without ``cache_dir``),
+    held under ``<name>.lock`` while open: builds that share a cache folder take turns on a shard's file."""
+    if cache_dir is None:
+        yield None
+        return
+    cache_dir = Path(cache_dir)
+    with exclusive_lock(cache_dir / f"{name}.lock", "SPARQL cache"), \
+            CallCache(cache_dir / f"{name}.jsonl", max_entry_bytes=QUERY_CACHE_MAX_ENTRY_BYTES, clock=clock) as cache:
+        yield cache
 
 
 def _read_before(response, deadline: float, timeout_s: float, chunk: int = 1 << 16) -> bytes:
