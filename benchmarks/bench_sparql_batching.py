@@ -44,7 +44,7 @@ def linked_items(endpoint: str, config: KnowledgeConfig, n: int) -> list[str]:
     """N real item ids: first the items the bundled sample images link to (Visual Genome
     synsets and GLDv2 categories, linked through the mirror), then further real items that
     only carry P8814 (linked, but without facts), up to N."""
-    client = WikidataClient(endpoint, config, cache_dir=None)
+    client = WikidataClient(endpoint, config, cache=None)
     objects = json.loads((SAMPLE_DIR / "vg" / "objects.json").read_text())
     synsets = sorted({s for image in objects for o in image["objects"] for s in o.get("synsets", [])})
     seeds = {r["qid"] for r in link_synset_names(synsets, config, client=client) if r["qid"]}
@@ -63,7 +63,7 @@ def linked_items(endpoint: str, config: KnowledgeConfig, n: int) -> list[str]:
 
 
 def run(endpoint: str, config: KnowledgeConfig, qids: list[str], batch_size: int) -> dict:
-    client = WikidataClient(endpoint, config.model_copy(update={"batch_size": batch_size}), cache_dir=None)
+    client = WikidataClient(endpoint, config.model_copy(update={"batch_size": batch_size}), cache=None)
     start = time.perf_counter()
     result = fetch_facts(qids, client, client.config, PROPERTIES, shard=0)
     seconds = time.perf_counter() - start

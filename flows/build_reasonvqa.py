@@ -75,10 +75,11 @@ def link_shard(shard: SourceShard, stage_dir: Path, endpoint: str, config: Knowl
     from reasonvqa.knowledge.recorded import RecordingClient, with_answers
 
     def compute():
-        client = RecordingClient(knowledge_client(endpoint, config, cache_dir, cache_key, replay))
-        source_file = shard.file("objects").relative_to(stage_dir.parent).as_posix()
-        return with_answers(link_objects(shard.table("objects"), client, config, shard.number,
-                                         source_file=source_file), client)
+        with knowledge_client(endpoint, config, cache_dir, cache_key, replay, f"link-{shard.number:05d}") as queried:
+            client = RecordingClient(queried)
+            source_file = shard.file("objects").relative_to(stage_dir.parent).as_posix()
+            return with_answers(link_objects(shard.table("objects"), client, config, shard.number,
+                                             source_file=source_file), client)
 
     return run_shard(stage_dir, shard.number, compute)
 
@@ -93,22 +94,27 @@ def facts_shard(qids: list[str], shard: int, stage_dir: Path, endpoint: str, con
     from reasonvqa.knowledge.recorded import RecordingClient, with_answers
 
     def compute():
-        client = RecordingClient(knowledge_client(endpoint, config, cache_dir, cache_key, replay))
-        return with_answers(fetch_facts(qids, client, config, properties, shard), client)
+        with knowledge_client(endpoint, config, cache_dir, cache_key, replay, f"facts-{shard:05d}") as queried:
+            client = RecordingClient(queried)
+            return with_answers(fetch_facts(qids, client, config, properties, shard), client)
 
     return run_shard(stage_dir, shard, compute)
 
 
+@contextlib.contextmanager
 def knowledge_client(endpoint: str, config: KnowledgeConfig, cache_dir: Path, cache_key: str | None,
-                     replay: Path | None):
-    """The SPARQL client of a linking or facts shard: the endpoint's, or a replay of recorded answers."""
+                     replay: Path | None, cache_name: str):
+    """The SPARQL client of a linking or facts shard: the endpoint's, its answers cached in
+    ``<cache_dir>/<cache_name>.jsonl``, or a replay of recorded answers (no cache)."""
     if replay is not None:
         from reasonvqa.knowledge.recorded import replay_client
 
-        return replay_client(replay)
-    from reasonvqa.knowledge.wikidata import WikidataClient
+        yield replay_client(replay)
+        return
+    from reasonvqa.knowledge.wikidata import WikidataClient, query_cache
 
-    return WikidataClient(endpoint, config, cache_dir, cache_key=cache_key, throttle=query_throttle(config))
+    with query_cache(cache_dir, cache_name) as cache:
+        yield WikidataClient(endpoint, config, cache, cache_key=cache_key, throttle=query_throttle(config))
 
 
 @task(name="questions-shard", task_run_name="questions-shard-{shard.number:05d}", cache_policy=NO_CACHE)

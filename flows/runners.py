@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 from typing import Any, Iterator
-from urllib.parse import urlsplit
 
 from prefect.task_runners import ThreadPoolTaskRunner
+
+from reasonvqa.loopback import is_loopback
 
 
 def make_task_runner(dask_workers: int = 0, dask_address: str | None = None):
@@ -28,17 +28,6 @@ def make_task_runner(dask_workers: int = 0, dask_address: str | None = None):
         cluster_kwargs={"n_workers": dask_workers, "processes": True, "threads_per_worker": 1,
                         "dashboard_address": None},
     )
-
-
-def is_loopback(url: str) -> bool:
-    """Whether ``url``'s host is this machine's loopback (127.0.0.0/8, ::1, localhost)."""
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def may_run_elsewhere(runner: Any) -> bool:

@@ -14,6 +14,7 @@ on Wikidata the older item is usually the general concept).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -193,11 +194,12 @@ def default_store_dir(config: KnowledgeConfig) -> Path:
     return base / "reasonvqa" / "knowledge_mirror"
 
 
-def _client_for(config: KnowledgeConfig, store_dir: Path | None) -> SparqlClient:
+def _client_for(config: KnowledgeConfig, store_dir: Path | None, resources: contextlib.ExitStack) -> SparqlClient:
     if config.endpoint:
-        from reasonvqa.knowledge.wikidata import WikidataClient
+        from reasonvqa.knowledge.wikidata import WikidataClient, query_cache
 
-        return WikidataClient(config.endpoint, config, config.cache_dir)
+        cache = resources.enter_context(query_cache(config.cache_dir, "link-synset-names"))
+        return WikidataClient(config.endpoint, config, cache)
     from reasonvqa.knowledge.mirror import InProcessClient, build_store
 
     return InProcessClient.open(build_store(config.mirror_entities, store_dir or default_store_dir(config)))
@@ -235,9 +237,10 @@ def link_synset_names(
                 infos[info.name] = info
         results.append(entry)
     if infos:
-        client = client or _client_for(config, store_dir)
-        links = resolve_synsets(infos, wordnet, client, config)
-        labels = labels_for([l.qid for l in links.values()], client, config.batch_size, config.label_language)
+        with contextlib.ExitStack() as resources:
+            client = client or _client_for(config, store_dir, resources)
+            links = resolve_synsets(infos, wordnet, client, config)
+            labels = labels_for([l.qid for l in links.values()], client, config.batch_size, config.label_language)
         for entry in results:
             info = wordnet.lookup(entry["name"]) if entry["wn31_offset"] else None
             if info is None:

@@ -7,7 +7,7 @@ first query instead of running unthrottled. The limit is created once per server
     prefect gcl create sparql-query-wikidata-org --limit 1 --slot-decay-per-second 1
 
 (at most one query started per second, across every build and worker using that server). The
-embedded mirror and endpoints on 127.0.0.1 / localhost need none (``rate_limit: auto``).
+embedded mirror and endpoints on this machine's loopback (``reasonvqa/loopback.py``) need none (``rate_limit: auto``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import urllib.parse
 from typing import Callable
 
 from reasonvqa.knowledge.config import KnowledgeConfig
-
-LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+from reasonvqa.loopback import is_loopback
 
 
 class RateLimitMissing(RuntimeError):
@@ -42,7 +41,7 @@ def needs_rate_limit(config: KnowledgeConfig) -> bool:
         return False
     if config.rate_limit == "required":
         return True
-    return urllib.parse.urlsplit(config.endpoint).hostname not in LOOPBACK_HOSTS
+    return not is_loopback(config.endpoint)
 
 
 def require_rate_limit(config: KnowledgeConfig) -> None:

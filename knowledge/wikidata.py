@@ -5,14 +5,15 @@ per minute, HTTP 429 with ``Retry-After`` beyond it, 403 for generic User-Agents
 - User-Agent ``<tool>/<version> (<contact>) SPARQLWrapper/<version>`` (Wikimedia policy);
 - POST for long queries; one query in flight per client (configurable); an optional ``throttle``
   called before every request (a Prefect rate limit, ``knowledge/rate_limit.py``);
-- HTTP 429: wait ``Retry-After`` seconds (number or HTTP date), then retry;
-- 5xx, timeouts, connection errors, bodies cut short, unparsable or with malformed bindings: bounded
-  exponential backoff with jitter; ``timeout_s`` bounds the whole body, not each read (a server that
-  drips its answer byte by byte is cut off);
+- retries follow the one policy of ``reasonvqa/retry.py``: HTTP 429 (and a 5xx that names one) waits
+  ``Retry-After`` (number or HTTP date), then retries; 5xx, timeouts, connection errors, bodies cut
+  short, unparsable or with malformed bindings: bounded exponential backoff with jitter; ``timeout_s``
+  bounds the whole body, not each read (a server that drips its answer byte by byte is cut off);
 - 400: never retried, raised with the query text; other 4xx: not retried;
-- an on-disk cache keyed by endpoint (or a stable ``cache_key`` naming the knowledge
-  source) + query text, with a TTL; only complete, parsed answers are cached, so a
-  truncated body is never taken for a result.
+- answers cached in the pipeline's one call cache (``reasonvqa/call_cache.py``: one JSON-lines file
+  per shard, ``query_cache``) keyed by endpoint (or a stable ``cache_key`` naming the knowledge
+  source) + query text, taken while younger than ``cache_ttl_days``; only complete, parsed answers
+  are cached, so a truncated body is never taken for a result.
 
 ``requests`` counts HTTP requests actually sent (retries included); ``cache_hits``
 counts answers served from the cache.
@@ -20,27 +21,27 @@ counts answers served from the cache.
 
 from __future__ import annotations
 
-import email.utils
-import hashlib
+import contextlib
 import http.client
 import json
 import logging
-import os
 import random
 import socket
 import threading
 import time
 import urllib.error
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Iterator, Protocol
 
 import SPARQLWrapper as sparqlwrapper_pkg
 from SPARQLWrapper import JSON, POST, SPARQLWrapper
 from SPARQLWrapper.SPARQLExceptions import EndPointInternalError, EndPointNotFound, QueryBadFormed, Unauthorized, URITooLong
 
+from reasonvqa.call_cache import CallCache
 from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.locks import exclusive_lock
+from reasonvqa.retry import Retrier, RetriesExhausted, Retryable, RetryPolicy, WaitTooLong, retry_after_from_headers
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +78,6 @@ def user_agent(config: KnowledgeConfig) -> str:
     return f"{config.tool_name}/{version} ({config.contact}) SPARQLWrapper/{sparqlwrapper_pkg.__version__}"
 
 
-@dataclass
-class _Transient(Exception):
-    """A failure worth retrying; ``wait`` is a server-imposed delay (429)."""
-
-    reason: str
-    wait: float | None = None
-    status: int | None = None  # the HTTP status, when a response came
-
-
 class WikidataClient:
     """SPARQL SELECT client with cache, retries and a request counter."""
 
@@ -93,7 +85,7 @@ class WikidataClient:
         self,
         endpoint: str,
         config: KnowledgeConfig,
-        cache_dir: Path | None,
+        cache: CallCache | None,
         *,
         cache_key: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -101,68 +93,67 @@ class WikidataClient:
         rng: random.Random | None = None,
         throttle: Callable[[], None] | None = None,
     ) -> None:
+        """``cache``: the shard's answer cache (``query_cache``), None for no cache."""
         if not endpoint.startswith(("http://", "https://")):
             raise ValueError(f"SPARQL endpoint must be an http(s) URL, got {endpoint!r}")
         self.endpoint = endpoint
         self.config = config
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.cache = cache
         # What identifies the knowledge source in cache keys: the endpoint URL, unless the caller
         # names it stably (the embedded mirror runs on a new port each build: use its snapshot id).
         self.cache_key = cache_key or endpoint
         self.agent = user_agent(config)
         self.requests = 0
         self.cache_hits = 0
-        self.retries = 0
-        self._sleep = sleep
         self._clock = clock
-        self._rng = rng or random.Random()
+        policy = RetryPolicy(config.max_attempts, config.backoff_base_s, config.backoff_max_s, config.max_retry_after_s)
+        self._retrier = Retrier(policy, name=f"SPARQL {endpoint}", sleep=sleep, rng=rng)
         self._in_flight = threading.BoundedSemaphore(config.max_in_flight)
+        self._count_lock = threading.Lock()
         self._throttle = throttle  # called before every request sent (knowledge/rate_limit.py)
 
     # -- public -------------------------------------------------------------
     def select(self, query: str) -> list[Binding]:
         """Run a SELECT query; return its bindings (from the cache when fresh)."""
-        cached = self._cache_read(query)
-        if cached is not None:
-            self.cache_hits += 1
-            return cached
-        bindings = self._fetch(query)
-        self._cache_write(query, bindings)
+        if self.cache is None:
+            return self._fetch(query)
+        fetched: list[bool] = []
+
+        def fetch() -> list[Binding]:
+            fetched.append(True)
+            return self._fetch(query)
+
+        bindings = self.cache.call(f"sparql {self.cache_key}", query, fetch, max_age_s=self.config.cache_ttl_days * 86400)
+        if not fetched:  # answered from the file, or by the same query in flight on another thread
+            with self._count_lock:
+                self.cache_hits += 1
         return bindings
 
     def stats(self) -> dict[str, int]:
         return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": self.retries}
 
+    @property
+    def retries(self) -> int:
+        """Retries made (requests beyond the first of each query)."""
+        return self._retrier.retries
+
     # -- network ------------------------------------------------------------
     def _fetch(self, query: str) -> list[Binding]:
-        attempts = self.config.max_attempts
-        last, status = "no attempt made", None
-        for attempt in range(attempts):
-            try:
-                with self._in_flight:
-                    if self._throttle is not None:
-                        self._throttle()
-                    return self._request(query)
-            except _Transient as failure:
-                last, status = failure.reason, failure.status
-                if attempt + 1 == attempts:
-                    break
-                delay = failure.wait if failure.wait is not None else self._backoff(attempt)
-                if delay > self.config.max_retry_after_s:
-                    raise EndpointUnavailable(
-                        f"{self.endpoint}: asked to wait {delay:.0f} s ({last}), more than "
-                        f"max_retry_after_s={self.config.max_retry_after_s:.0f}; giving up"
-                    ) from None
-                self.retries += 1
-                log.warning("SPARQL %s: %s; retry %d/%d in %.1f s", self.endpoint, last, attempt + 1, attempts - 1, delay)
-                self._sleep(delay)
-        got = f"HTTP {status}" if status is not None else "no complete answer"
-        raise EndpointUnavailable(f"{self.endpoint}: {got} after {attempts} attempt(s) ({attempts - 1} retries); "
-                                  f"last error: {last}")
+        def attempt() -> list[Binding]:
+            with self._in_flight:
+                if self._throttle is not None:
+                    self._throttle()
+                return self._request(query)
 
-    def _backoff(self, attempt: int) -> float:
-        cap = min(self.config.backoff_max_s, self.config.backoff_base_s * (2**attempt))
-        return cap / 2 + self._rng.uniform(0, cap / 2)
+        try:
+            return self._retrier.call(attempt)
+        except WaitTooLong as error:
+            raise EndpointUnavailable(f"{self.endpoint}: {error}; giving up") from None
+        except RetriesExhausted as error:
+            status = error.last.status
+            got = f"HTTP {status}" if status is not None else "no complete answer"
+            raise EndpointUnavailable(f"{self.endpoint}: {got} after {error.attempts} attempt(s) "
+                                      f"({error.attempts - 1} retries); last error: {error.last.reason}") from None
 
     def _request(self, query: str) -> list[Binding]:
         wrapper = SPARQLWrapper(self.endpoint, agent=self.agent)
@@ -179,64 +170,46 @@ class WikidataClient:
         except QueryBadFormed as error:
             raise QueryRejected(f"{self.endpoint} rejected the query (HTTP 400): {_short(error)}\nQuery:\n{query}") from None
         except EndPointInternalError as error:
-            raise _Transient(f"HTTP 500: {_short(error)}", status=500) from None
+            raise Retryable(f"HTTP 500: {_short(error)}", status=500) from None
         except (EndPointNotFound, Unauthorized, URITooLong) as error:
             raise EndpointUnavailable(f"{self.endpoint}: {_short(error)}") from None
         except urllib.error.HTTPError as error:
-            if error.code == 429:
-                wait = _retry_after(error.headers.get("Retry-After"), self._clock())
-                raise _Transient("HTTP 429 Too Many Requests", wait=wait, status=429) from None
-            if error.code >= 500:
-                raise _Transient(f"HTTP {error.code}", status=error.code) from None
+            if error.code == 429 or error.code >= 500:
+                wait = retry_after_from_headers(error.headers, self._clock())
+                reason = "HTTP 429 Too Many Requests" if error.code == 429 else f"HTTP {error.code}"
+                raise Retryable(reason, retry_after=wait, status=error.code) from None
             detail = error.read()[:300].decode("utf-8", "replace")
             raise EndpointUnavailable(f"{self.endpoint}: HTTP {error.code} {error.reason}: {detail}") from None
         except urllib.error.URLError as error:
-            raise _Transient(f"connection failed: {error.reason}") from None
+            raise Retryable(f"connection failed: {error.reason}") from None
         except (TimeoutError, socket.timeout, ConnectionError, OSError, http.client.HTTPException) as error:
             # HTTPException: IncompleteRead (the connection dropped mid-body), BadStatusLine, ...
-            raise _Transient(f"{type(error).__name__}: {error}") from None
+            raise Retryable(f"{type(error).__name__}: {error}") from None
         return _parse_bindings(body, response.status)
 
-    # -- cache --------------------------------------------------------------
-    def _cache_path(self, query: str) -> Path | None:
-        if self.cache_dir is None:
-            return None
-        key = hashlib.sha256(f"{self.cache_key}\n{query}".encode()).hexdigest()
-        return self.cache_dir / key[:2] / f"{key}.json"
+QUERY_CACHE_MAX_ENTRY_BYTES = 256 * 2**20  # one answer; a WDQS answer is bounded by its 60 s limit
 
-    def _cache_read(self, query: str) -> list[Binding] | None:
-        path = self._cache_path(query)
-        if path is None or not path.exists():
-            return None
-        try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-            if entry.get("source") != self.cache_key or entry.get("query") != query:
-                return None
-            age_days = (self._clock() - float(entry.get("fetched_at", 0))) / 86400
-        except (OSError, ValueError, AttributeError, TypeError):
-            return None  # a damaged cache file is simply refetched
-        if age_days > self.config.cache_ttl_days or not entry.get("complete") or not isinstance(entry.get("bindings"), list):
-            return None
-        return entry["bindings"]
 
-    def _cache_write(self, query: str, bindings: list[Binding]) -> None:
-        path = self._cache_path(query)
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"source": self.cache_key, "query": query, "fetched_at": self._clock(), "complete": True, "bindings": bindings}
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(entry, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+@contextlib.contextmanager
+def query_cache(cache_dir: Path | None, name: str, clock: Callable[[], float] = time.time) -> Iterator[CallCache | None]:
+    """The answer cache of one shard's queries, ``<cache_dir>/<name>.jsonl`` (None without ``cache_dir``),
+    held under ``<name>.lock`` while open: builds that share a cache folder take turns on a shard's file."""
+    if cache_dir is None:
+        yield None
+        return
+    cache_dir = Path(cache_dir)
+    with exclusive_lock(cache_dir / f"{name}.lock", "SPARQL cache"), \
+            CallCache(cache_dir / f"{name}.jsonl", max_entry_bytes=QUERY_CACHE_MAX_ENTRY_BYTES, clock=clock) as cache:
+        yield cache
 
 
 def _read_before(response, deadline: float, timeout_s: float, chunk: int = 1 << 16) -> bytes:
-    """The whole body, or ``_Transient`` once ``deadline`` passes: the socket timeout bounds each read,
+    """The whole body, or ``Retryable`` once ``deadline`` passes: the socket timeout bounds each read,
     not a server that sends its body a few bytes at a time."""
     parts = []
     while True:
         if time.monotonic() > deadline:
-            raise _Transient(f"no complete answer within timeout_s={timeout_s:g} s ({sum(map(len, parts))} bytes read)",
+            raise Retryable(f"no complete answer within timeout_s={timeout_s:g} s ({sum(map(len, parts))} bytes read)",
                              status=response.status)
         part = response.read1(chunk)
         if not part:
@@ -254,31 +227,17 @@ def _parse_bindings(body: bytes, status: int | None = None) -> list[Binding]:
         bindings = document["results"]["bindings"]
         variables = document["head"]["vars"]
     except (ValueError, KeyError, TypeError) as error:
-        raise _Transient(f"incomplete or unparsable SPARQL JSON ({len(body)} bytes): {error}", status=status) from None
+        raise Retryable(f"incomplete or unparsable SPARQL JSON ({len(body)} bytes): {error}", status=status) from None
     if not isinstance(bindings, list) or not isinstance(variables, list):
-        raise _Transient("SPARQL JSON without a bindings list", status=status)
+        raise Retryable("SPARQL JSON without a bindings list", status=status)
     for row, binding in enumerate(bindings):
         if not isinstance(binding, dict) or not all(
             isinstance(name, str) and isinstance(term, dict) and isinstance(term.get("type"), str)
             and isinstance(term.get("value"), str) for name, term in binding.items()
         ):
-            raise _Transient(f"malformed SPARQL JSON binding {row}: {_short(ValueError(json.dumps(binding)[:200]))}",
+            raise Retryable(f"malformed SPARQL JSON binding {row}: {_short(ValueError(json.dumps(binding)[:200]))}",
                              status=status)
     return bindings
-
-
-def _retry_after(value: str | None, now: float) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date); None if absent/invalid."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - now)
 
 
 def _short(error: Exception) -> str:

@@ -1,9 +1,13 @@
-"""A per-shard record of finished calls (model, LLM, HTTP), keyed by the call's inputs.
+"""A per-shard record of finished calls (model, LLM, SPARQL), keyed by the call's inputs: the one
+on-disk call cache of the pipeline.
 
 File format (JSON lines): a header ``{"fingerprint": ...}`` naming the stage setup the answers
-came from, then one ``{"k": <sha256 of namespace + canonical JSON of the inputs>, "v": <result>}``
-per finished call. A line is written and flushed before ``call`` returns, so a killed process
-loses at most the calls in flight (the OS keeps what was written; a power loss is not covered).
+came from, then one ``{"k": <sha256 of namespace + canonical JSON of the inputs>, "t": <unix time
+written>, "v": <result>}`` per finished call. Only a result that ``compute`` returned is written:
+a call that raised (a truncated or malformed answer) leaves no line. A caller may bound the age of
+the answers it takes (``max_age_s``): an older one is computed again and its new line supersedes it.
+A line is written and flushed before ``call`` returns, so a killed process loses at most the
+calls in flight (the OS keeps what was written; a power loss is not covered).
 A line torn by a kill mid-write has no final newline: it is cut off on reload.
 
 Keys and results may hold JSON values, bytes (stored as base64) and numpy arrays or scalars;
@@ -17,6 +21,7 @@ import base64
 import hashlib
 import json
 import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path, PurePath
 from typing import Any, Callable
@@ -87,16 +92,21 @@ class CallCache:
     Safe for threads of one process: a call already in flight on another thread with the same
     inputs is waited for, not run twice. ``fingerprint`` names the setup the answers came from
     (stage, config, device); a file written under another fingerprint is discarded.
-    ``max_entry_bytes`` refuses results too big to belong in a call cache.
+    ``max_entry_bytes`` refuses results too big to belong in a call cache. ``clock`` gives the
+    time written into each line (and the age ``max_age_s`` is measured against).
+    One process writes a file at a time: a caller that shares its folder between processes holds
+    a lock around it (``knowledge/wikidata.py`` ``query_cache``).
     """
 
-    def __init__(self, path: Path, fingerprint: str = "", max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:
+    def __init__(self, path: Path, fingerprint: str = "", max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
+                 clock: Callable[[], float] = time.time) -> None:
         self.path = Path(path)
         self.fingerprint = fingerprint
         self.max_entry_bytes = max_entry_bytes
         self.hits = 0
         self.misses = 0
-        self._offsets: dict[str, tuple[int, int]] = {}
+        self._clock = clock
+        self._offsets: dict[str, tuple[int, int, float | None]] = {}  # digest -> (offset, length, time written)
         self._inflight: dict[str, Future] = {}
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -117,10 +127,13 @@ class CallCache:
                         if not line.endswith(b"\n"):
                             break  # torn by a kill mid-write: that call runs again
                         try:
-                            digest = json.loads(line)["k"]
+                            entry = json.loads(line)
+                            digest = entry["k"]
                         except (ValueError, KeyError, TypeError):
                             break
-                        self._offsets[digest] = (kept, len(line))
+                        written = entry.get("t")
+                        self._offsets[digest] = (kept, len(line),
+                                                 float(written) if isinstance(written, (int, float)) else None)
                         kept += len(line)
         if kept == 0:
             self.path.write_bytes(header)
@@ -143,25 +156,33 @@ class CallCache:
         self._file.close()
 
     def _read(self, digest: str) -> Any:
-        offset, length = self._offsets[digest]
+        offset, length, _ = self._offsets[digest]
         self._file.seek(offset)
         line = self._file.read(length)
         self._file.seek(self._size)
         return decode(json.loads(line)["v"])
 
-    def has(self, namespace: str, key: Any) -> bool:
-        """True when the call (namespace, key) has a recorded result."""
-        with self._lock:
-            return canonical_key(namespace, key) in self._offsets
+    def _fresh(self, digest: str, max_age_s: float | None) -> bool:
+        """Whether ``digest`` has a recorded result no older than ``max_age_s`` (None: any age)."""
+        if digest not in self._offsets:
+            return False
+        written = self._offsets[digest][2]
+        return max_age_s is None or (written is not None and self._clock() - written <= max_age_s)
 
-    def call(self, namespace: str, key: Any, compute: Callable[[], Any]) -> Any:
-        """The recorded result of ``compute`` for (namespace, key), computing and recording it once.
+    def has(self, namespace: str, key: Any, max_age_s: float | None = None) -> bool:
+        """True when the call (namespace, key) has a recorded result (no older than ``max_age_s``)."""
+        with self._lock:
+            return self._fresh(canonical_key(namespace, key), max_age_s)
+
+    def call(self, namespace: str, key: Any, compute: Callable[[], Any], max_age_s: float | None = None) -> Any:
+        """The recorded result of ``compute`` for (namespace, key), computing and recording it once
+        (again when the recorded one is older than ``max_age_s``).
 
         Every caller, first run or rerun, gets the result as read back from the record.
         """
         digest = canonical_key(namespace, key)
         with self._lock:
-            if digest in self._offsets:
+            if self._fresh(digest, max_age_s):
                 self.hits += 1
                 return self._read(digest)
             waiting = self._inflight.get(digest)
@@ -174,14 +195,16 @@ class CallCache:
                 self.hits += 1
             return decode(json.loads(line)["v"])
         try:
-            line = (dumps({"k": digest, "v": compute()}) + "\n").encode()
+            value = compute()
+            written = self._clock()
+            line = (dumps({"k": digest, "t": written, "v": value}) + "\n").encode()
             if len(line) > self.max_entry_bytes:
                 raise ValueError(f"call cache: result of {namespace!r} is {len(line)} bytes, over the "
                                  f"{self.max_entry_bytes}-byte limit; write large outputs to a table instead")
             with self._lock:
                 self._file.write(line)
                 self._file.flush()
-                self._offsets[digest] = (self._size, len(line))
+                self._offsets[digest] = (self._size, len(line), written)
                 self._size += len(line)
                 self.misses += 1
             mine.set_result(line)

@@ -4,8 +4,10 @@ Through the ``openai`` package. The key comes from the environment variable name
 (never from the config or the release). Every response is cached by the hash of the request
 (model, messages, parameters) in a ``CallCache``, so a rerun makes no calls and yields the same
 bytes. Calls run with bounded concurrency; transient failures (connection errors, timeouts, 429,
-5xx) are retried with exponential backoff, and a failing endpoint raises ``LLMEndpointError``
-after ``max_retries`` (what was cached stays cached). Batch APIs: ``export_batch`` writes the
+5xx) are retried under the one retry policy of ``reasonvqa/retry.py`` (the server's ``Retry-After``
+/ ``retry-after-ms`` waited, else exponential backoff with jitter; the SDK's own retries are off so
+that one policy decides), and a failing endpoint raises ``LLMEndpointError`` after ``max_retries``
+retries (what was cached stays cached). Batch APIs: ``export_batch`` writes the
 uncached requests as batch JSONL, ``import_batch`` puts a batch's results into the cache.
 """
 
@@ -22,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from reasonvqa.model_stage import CallCache, canonical_key
+from reasonvqa.retry import Retrier, RetriesExhausted, Retryable, RetryPolicy, WaitTooLong, retry_after_from_headers
 
 NAMESPACE = "chat"
 
@@ -43,7 +46,8 @@ class LLMConfig(BaseModel):
                                                "server: grammar-constrained output); None sends no schema.")
     concurrency: int = Field(default=4, ge=1)
     max_retries: int = Field(default=4, ge=0)
-    backoff_seconds: float = Field(default=1.0, ge=0)
+    backoff_seconds: float = Field(default=1.0, ge=0, description="First retry delay without a Retry-After; "
+                                   "doubles per retry, capped at 60 s (reasonvqa/retry.py).")
     timeout_seconds: float = Field(default=120.0, gt=0)
 
 
@@ -83,7 +87,12 @@ class LLMClient:
         self.client = openai.OpenAI(base_url=config.base_url, api_key=os.environ.get(config.api_key_env) or "none",
                                     max_retries=0, timeout=config.timeout_seconds)
         self.calls = 0
-        self.retries = 0
+        self._retrier = Retrier(RetryPolicy(config.max_retries + 1, config.backoff_seconds), name=f"LLM {config.base_url}")
+
+    @property
+    def retries(self) -> int:
+        """Retries made (calls beyond the first of each request)."""
+        return self._retrier.retries
 
     def request(self, messages: list[dict]) -> dict:
         """The full request body: what the cache key and a batch line are made of."""
@@ -100,20 +109,28 @@ class LLMClient:
     def _complete(self, body: dict) -> str:
         errors = self._openai
         transient = (errors.APIConnectionError, errors.APITimeoutError, errors.RateLimitError, errors.InternalServerError)
-        for attempt in range(self.config.max_retries + 1):
+
+        def attempt() -> str:
             try:
                 self.calls += 1
                 response = self.client.chat.completions.create(**body)
-                return response.choices[0].message.content or ""
             except transient as exc:
-                if attempt == self.config.max_retries:
-                    raise LLMEndpointError(f"{self.config.base_url}: {type(exc).__name__} after "
-                                           f"{attempt + 1} attempts: {exc}") from exc
-                self.retries += 1
-                time.sleep(self.config.backoff_seconds * 2**attempt)
+                response_of = getattr(exc, "response", None)  # none for connection errors and timeouts
+                raise Retryable(f"{type(exc).__name__}: {exc}", status=getattr(exc, "status_code", None),
+                                retry_after=retry_after_from_headers(getattr(response_of, "headers", None),
+                                                                     time.time())) from exc
             except errors.APIError as exc:  # 4xx other than 429: retrying cannot help
                 raise LLMEndpointError(f"{self.config.base_url}: {type(exc).__name__}: {exc}") from exc
-        raise AssertionError("unreachable")
+            return response.choices[0].message.content or ""
+
+        try:
+            return self._retrier.call(attempt)
+        except RetriesExhausted as error:
+            cause = error.last.__cause__
+            raise LLMEndpointError(f"{self.config.base_url}: {type(cause).__name__} after {error.attempts} "
+                                   f"attempts: {cause}") from cause
+        except WaitTooLong as error:
+            raise LLMEndpointError(f"{self.config.base_url}: {error}; giving up") from error.last.__cause__
 
     def complete_many(self, conversations: list[list[dict]], cache: CallCache) -> list[str]:
         """Replies to each conversation, from the cache or the endpoint, in input order."""

@@ -11,7 +11,7 @@ from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.knowledge.facts import fetch_facts
 from reasonvqa.knowledge.linking import link_objects
 from reasonvqa.knowledge.mirror import mirror_cache_key, serve_mirror
-from reasonvqa.knowledge.wikidata import WikidataClient
+from reasonvqa.knowledge.wikidata import WikidataClient, query_cache
 from reasonvqa import schemas
 from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.stage import read_table, run_shard
@@ -38,8 +38,8 @@ def test_sample_images_to_three_hop_facts(bundled_store, tmp_path):
     config = KnowledgeConfig(wordnet_source="table")
     entities = config.mirror_entities
     objects = _sample_objects()
-    with serve_mirror(entities, work) as endpoint:
-        client = WikidataClient(endpoint, config, tmp_path / "cache", cache_key=mirror_cache_key(entities))
+    with serve_mirror(entities, work) as endpoint, query_cache(tmp_path / "cache", "shard-00000") as cache:
+        client = WikidataClient(endpoint, config, cache, cache_key=mirror_cache_key(entities))
         link_stats = run_shard(tmp_path / "linking", 0, lambda: link_objects(objects, client, config, 0))
         links = read_table(tmp_path / "linking", "entity_links")
         qids = sorted(set(links.column("qid").to_pylist()))

@@ -185,7 +185,7 @@ def test_outputs_do_not_depend_on_the_order_of_the_answer(sparql_server, fast_co
         body = json.dumps({"head": {"vars": sorted(rows[0])}, "results": {"bindings": rows}}).encode()
         labels_body = json.dumps({"head": {"vars": ["item", "label"]}, "results": {"bindings": labels}}).encode()
         sparql_server.script = [Reply(200, body), Reply(200, labels_body)]
-        client = WikidataClient(sparql_server.url, fast_config, cache_dir=None)
+        client = WikidataClient(sparql_server.url, fast_config, cache=None)
         result = fetch_facts(["Q1"], client, CONFIG, ["P2044", "P571", "P61"], 0)
         return result.outputs["facts"].to_pylist(), result.rejects.rows
 

@@ -37,6 +37,18 @@ def test_done_when_synsets_link_offline(bundled_store):
     ]
 
 
+@pytest.mark.integration
+def test_cli_on_an_endpoint_keeps_its_answers_in_the_cache_folder(bundled_store, tmp_path):
+    from reasonvqa.knowledge.mirror import serve_mirror
+
+    with serve_mirror(CONFIG.mirror_entities, bundled_store.parent.parent) as endpoint:
+        config = CONFIG.model_copy(update={"endpoint": endpoint, "cache_dir": tmp_path / "cache"})
+        served = link_synset_names(["dog.n.01"], config)
+    assert (tmp_path / "cache" / "link-synset-names.jsonl").exists()
+    cached = link_synset_names(["dog.n.01"], config)  # the endpoint is gone: every answer comes from the file
+    assert [(r["qid"], r["label"]) for r in cached] == [(r["qid"], r["label"]) for r in served] == [("Q144", "dog")]
+
+
 def test_cli_rows_explain_failures(bundled_client):
     rows = link_synset_names(["bad name", "blorp.n.01", "color.n.04", "area.n.01"], CONFIG, client=bundled_client)
     assert [(r["name"], r["qid"], r["reason"]) for r in rows] == [

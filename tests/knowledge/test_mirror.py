@@ -11,7 +11,7 @@ import pytest
 from reasonvqa.knowledge import queries
 from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.knowledge.mirror import MirrorError, build_store, mirror_cache_key, serve_mirror, snapshot_date, snapshot_id
-from reasonvqa.knowledge.wikidata import WikidataClient
+from reasonvqa.knowledge.wikidata import WikidataClient, query_cache
 from tests.knowledge.helpers import item_entity, statement, write_jsonl
 
 DOG = item_entity("Q144", "dog", {"P8814": [statement("Q144", "P8814", "02086723-n")]})
@@ -59,7 +59,7 @@ def test_served_over_http_sparql_like_wikidata(entities, tmp_path):
     config = KnowledgeConfig()
     with serve_mirror(entities, tmp_path / "work") as endpoint:
         assert endpoint.startswith("http://127.0.0.1:") and endpoint.endswith("/query")
-        client = WikidataClient(endpoint, config, cache_dir=None)
+        client = WikidataClient(endpoint, config, cache=None)
         rows = client.select(queries.items_by_wordnet31(["02086723-n", "02961779-n"]))
         assert sorted(r["item"]["value"] for r in rows) == [
             "http://www.wikidata.org/entity/Q1420",
@@ -86,8 +86,8 @@ def test_unchanged_rebuild_makes_zero_requests(entities, tmp_path):
     query = queries.items_by_wordnet31(["02086723-n"])
     counts = []
     for _ in range(2):
-        with serve_mirror(entities, tmp_path / "work") as endpoint:
-            client = WikidataClient(endpoint, config, tmp_path / "cache", cache_key=mirror_cache_key(entities))
+        with serve_mirror(entities, tmp_path / "work") as endpoint, query_cache(tmp_path / "cache", "link-00000") as cache:
+            client = WikidataClient(endpoint, config, cache, cache_key=mirror_cache_key(entities))
             assert client.select(query)[0]["item"]["value"] == "http://www.wikidata.org/entity/Q144"
             counts.append((client.requests, client.cache_hits))
     assert counts == [(1, 0), (0, 1)]

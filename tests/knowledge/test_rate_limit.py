@@ -17,6 +17,9 @@ def test_limit_is_named_for_the_endpoint_host():
     ("https://query.wikidata.org/sparql", "off", False),
     ("http://127.0.0.1:7878/query", "auto", False),
     ("http://localhost:7878/query", "auto", False),
+    ("http://127.0.0.2:7878/query", "auto", False),  # a mirror on another loopback address
+    ("http://[::1]:7878/query", "auto", False),
+    ("http://10.0.0.5:7878/query", "auto", True),
     ("http://127.0.0.1:7878/query", "required", True),
 ])
 def test_which_endpoints_need_the_limit(endpoint, mode, needed):

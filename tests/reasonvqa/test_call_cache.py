@@ -1,3 +1,4 @@
+import json
 import threading
 import time
 
@@ -82,3 +83,33 @@ def test_an_oversized_result_is_refused(tmp_path):
         with pytest.raises(ValueError, match=r"result of 'embed' is \d+ bytes, over the 100-byte limit"):
             cache.call("embed", 1, lambda: "x" * 200)
         assert len(cache) == 0
+
+
+def test_an_answer_older_than_max_age_is_computed_again_and_supersedes_the_old_one(tmp_path):
+    now = [1_000_000.0]
+    path = tmp_path / "calls.jsonl"
+    with CallCache(path, clock=lambda: now[0]) as cache:
+        assert cache.call("q", "select", lambda: "old", max_age_s=60) == "old"
+        now[0] += 60
+        assert cache.call("q", "select", lambda: 1 / 0, max_age_s=60) == "old"  # exactly max_age: still fresh
+        assert cache.call("q", "select", lambda: 1 / 0) == "old"  # no bound: any age
+        now[0] += 1
+        assert not cache.has("q", "select", max_age_s=60) and cache.has("q", "select")
+        assert cache.call("q", "select", lambda: "new", max_age_s=60) == "new"
+        assert (cache.hits, cache.misses) == (2, 2)
+    with CallCache(path, clock=lambda: now[0]) as again:
+        assert len(again) == 1 and again.call("q", "select", lambda: 1 / 0, max_age_s=0) == "new"
+    assert [json.loads(line).get("t") for line in path.read_text().splitlines()] == [None, 1_000_000.0, 1_000_061.0]
+
+
+def test_a_line_without_its_time_counts_as_too_old_for_a_bounded_caller(tmp_path):
+    path = tmp_path / "calls.jsonl"
+    with CallCache(path) as cache:
+        cache.call("q", "select", lambda: "answer")
+    lines = path.read_text().splitlines()
+    entry = json.loads(lines[1])
+    entry["t"] = "yesterday"  # damaged (or written before lines carried their time)
+    path.write_text(lines[0] + "\n" + json.dumps(entry) + "\n")
+    with CallCache(path) as again:
+        assert again.call("q", "select", lambda: 1 / 0) == "answer"
+        assert again.call("q", "select", lambda: "fetched", max_age_s=3600) == "fetched"

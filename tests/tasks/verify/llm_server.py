@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -35,6 +36,9 @@ class FixtureLLM:
         self.entailment = entailment or {}
         self.fail_status = fail_status
         self.requests: list[dict] = []
+        self.arrivals: list[float] = []  # time.monotonic() of each request, in order
+        # answered first, one per request: (status, headers), e.g. (429, {"Retry-After": "1"})
+        self.failures: list[tuple[int, dict[str, str]]] = []
         self._lock = threading.Lock()
         fixture = self
 
@@ -46,8 +50,13 @@ class FixtureLLM:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with fixture._lock:
                     fixture.requests.append(body)
+                    fixture.arrivals.append(time.monotonic())
+                    scripted = fixture.failures.pop(0) if fixture.failures else None
                 if not self.path.endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": "not found"}})
+                if scripted is not None:
+                    status, headers = scripted
+                    return self._send(status, {"error": {"message": "scripted failure", "type": "rate_limit"}}, headers)
                 if fixture.fail_status is not None:
                     return self._send(fixture.fail_status, {"error": {"message": "fixture failure", "type": "server_error"}})
                 content = fixture.reply(text_of(body["messages"][-1]["content"]))
@@ -56,9 +65,11 @@ class FixtureLLM:
                                               "message": {"role": "assistant", "content": content}}],
                                  "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
 
-            def _send(self, status, payload):
+            def _send(self, status, payload, headers=None):
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -91,3 +91,28 @@ def test_batch_export_and_import_fill_the_cache(tmp_path):
         imported = sorted(l["body"]["messages"][0]["content"] for l in lines[:2])
         replies = client.complete_many([[{"role": "user", "content": c}] for c in imported], cache)
         assert replies == [c.upper() for c in imported] and server.requests == []
+
+
+def test_429_waits_retry_after_then_succeeds(tmp_path):
+    with FixtureLLM(generations={"ok": '{"fine": 1}'}) as server:
+        server.failures = [(429, {"Retry-After": "1"})]
+        client = LLMClient(_config(server))  # backoff 0.01 s: only Retry-After explains a 1 s wait
+        replies = client.complete_many([[{"role": "user", "content": "ok"}]], CallCache(tmp_path / "calls.jsonl"))
+        assert replies == ['{"fine": 1}']
+        assert len(server.requests) == 2 and client.retries == 1
+        first, second = server.arrivals
+        assert second - first >= 1.0
+
+
+def test_retry_after_ms_is_waited_and_a_too_long_wait_fails_at_once(tmp_path):
+    cache = CallCache(tmp_path / "calls.jsonl")
+    with FixtureLLM(generations={"ok": '{"fine": 1}'}) as server:
+        server.failures = [(503, {"retry-after-ms": "300"})]
+        client = LLMClient(_config(server))
+        assert client.complete_many([[{"role": "user", "content": "ok"}]], cache) == ['{"fine": 1}']
+        first, second = server.arrivals
+        assert second - first >= 0.3
+        server.failures = [(429, {"Retry-After": "3600"})]
+        with pytest.raises(LLMEndpointError, match=r"asked to wait 3600 s .*RateLimitError.*max_retry_after_s=300"):
+            client.complete_many([[{"role": "user", "content": "other"}]], cache)
+        assert len(server.requests) == 3  # no retry was sent
