@@ -1,8 +1,8 @@
 """Fold the winning human decisions into the tables of the next release.
 
-Questions: ``wrong`` drops the question; ``edit_answer`` sets the answer (the corrected
-answer takes the old answer's place among the choices unless it already is one, in which
-case the old, wrong answer stays as a distractor); ``correct`` keeps it as is, and on a hallucination
+Questions: ``wrong`` drops the question; ``edit_answer`` sets the answer (import admits only
+one of the question's choices, so the choices stay as they are and the old, wrong answer becomes
+a distractor); ``correct`` keeps it as is, and on a hallucination
 question makes the review its absence basis (absence_review.py).
 Regions: ``reject`` drops the region (and its id from questions' evidence lists);
 ``edit`` replaces box, mask and area; ``add`` appends a region with origin
@@ -153,17 +153,10 @@ def _apply_to_questions(questions: pa.Table, decisions: dict[str, dict]) -> pa.T
     if edits:
         rows = [i for i, q in enumerate(ids) if q in edits]
         answers = questions["answer"].to_pylist()
-        choices = questions["choices"].to_pylist() if "choices" in questions.column_names else None
         for i in rows:
-            old, new = answers[i], edits[ids[i]]
-            answers[i] = new
-            if choices is not None and choices[i] is not None and new not in choices[i]:
-                choices[i] = [new if c == old else c for c in choices[i]]
+            answers[i] = edits[ids[i]]
         questions = questions.set_column(questions.column_names.index("answer"), "answer",
                                          pa.array(answers, questions.schema.field("answer").type))
-        if choices is not None:
-            questions = questions.set_column(questions.column_names.index("choices"), "choices",
-                                             pa.array(choices, questions.schema.field("choices").type))
     if wrong:
         questions = questions.filter(pc.invert(pc.is_in(questions["question_id"], pa.array(sorted(wrong)))))
     return questions

@@ -55,8 +55,9 @@ def check_values(batch: Batch, item: Item, *, target: str, answer: object, label
     """Refuse, as a BadRecord, what the release writer or verify would refuse, whatever the format it came in.
 
     Boxes: four finite numbers, non-negative size, inside the item's image; masks: COCO RLE of the
-    image's size; answers: text, a count (``Item.answer_type == "count"``) a non-negative integer;
-    labels, annotator and time: text.
+    image's size; answers: text, a count (``Item.answer_type == "count"``) a non-negative integer, the
+    answer to a multiple-choice question (the batch's ``Item.choices``) one of its choices; labels,
+    annotator and time: text.
     """
     if not isinstance(annotator, str) or not annotator:
         raise BadRecord("bad_annotator", f"annotator {annotator!r} is not a name")
@@ -69,6 +70,9 @@ def check_values(batch: Batch, item: Item, *, target: str, answer: object, label
             raise BadRecord("wrong_answer_type", f"answer {answer!r} is not text")
         if item.answer_type == "count" and not (answer.isascii() and answer.isdigit()):
             raise BadRecord("wrong_answer_type", f"answer {answer!r} to a counting question is not a non-negative integer")
+        if item.choices and answer not in item.choices:  # the release keeps the choices as they are
+            raise BadRecord("answer_not_a_choice",
+                            f"answer {answer!r} is not one of the question's choices {item.choices}")
     info = batch.images.get(item.image_id) or {}
     width, height = info.get("width"), info.get("height")
     if box is not None:

@@ -36,7 +36,7 @@ def decided(tmp_path):
     q3 = prediction_results(tasks["q3"])
     q3[-1]["value"]["text"] = ["Rome"]  # a distractor: the old answer stays as one
     q4 = prediction_results(tasks["q4"])
-    q4[-1]["value"]["text"] = ["Hamburg"]
+    q4[-1]["value"]["text"] = ["Bonn"]  # a distractor too
     export = write_json(tmp_path / "ls.json", [annotate(q1, results, task_id=1), annotate(tasks["q3"], q3, task_id=2),
                                                annotate(tasks["q4"], q4, task_id=3),
                                                annotate(tasks["q6"], [verdict("wrong")], task_id=4)])
@@ -53,7 +53,7 @@ def test_the_next_release_reflects_every_decision_and_verifies(decided, tmp_path
     pool = {q["question_id"]: q for q in nxt.pool.to_pylist()}
     assert sorted(pool) == ["q1", "q2", "q3", "q4", "q5"]  # q6 judged wrong
     assert pool["q3"]["answer"] == "Rome" and pool["q3"]["choices"] == ["Madrid", "Rome", "Bern", "Oslo"]
-    assert pool["q4"]["answer"] == "Hamburg" and pool["q4"]["choices"] == ["Hamburg", "Bonn", "Kiel", "Ulm"]
+    assert pool["q4"]["answer"] == "Bonn" and pool["q4"]["choices"] == ["Berlin", "Bonn", "Kiel", "Ulm"]
     regions = {r["region_id"]: r for r in record_tables(path, nxt.manifest)["regions"].to_pylist()}
     assert "sa1b:1/g1" not in regions  # rejected
     assert np.array_equal(masks.coco_decode(regions["sa1b:1/g2"]["mask"]), redrawn)

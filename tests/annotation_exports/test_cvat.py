@@ -101,7 +101,7 @@ def test_import_reads_decisions_deletions_edits_and_additions(exported):
         ET.SubElement(image1, "polygon", label="region", source="manual", occluded="0", points="10,10;20,10;20,20;10,20", z_order="0")
         tags = {t.find("attribute[@name='question_id']").text: t for t in root.iter("tag")}
         set_attribute(tags["q6"], "verdict", "wrong")
-        set_attribute(tags["q3"], "answer", "Lisbon")
+        set_attribute(tags["q3"], "answer", "Bern")  # one of its choices
         ET.SubElement(ET.SubElement(root.find("meta/task"), "owner"), "username").text = "ann1"
 
     changed = edit(xml, tmp_path / "cvat_done.xml", change)
@@ -130,11 +130,15 @@ def test_bad_cvat_input_is_rejected_per_record(exported):
         images["sa1b/2.jpg"].set("width", "21")
         images["vg/9.jpg"].set("name", "../../etc/passwd")
         images["nuscenes/cam1.jpg"].set("name", "nuscenes/other.jpg")
+        tags = {t.find("attribute[@name='question_id']").text: t for t in root.iter("tag")}
+        set_attribute(tags["q1"], "answer", "Marseille")  # not one of Paris, Lyon, Nice, Lille
 
     report = import_decisions(edit(xml, tmp_path / "bad.xml", change), "cvat", store=store, annotator="qa")
     reasons = sorted(r["reason"] for r in report.rejects)
-    assert reasons == ["file_name_leaves_images_folder", "malformed_rle", "size_mismatch", "unknown_image",
-                       "unknown_region_id"]
+    assert reasons == ["answer_not_a_choice", "file_name_leaves_images_folder", "malformed_rle", "size_mismatch",
+                       "unknown_image", "unknown_region_id"]
+    assert next(r for r in report.rejects if r["reason"] == "answer_not_a_choice")["detail"] == (
+        "answer 'Marseille' is not one of the question's choices ['Paris', 'Lyon', 'Nice', 'Lille']")
     # sa1b:1/g2 was renamed to an unknown id: it is missing, so the annotator deleted it
     assert sorted((d["region_id"], d["action"]) for d in report.decisions) == [("sa1b:1/g2", "reject")]
 

@@ -116,16 +116,16 @@ def test_a_mask_that_does_not_decode_to_the_images_size_is_rejected(counting):
 def test_wrong_typed_answers_annotators_times_and_null_values_are_rejected(counting):
     tmp_path, release, store, tasks = counting
     q7, q4 = tasks["q7"], tasks["q4"]
-    cast = annotate(q4, [answer(["Hamburg"])], task_id=5)
+    cast = annotate(q4, [answer(["Bonn"])], task_id=5)
     cast["annotations"][0]["completed_by"] = ["x"]
-    epoch = annotate(q4, [answer(["Hamburg"])], task_id=6)
+    epoch = annotate(q4, [answer(["Bonn"])], task_id=6)
     epoch["annotations"][0]["created_at"] = epoch["annotations"][0]["updated_at"] = 12345
     nulled = annotate(q4, [{**verdict("wrong"), "value": None}], task_id=7)
     export = write_json(tmp_path / "typed.json", [
         annotate(q7, [answer(["two"])], task_id=1),
         annotate(q7, [answer(["-1"])], task_id=2),
         annotate(q7, [answer(["1.5"])], task_id=3),
-        annotate(q4, [answer("Hamburg")], task_id=4),  # a string, not a list: the whole answer
+        annotate(q4, [answer("Bonn")], task_id=4),  # a string, not a list: the whole answer
         cast, epoch, nulled,
         annotate(q4, [verdict("maybe")], task_id=8),
         annotate(q7, [answer(["02"])], user=9, task_id=9),  # a count: stored as 2
@@ -139,7 +139,96 @@ def test_wrong_typed_answers_annotators_times_and_null_values_are_rejected(count
                                ("typed.json#7.annotations[0]", "malformed_record"),
                                ("typed.json#8.annotations[0]", "unknown_choice")]
     assert sorted((d["item_id"], d["answer"], d["annotator"]) for d in report.decisions) == [
-        ("q4", "Hamburg", "labelstudio:7"), ("q7", "2", "labelstudio:9")]
+        ("q4", "Bonn", "labelstudio:7"), ("q7", "2", "labelstudio:9")]
+
+
+# A Label Studio 1.x JSON export (Export -> JSON) of two tasks of batch b-choices, each corrected in the
+# answer text area: q4's "Hamburg" is not one of Berlin | Bonn | Kiel | Ulm, q3's "Rome" is one of its choices.
+CHOICES_EXPORT = r"""[
+  {
+    "id": 41,
+    "annotations": [
+      {
+        "id": 77, "completed_by": 3,
+        "result": [
+          {"id": "answer", "type": "textarea", "value": {"text": ["Hamburg"]}, "origin": "prediction-changed",
+           "to_name": "image", "from_name": "answer"}
+        ],
+        "was_cancelled": false, "ground_truth": false,
+        "created_at": "2026-12-02T09:14:03.918201Z", "updated_at": "2026-12-02T09:14:03.918223Z",
+        "draft_created_at": null, "lead_time": 12.84, "prediction": {}, "result_count": 0,
+        "unique_id": "5c1e0a3e-6f57-4b0e-9c57-0f3c0c8f2d11", "import_id": null, "last_action": null,
+        "task": 41, "project": 2, "updated_by": 3, "parent_prediction": 40, "parent_annotation": null,
+        "last_created_by": null
+      }
+    ],
+    "file_upload": null, "drafts": [], "predictions": [40],
+    "data": {"answer": "Berlin", "choices_text": "Berlin | Bonn | Kiel | Ulm",
+             "image": "/data/local-files/?d=nuscenes/cam1.jpg", "question": "Question q4 about nuscenes:cam1?",
+             "reasonvqa": {"batch_id": "b-choices", "height": 40, "image_id": "nuscenes:cam1", "item_id": "q4",
+                           "label_config": "sha256:1dd2eeaa96701aaed24535f2d1f5ef80c3b0aa6fe6e688872b07ea458d36b44a",
+                           "mask_digests": {}, "question_id": "q4",
+                           "regions": {"r0": "nuscenes:cam1/g1", "r1": "nuscenes:cam1/g2"}, "width": 50}},
+    "meta": {}, "created_at": "2026-12-01T16:02:11.402118Z", "updated_at": "2026-12-02T09:14:03.958871Z",
+    "inner_id": 4, "total_annotations": 1, "cancelled_annotations": 0, "total_predictions": 1,
+    "comment_count": 0, "unresolved_comment_count": 0, "last_comment_updated_at": null, "project": 2,
+    "updated_by": 3, "comment_authors": []
+  },
+  {
+    "id": 42,
+    "annotations": [
+      {
+        "id": 78, "completed_by": 3,
+        "result": [
+          {"id": "answer", "type": "textarea", "value": {"text": ["Rome"]}, "origin": "prediction-changed",
+           "to_name": "image", "from_name": "answer"}
+        ],
+        "was_cancelled": false, "ground_truth": false,
+        "created_at": "2026-12-02T09:15:40.101733Z", "updated_at": "2026-12-02T09:15:40.101760Z",
+        "draft_created_at": null, "lead_time": 7.2, "prediction": {}, "result_count": 0,
+        "unique_id": "9a0d44b2-2b7e-4d61-8f0e-3e5b1c7a6c42", "import_id": null, "last_action": null,
+        "task": 42, "project": 2, "updated_by": 3, "parent_prediction": 41, "parent_annotation": null,
+        "last_created_by": null
+      }
+    ],
+    "file_upload": null, "drafts": [], "predictions": [41],
+    "data": {"answer": "Madrid", "choices_text": "Madrid | Rome | Bern | Oslo",
+             "image": "/data/local-files/?d=sa1b/2.jpg", "question": "Question q3 about sa1b:2?",
+             "reasonvqa": {"batch_id": "b-choices", "height": 10, "image_id": "sa1b:2", "item_id": "q3",
+                           "label_config": "sha256:1dd2eeaa96701aaed24535f2d1f5ef80c3b0aa6fe6e688872b07ea458d36b44a",
+                           "mask_digests": {"r0": "88d552612eec167e", "r1": "5a123d07782bd1cc"}, "question_id": "q3",
+                           "regions": {"r0": "sa1b:2/g1", "r1": "sa1b:2/g2"}, "width": 20}},
+    "meta": {}, "created_at": "2026-12-01T16:02:11.402133Z", "updated_at": "2026-12-02T09:15:40.139201Z",
+    "inner_id": 3, "total_annotations": 1, "cancelled_annotations": 0, "total_predictions": 1,
+    "comment_count": 0, "unresolved_comment_count": 0, "last_comment_updated_at": null, "project": 2,
+    "updated_by": 3, "comment_authors": []
+  }
+]
+"""
+
+
+def test_a_corrected_answer_that_is_not_one_of_the_choices_is_rejected_and_the_good_record_kept(tmp_path):
+    release = write_counting_release(tmp_path / "out")
+    store = tmp_path / "store"
+    export_batch(release, tmp_path / "batch", "labelstudio", 100, store=store, batch_id="b-choices")
+    exported = json.loads((tmp_path / "batch" / "tasks.json").read_text())
+    assert {t["data"]["reasonvqa"]["label_config"] for t in exported} == {  # the fixture was exported from this batch
+        json.loads(CHOICES_EXPORT)[0]["data"]["reasonvqa"]["label_config"]}
+    (tmp_path / "project-2.json").write_text(CHOICES_EXPORT, encoding="utf-8")
+    with pytest.raises(StoreError, match=r"first project-2.json#41.annotations\[0\].result\[0\]: answer_not_a_choice .*--strict"):
+        import_decisions(tmp_path / "project-2.json", "labelstudio", store=store, strict=True)
+    assert DecisionStore(store).decisions() == []
+
+    report = import_decisions(tmp_path / "project-2.json", "labelstudio", store=store)
+    assert report.rejects == [{"reason": "answer_not_a_choice", "source": "project-2.json#41.annotations[0].result[0]",
+                               "detail": "answer 'Hamburg' is not one of the question's choices "
+                                         "['Berlin', 'Bonn', 'Kiel', 'Ulm']"}]
+    assert [(d["question_id"], d["action"], d["answer"]) for d in DecisionStore(store).decisions()] == [
+        ("q3", "edit_answer", "Rome")]
+    nxt = resplit(release, tmp_path / "next", domain_match="any", decisions=store)
+    pool = {q["question_id"]: q for q in read_release(nxt).pool.to_pylist()}
+    assert (pool["q3"]["answer"], pool["q3"]["choices"]) == ("Rome", ["Madrid", "Rome", "Bern", "Oslo"])
+    assert (pool["q4"]["answer"], pool["q4"]["choices"]) == ("Berlin", ["Berlin", "Bonn", "Kiel", "Ulm"])
 
 
 @pytest.mark.parametrize("mangle, where, reason", [

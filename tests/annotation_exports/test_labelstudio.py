@@ -79,7 +79,7 @@ def test_import_maps_accept_reject_redraw_add_and_answers(exported):
     results += [choice(keys["sa1b:1/g1"], "accept"), choice(keys["sa1b:1/g2"], "reject"), verdict("correct")]
     q4 = tasks["q4"]
     q4_results = prediction_results(q4)
-    q4_results[-1]["value"]["text"] = ["Hamburg"]
+    q4_results[-1]["value"]["text"] = ["Kiel"]  # one of its choices
     q4_results[0]["value"]["x"] = 10.0  # moved the car box
     export = write_json(tmp_path / "ls_export.json", [annotate(q1, results, task_id=1), annotate(q4, q4_results, task_id=2)])
 
@@ -93,7 +93,7 @@ def test_import_maps_accept_reject_redraw_add_and_answers(exported):
     assert np.array_equal(masks.coco_decode(edit["mask"]), redrawn)
     car = next(d for d in report.decisions if d["region_id"] == "nuscenes:cam1/g1")
     assert car["box"] == [5.0, 3.0, 20.0, 10.25] and car["annotator"] == "labelstudio:7"
-    assert next(d for d in report.decisions if d["action"] == "edit_answer")["answer"] == "Hamburg"
+    assert next(d for d in report.decisions if d["action"] == "edit_answer")["answer"] == "Kiel"
     assert added_id.startswith("sa1b:1/gh")
     assert DecisionStore(store).decided_items() == {"q1", "q4"}
 

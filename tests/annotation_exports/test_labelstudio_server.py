@@ -110,7 +110,7 @@ def test_label_studio_round_trip_reaches_the_next_release(label_studio, tmp_path
             r["value"]["rle"] = masks.labelstudio_encode(redrawn)
     q1 += [choice(keys["sa1b:1/g1"], "accept"), choice(keys["sa1b:1/g2"], "reject"), choice("qd", "correct", "question_decision")]
     q4 = predicted("q4")
-    q4[-1]["value"]["text"] = ["Hamburg"]  # the corrected answer
+    q4[-1]["value"]["text"] = ["Ulm"]  # the corrected answer, one of its choices
     plan = {"q1": q1, "q4": q4 + [choice("r1", "reject")], "q6": [choice("qd", "wrong", "question_decision")]}
     (work / "plan.json").write_text(json.dumps(plan))
 
@@ -134,7 +134,7 @@ def test_label_studio_round_trip_reaches_the_next_release(label_studio, tmp_path
     assert verify_release(nxt) == []
     loaded = read_release(nxt)
     pool = {q["question_id"]: q for q in loaded.pool.to_pylist()}
-    assert "q6" not in pool and pool["q4"]["answer"] == "Hamburg" and "Hamburg" in pool["q4"]["choices"]
+    assert "q6" not in pool and pool["q4"]["answer"] == "Ulm" and pool["q4"]["choices"] == ["Berlin", "Bonn", "Kiel", "Ulm"]
     assert pool["q1"]["answer"] == "Paris"
     regions = {r["region_id"]: r for r in record_tables(nxt, loaded.manifest)["regions"].to_pylist()}
     assert "sa1b:1/g2" not in regions and "nuscenes:cam1/g2" not in regions
