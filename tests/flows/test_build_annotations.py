@@ -22,7 +22,8 @@ def test_finish_release_applies_the_configured_decision_store(tmp_path):
     store.add_batch(batch)
     wrong = decision(batch, items[0], target="question", action="wrong", annotator="qa", time="2026-01-01T00:00:00.000000Z",
                      source="hand#0")
-    fixed = decision(batch, items[1], target="question", action="edit_answer", answer="a corrected answer",
+    corrected = next(c for c in rows[1]["choices"] if c != rows[1]["answer"])  # a correction is one of the choices
+    fixed = decision(batch, items[1], target="question", action="edit_answer", answer=corrected,
                      annotator="qa", time="2026-01-01T00:00:00.000000Z", source="hand#1")
     store.commit(ImportReport(import_id="sha256:hand", format="labelstudio", file="hand.json", decisions=[wrong, fixed]))
 
@@ -32,7 +33,9 @@ def test_finish_release_applies_the_configured_decision_store(tmp_path):
     assert verify_release(release) == []
     loaded = read_release(release)
     answers = dict(zip(loaded.pool["question_id"].to_pylist(), loaded.pool["answer"].to_pylist()))
-    assert rows[0]["question_id"] not in answers and answers[rows[1]["question_id"]] == "a corrected answer"
+    assert rows[0]["question_id"] not in answers and answers[rows[1]["question_id"]] == corrected
+    choices = dict(zip(loaded.pool["question_id"].to_pylist(), loaded.pool["choices"].to_pylist()))
+    assert choices[rows[1]["question_id"]] == rows[1]["choices"]  # the choices stay, the old answer a distractor
     assert loaded.manifest["annotations"]["decisions"] == sorted([wrong["decision_id"], fixed["decision_id"]])
     assert loaded.manifest["config"]["annotations"] == str(store.root)
     used = json.loads((release / "stats" / "annotation_decisions.json").read_text())["used"]
