@@ -74,6 +74,8 @@ def apply_decisions(store: DecisionStore, questions: pa.Table, tables: dict[str,
         unmatched += region_unmatched
         tables["regions"] = regions
     questions, set_aside = _grounded_evidence(questions, question_decisions, region_used)
+    questions, outside = _answers_outside_choices(questions, question_decisions)
+    set_aside = sorted(set_aside + outside, key=lambda a: a["question_id"])
     aside_ids = {a["question_id"] for a in set_aside}
     for qid, d in sorted(question_decisions.items()):
         if qid in present and qid not in aside_ids:
@@ -142,6 +144,23 @@ def _grounded_evidence(questions: pa.Table, question_decisions: dict[str, dict],
         aside = pa.array(sorted(a["question_id"] for a in set_aside))
         questions = questions.filter(pc.invert(pc.is_in(questions["question_id"], aside)))
     return questions, sorted(set_aside, key=lambda a: a["question_id"])
+
+
+def _answers_outside_choices(questions: pa.Table, question_decisions: dict[str, dict]) -> tuple[pa.Table, list[dict]]:
+    """Questions set aside because a corrected answer is not one of their choices ("answer edited outside the
+    choices"): import refuses such a decision (importing.check_values), but a store filled before it did may
+    hold one, and applying it would break the release's answer-among-choices invariant."""
+    edits = {q: d for q, d in question_decisions.items() if d["action"] == "edit_answer"}
+    if not edits or "choices" not in questions.column_names:
+        return questions, []
+    set_aside = [{"question_id": q, "reason": "answer edited outside the choices", "decision_id": edits[q]["decision_id"],
+                  "answer": edits[q]["answer"], "evidence_regions": None}
+                 for q, choices in zip(questions["question_id"].to_pylist(), questions["choices"].to_pylist())
+                 if q in edits and choices and edits[q]["answer"] not in choices]
+    if set_aside:
+        aside = pa.array(sorted(a["question_id"] for a in set_aside))
+        questions = questions.filter(pc.invert(pc.is_in(questions["question_id"], aside)))
+    return questions, set_aside
 
 
 def _apply_to_questions(questions: pa.Table, decisions: dict[str, dict]) -> pa.Table:

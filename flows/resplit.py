@@ -100,7 +100,7 @@ def resplit(
     if absence_bases is not None:  # applied by balancing (after the decisions, which may give a basis)
         filter_report["filters"]["absence_bases"] = balance_config.absence_bases
     selected, tables, applied = apply_store(decisions, selected, record_tables(source, manifest))
-    if applied is not None and applied.set_aside:  # questions the review left without consistent evidence
+    if applied is not None and applied.set_aside:  # questions the review left without consistent evidence/choices
         filter_report["set_aside_by_review"] = applied.set_aside
     request = {"filters": filter_report["filters"], "seed": seed, "source_pool": pool_id}
     if applied is not None:
@@ -233,7 +233,7 @@ def _card_notes(manifest: dict, selection: dict, balance: dict, split: dict) -> 
     if aside:
         reasons = sorted({a["reason"] for a in aside})
         lines.append(f"Review: {len(aside)} question(s) set aside, their corrections inconsistent with their evidence "
-                     f"({', '.join(reasons)}); listed in stats/annotation_decisions.json.")
+                     f"or choices ({', '.join(reasons)}); listed in stats/annotation_decisions.json.")
     if selection["unknown_values"]:
         lines.append(f"Warning: filter values absent from the pool: {json.dumps(selection['unknown_values'], sort_keys=True)}")
     return "\n\n".join(lines)

@@ -97,3 +97,21 @@ def test_decisions_for_absent_targets_are_counted_unmatched(decided):
     # only the added region lands (it needs no existing row); the other six find nothing to change
     assert [d["action"] for d in applied.used] == ["add"] and len(applied.unmatched) == 6
     assert applied.tables["regions"].num_rows == 1 and isinstance(applied.tables["regions"], pa.Table)
+
+
+def test_a_stored_correction_outside_the_choices_is_set_aside_and_the_release_verifies(decided, tmp_path):
+    """A store filled before import checked choices may hold a corrected answer that is none of them: applying
+    it would break the answer-among-choices rule, so the question is set aside with its reason instead."""
+    release, store, *_ = decided
+    imports = sorted((store / "imports").glob("*.json"))
+    data = json.loads(imports[-1].read_text())
+    edit = next(d for d in data["decisions"] if d.get("question_id") == "q4" and d["action"] == "edit_answer")
+    edit["answer"] = "Hamburg"  # not one of ["Berlin", "Bonn", "Kiel", "Ulm"]
+    imports[-1].write_text(json.dumps(data))
+    path = resplit(release, tmp_path / "next", domain_match="any", decisions=store)
+    assert verify_release(path) == []
+    pool = {q["question_id"]: q for q in read_release(path).pool.to_pylist()}
+    assert "q4" not in pool and pool["q3"]["answer"] == "Rome"
+    applied = apply_decisions(DecisionStore(store), read_release(release).pool)
+    assert [(a["question_id"], a["reason"], a["answer"]) for a in applied.set_aside] == [
+        ("q4", "answer edited outside the choices", "Hamburg")]

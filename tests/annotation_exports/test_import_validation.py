@@ -304,7 +304,7 @@ def test_a_count_corrected_without_evidence_is_set_aside_and_the_release_verifie
     report = json.loads((path / "stats" / "filter_report.json").read_text())
     assert report["set_aside_by_review"][0]["reason"] == "count edited without evidence"
     assert ("Review: 1 question(s) set aside, their corrections inconsistent with their evidence "
-            "(count edited without evidence); listed in stats/annotation_decisions.json.") in (path / "README.md").read_text()
+            "or choices (count edited without evidence); listed in stats/annotation_decisions.json.") in (path / "README.md").read_text()
 
 
 def test_a_count_corrected_with_the_reviewers_box_is_applied_with_that_evidence(counting):
