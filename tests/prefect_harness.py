@@ -1,12 +1,18 @@
 """The Prefect settings every test process uses (tests/conftest.py's ``prefect_api``, tests/flows/conftest.py)."""
 
+import atexit
 import os
+import shutil
 import tempfile
 
 
 def prefect_environment() -> None:
-    """A private PREFECT_HOME, quiet logs, no analytics (call before Prefect reads its settings)."""
-    os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="prefect-home-"))
+    """A private PREFECT_HOME (removed when the process exits), quiet logs, no analytics (call before Prefect
+    reads its settings)."""
+    if "PREFECT_HOME" not in os.environ:
+        home = tempfile.mkdtemp(prefix="prefect-home-")
+        atexit.register(shutil.rmtree, home, True)
+        os.environ["PREFECT_HOME"] = home
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
