@@ -43,7 +43,8 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
     rejects = Rejects(STAGE, shard)
     image_rows = {r["image_id"]: r for r in images.select(["image_id", "source", "width", "height"]).to_pylist()}
     by_image = regions_by_image(regions)
-    own = frozenset(i for i, row in image_rows.items() if _names_own_classes(row["source"]))
+    own_kinds = {kind for kind in {row["source"] for row in image_rows.values()} if _names_own_classes(kind)}
+    own = frozenset(i for i, row in image_rows.items() if row["source"] in own_kinds)
     refused = classify_regions(by_image, objects, own)
     for r, reason in refused:
         rejects.add(reason, f"{source_file}#{r.image_id}", {"region_id": r.region_id, "label": r.label, "synset": r.synset,
