@@ -5,8 +5,10 @@ reader) or from a JSON Lines file of caption tuple graphs, one image a line::
 
     {"image_id": "docci:test_00001", "caption": "...", "scene_graph": {entity: {"attributes": [...], "relations_to": {...}}}}
 
-One Prefect task per shard of images; each shard's LLM calls are cached (``CallCache``), so a
-killed run repeats no finished call and a rerun of a finished build makes none. Outputs under
+One Prefect task per shard of images (``verified-qa-shard-NNNNN``, through the stage runner,
+flows/stage_runner.py, one shard at a time: its LLM calls are the load), the stage torn down after
+the last; each shard's LLM calls are cached (``CallCache``), so a killed run repeats no finished call
+and a rerun of a finished build makes none. Outputs under
 OUT: ``questions.parquet`` (the release QUESTIONS schema, ``kind = "verified"``),
 ``rejects.parquet`` and ``stats.json`` (per-reason counts and PROVE's breakdown).
 """
@@ -18,13 +20,11 @@ from pathlib import Path
 from typing import Literal
 
 import pyarrow as pa
-import pyarrow.parquet as pq
-from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
+from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from reasonvqa import schemas
-from reasonvqa.model_stage import instance, run_model_shard
+from reasonvqa.flows.stage_runner import run_stage
 from reasonvqa.stage import Rejects, StageResult, read_table, run_stream, shard_paths, stage_stats, summarize, write_json, write_parquet
 from reasonvqa.storage import local_work_folder
 from reasonvqa.tasks.release.paths import default_work_folder
@@ -111,13 +111,6 @@ def vg_graph_shards(path: Path, work: Path, shard_size: int, max_images: int | N
     return results
 
 
-@task(name="verified-qa-shard", task_run_name="verified-qa-shard-{shard:05d}", cache_policy=NO_CACHE)
-def verified_shard(graphs_path: str, shard: int, stage_dir: str, config_json: str) -> dict:
-    config = VerifiedQAConfig.model_validate_json(config_json)
-    stage = instance(VerifiedQAStage, config)
-    return run_model_shard(Path(stage_dir), shard, stage, lambda: {"graphs": pq.read_table(graphs_path)})
-
-
 @flow(name="build-verified-qa", log_prints=True)
 def build_verified_qa(config: VerifiedBuildConfig, out: str, work: str | None = None) -> str:
     """Build verified free-form questions into OUT; return OUT."""
@@ -131,9 +124,8 @@ def build_verified_qa(config: VerifiedBuildConfig, out: str, work: str | None = 
         shards = tuple_graph_shards(source.path, config.shard_size, source.max_images)
     run_stream(graphs_dir, shards)
     stage_dir = work_dir / "verified_qa"
-    config_json = config.verified.model_dump_json()
-    for shard, path in enumerate(shard_paths(graphs_dir, "graphs")):
-        verified_shard(str(path), shard, str(stage_dir), config_json)
+    units = [{"graphs": path} for path in shard_paths(graphs_dir, "graphs")]
+    run_stage(VerifiedQAStage, config.verified, stage_dir, units, in_flight=1)
 
     questions = read_table(stage_dir, "questions", schemas.QUESTIONS)
     questions = questions.sort_by("question_id")

@@ -65,20 +65,6 @@ class ImageUnavailable(Exception):
         self.detail = detail
 
 
-class RereadUnit(Exception):
-    """Raised by ``Source.read`` when the shards it yielded so far are wrong and the unit must be
-    read again from the start: the runner discards them and calls ``read`` with ``unit``.
-
-    Visual Genome reads its files front to back assuming image order and, on meeting a file
-    that is not in that order, asks to be read again with a partitioning pass.
-    """
-
-    def __init__(self, unit: Any, reason: str) -> None:
-        super().__init__(reason)
-        self.unit = unit
-        self.reason = reason
-
-
 class Source(ABC):
     """One dataset format. Subclasses set the class attributes and implement the methods.
 

@@ -216,6 +216,35 @@ def run_stream(stage_dir: Path, results: Iterable[StageResult]) -> list[dict]:
     return stats
 
 
+class RereadUnit(Exception):
+    """Raised by a streaming stage (``Source.read``) when the shards it yielded so far are wrong and the
+    unit must be read again from the start: ``write_unit`` discards them and reads ``unit`` instead.
+
+    Visual Genome reads its files front to back assuming image order and, on meeting a file
+    that is not in that order, asks to be read again with a partitioning pass.
+    """
+
+    def __init__(self, unit: Any, reason: str) -> None:
+        super().__init__(reason)
+        self.unit = unit
+        self.reason = reason
+
+
+def write_unit(stage_dir: Path, unit: Any, read: Callable[[Any], Iterable[StageResult]]) -> list[dict]:
+    """Write the shards ``read(unit)`` yields into ``stage_dir`` (``run_stream``); return their stats.
+
+    A finished unit (``_done/ALL``) is not read again. On ``RereadUnit`` the shards written so far
+    are discarded and the unit the exception names is read instead.
+    """
+    if workstore.exists(stage_dir / "_done" / "ALL"):
+        return stage_stats(stage_dir)
+    while True:
+        try:
+            return run_stream(stage_dir, read(unit))
+        except RereadUnit as again:
+            unit = again.unit
+
+
 def clear_stage(stage_dir: Path) -> None:
     """Remove a stage folder's contents (used before a stream is rewritten from scratch), at its URL too."""
     workstore.remove_tree(stage_dir)

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from reasonvqa import schemas
-from reasonvqa.model_stage import ModelStage, Resources, ShardContext
+from reasonvqa.stage_contract import Resources, ShardContext, Stage
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.proposals.config import ProposalsConfig
 from reasonvqa.tasks.proposals.filters import filter_reasons
@@ -48,11 +48,13 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-class ProposalsStage(ModelStage):
+class ProposalsStage(Stage):
     """Region proposals with masks for one shard of images (see the module docstring)."""
 
     name = "proposals"
     resources = Resources(device="cpu", memory_mb=4000)
+    # a shard without objects reads an empty objects table; ``root`` is one row naming the image folder
+    inputs = {"images": schemas.IMAGES, "objects": schemas.OBJECTS, "root": pa.schema([("root", pa.string())])}
 
     def __init__(self, config: ProposalsConfig, device: str | None = None) -> None:
         super().__init__(config, device or config.device)

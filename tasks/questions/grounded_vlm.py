@@ -33,7 +33,7 @@ from string import Template
 import pyarrow as pa
 
 from reasonvqa import schemas
-from reasonvqa.model_stage import ModelStage, Resources, ShardContext
+from reasonvqa.stage_contract import Resources, ShardContext, Stage
 from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.questions.grounded import Candidate, spatial_answer, to_rows
@@ -128,7 +128,7 @@ def check_against_regions(c: Candidate, evidence: list[Region], labels: set[str]
     return None
 
 
-class GroundedVLMStage(ModelStage):
+class GroundedVLMStage(Stage):
     """One shard of images with regions -> VLM-written grounded questions (config: VLMConfig)."""
 
     name = "grounded_vlm"

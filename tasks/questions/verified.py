@@ -28,7 +28,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from reasonvqa import schemas
-from reasonvqa.model_stage import ModelStage, Resources, ShardContext
+from reasonvqa.stage_contract import Resources, ShardContext, Stage
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.verify.filters import Embedder, FilterConfig, load_taboo_words, near_duplicates, output_text, taboo_hits
 from reasonvqa.tasks.verify.llm import LLMClient, LLMConfig, parse_json_output
@@ -88,7 +88,7 @@ def proves_breakdown(rows_in: int, rejected: dict[str, int]) -> dict[str, Any]:
             "text_filters": {r: rejected.get(r, 0) for r in TEXT_FILTERS}}
 
 
-class VerifiedQAStage(ModelStage):
+class VerifiedQAStage(Stage):
     """One shard of images (their scene graphs) -> verified free-form questions."""
 
     name = "verified_qa"

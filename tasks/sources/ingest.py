@@ -1,8 +1,9 @@
-"""Read one work unit of a registered source into a stage folder, and list the shards read.
+"""The sources stage (``SourcesStage``: one unit of a registered source into a stage folder), and the
+shards read.
 
 Layout: a source's units live under ``<work>/sources_<kind>/unit-UUUUU/`` (``UUUUU`` the
 unit's position in ``Source.plan``), each a stage folder of ``reasonvqa.stage`` with shards
-``part-SSSSS``. ``SourceShard`` names one shard by (source, unit, shard) and carries its
+``part-SSSSS``; the runner names a unit's task run ``read-<kind>-unit-UUUUU``. ``SourceShard`` names one shard by (source, unit, shard) and carries its
 build-wide number, the id downstream stages (linking, questions) write their shard under.
 """
 
@@ -15,9 +16,12 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reasonvqa import schemas, workstore
-from reasonvqa.sources import RereadUnit, Source, SourceConfig, with_source_columns
-from reasonvqa.stage import StageResult, part_name, run_stream, stage_stats, write_json
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
+
+from reasonvqa import schemas, sources, workstore
+from reasonvqa.sources import SOURCE_TABLES, Source, SourceConfig, with_source_columns
+from reasonvqa.stage import StageResult, part_name, stage_stats, write_json, write_unit
+from reasonvqa.stage_contract import ShardContext, Stage
 
 UNIT_PREFIX = "unit-"
 
@@ -28,7 +32,8 @@ def source_stage_dir(work_dir: Path, kind: str) -> Path:
 
 
 def unit_dir(source_dir: Path, unit_index: int) -> Path:
-    return Path(source_dir) / f"{UNIT_PREFIX}{unit_index:05d}"
+    """The stage folder of unit ``unit_index`` of a source folder (``Stage.folder`` of a streaming stage)."""
+    return SourcesStage.folder(Path(source_dir), unit_index)
 
 
 def unit_dirs(source_dir: Path) -> list[Path]:
@@ -41,22 +46,39 @@ def source_stats(source_dir: Path) -> list[dict]:
     return [stats for folder in unit_dirs(source_dir) for stats in stage_stats(folder)]
 
 
+class SourceStageConfig(BaseModel):
+    """The sources stage's config: one source (its own config model, every field kept) and the shard size."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: SerializeAsAny[SourceConfig]
+    shard_size: int = Field(ge=1)
+
+
+class SourcesStage(Stage):
+    """Read one work unit (``Source.plan``) of a registered source, one shard per ``shard_size`` images
+    (a streaming stage: units are numbered by their place in the plan)."""
+
+    name = "sources"
+    outputs = {table: schemas.TABLES[table] for table in SOURCE_TABLES}
+    streams = True
+
+    def stream(self, unit: Any, ctx: ShardContext) -> Iterator[StageResult]:
+        config: SourceStageConfig = self.config  # type: ignore[assignment]
+        source = sources.get(config.source.kind, scratch_dir=ctx.stage_dir)
+        return _stamped(source, source.read(config.source, unit, config.shard_size))
+
+
 def ingest_unit(source: Source, config: SourceConfig, unit: Any, stage_dir: Path, shard_size: int) -> list[dict]:
-    """Read ``unit`` of ``source`` into ``stage_dir``, one shard per StageResult; return the shard stats.
+    """Read ``unit`` of ``source`` into ``stage_dir``, one shard per StageResult; return the shard stats
+    (``sources scan`` and readers outside a build; a build runs ``SourcesStage``).
 
     A finished unit (``_done/ALL``) is not read again. A ``RereadUnit`` from the source discards
     the shards written so far and reads the unit again as the source asks.
     """
-    stage_dir = Path(stage_dir)
-    if workstore.exists(stage_dir / "_done" / "ALL"):
-        return stage_stats(stage_dir)
     if shard_size < 1:
         raise ValueError(f"shard_size must be >= 1, got {shard_size}")
-    while True:
-        try:
-            return run_stream(stage_dir, _stamped(source, source.read(config, unit, shard_size)))
-        except RereadUnit as again:
-            unit = again.unit
+    return write_unit(Path(stage_dir), unit, lambda u: _stamped(source, source.read(config, u, shard_size)))
 
 
 def _stamped(source: Source, results: Iterator[StageResult]) -> Iterator[StageResult]:

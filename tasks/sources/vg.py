@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
-from reasonvqa.sources import RereadUnit, Source, SourceConfig, require_folder
-from reasonvqa.stage import StageResult
+from reasonvqa.sources import Source, SourceConfig, require_folder
+from reasonvqa.stage import RereadUnit, StageResult
 from reasonvqa.tasks.sources.ingest import ingest_unit
 from reasonvqa.tasks.sources.gc_pause import gc_paused
 from reasonvqa.tasks.sources.jsonstream import StreamFailure, iter_json_array

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from reasonvqa.model_stage import CallCache, canonical_key
+from reasonvqa.call_cache import CallCache, canonical_key
 from reasonvqa.retry import Retrier, RetriesExhausted, Retryable, RetryPolicy, WaitTooLong, retry_after_from_headers
 
 NAMESPACE = "chat"

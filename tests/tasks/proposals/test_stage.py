@@ -14,7 +14,7 @@ pytest.importorskip("groundingdino")
 pytest.importorskip("segment_anything")
 
 from reasonvqa import schemas  # noqa: E402
-from reasonvqa.model_stage import run_model_shard  # noqa: E402
+from reasonvqa.stage_contract import run_stage_shard  # noqa: E402
 from reasonvqa.stage import read_table  # noqa: E402
 from reasonvqa.tasks.proposals.config import (  # noqa: E402
     DetectorConfig, ProposalsConfig, SegmenterConfig, SuppressionConfig, TaggingConfig,
@@ -74,7 +74,7 @@ def _set_up(config):
 
 
 def run(config, shard, stage_dir):
-    return run_model_shard(stage_dir, 0, _set_up(config), lambda: shard)
+    return run_stage_shard(stage_dir, 0, _set_up(config), shard)
 
 
 def test_every_candidate_is_a_region_or_a_reject_with_its_reason(config, shard, tmp_path):
@@ -121,11 +121,11 @@ def test_a_killed_shard_reuses_its_finished_calls(config, shard, tmp_path):
     cache = stage_dir / "_calls" / "part-00000.jsonl"
     cache.parent.mkdir(parents=True)
     stage = _set_up(config)
-    from reasonvqa.model_stage import CallCache, ShardContext
+    from reasonvqa.stage_contract import CallCache, ShardContext
 
-    with CallCache(cache, fingerprint=stage.fingerprint()) as calls:  # as run_model_shard opens it
+    with CallCache(cache, fingerprint=stage.fingerprint()) as calls:  # as run_stage_shard opens it
         stage.process(shard, ShardContext(0, calls))
-    again = run_model_shard(stage_dir, 0, stage, lambda: shard)
+    again = run_stage_shard(stage_dir, 0, stage, shard)
     assert again["calls_cached"] == 2 and again["calls_made"] == 0
     assert again["rows_out"] == first["rows_out"]
     shutil.rmtree(stage_dir)

@@ -21,9 +21,9 @@ def test_the_stage_on_cuda_matches_the_cpu_run(config, shard, tmp_path):  # noqa
     on_gpu = config.model_copy(update={"device": "cuda"})
     stage = _set_up(on_gpu)
     assert next(stage.detector.model.parameters()).device.type == "cuda"
-    from reasonvqa.model_stage import run_model_shard
+    from reasonvqa.stage_contract import run_stage_shard
 
-    gpu_stats = run_model_shard(tmp_path / "gpu", 0, stage, lambda: shard)
+    gpu_stats = run_stage_shard(tmp_path / "gpu", 0, stage, shard)
     assert gpu_stats["candidates"] == cpu_stats["candidates"] == 60
     assert gpu_stats["rows_in"] == gpu_stats["rows_out"] + sum(gpu_stats["rejected"].values())
     cpu = read_table(tmp_path / "cpu", "regions").to_pylist()

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from reasonvqa import schemas
-from reasonvqa.model_stage import instance, run_model_shard
+from reasonvqa.stage_contract import instance, run_stage_shard
 from reasonvqa.stage import read_table
 from reasonvqa.tasks.questions.grounded_config import VLMConfig
 from reasonvqa.tasks.questions.grounded_vlm import GroundedVLMStage, parse_count, region_listing
@@ -79,8 +79,8 @@ def vlm_run(tmp_path_factory):
         config = VLMConfig(llm={"base_url": server.base_url, "model": "fixture-vlm", "api_key_env": "FIXTURE_KEY",
                                 "max_retries": 1, "backoff_seconds": 0.01}, image_roots={"vg": root}, max_image_side=256)
         stage_dir = root / "grounded_vlm"
-        stats = run_model_shard(stage_dir, 0, instance(GroundedVLMStage, config),
-                                lambda: {"images": IMAGES, "regions": REGIONS})
+        stats = run_stage_shard(stage_dir, 0, instance(GroundedVLMStage, config),
+                                {"images": IMAGES, "regions": REGIONS})
         requests = list(server.requests)
     return stats, read_table(stage_dir, "questions", schemas.QUESTIONS), read_table(stage_dir, "_rejects", schemas.REJECTS), requests
 

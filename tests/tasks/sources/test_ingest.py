@@ -4,7 +4,7 @@ from typing import Any, Iterator
 import pytest
 
 from reasonvqa import schemas, sources
-from reasonvqa.stage import Rejects, StageResult
+from reasonvqa.stage import Rejects, RereadUnit, StageResult
 from reasonvqa.tasks.sources.ingest import ingest_unit, list_shards, unit_dir, write_shard_manifest
 
 from tests.tasks.sources.conftest import rows
@@ -28,7 +28,7 @@ class Counting(sources.Source):
         mode, n = unit
         for shard in range(n):
             if mode == "fast" and shard == 1:
-                raise sources.RereadUnit(("slow", n), "not in order")
+                raise RereadUnit(("slow", n), "not in order")
             images = schemas.from_rows([{"image_id": f"counting:{mode}{shard}", "source": "counting"}], schemas.IMAGES)
             yield StageResult(outputs={"images": images}, rejects=Rejects("sources_counting", shard), rows_in=1)
 

@@ -8,10 +8,11 @@ import pytest
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from reasonvqa.flows.model_stages import read_shard_inputs, run_model_stage
 from reasonvqa.flows.runners import make_task_runner
+from reasonvqa.flows.stage_runner import run_stage
+from reasonvqa.stage_contract import read_shard_inputs
 from reasonvqa.stage import read_table
-from tests.reasonvqa.model_stage_fixtures import EventsConfig, LifecycleStage, read_events
+from tests.reasonvqa.stage_fixtures import EventsConfig, LifecycleStage, read_events
 
 
 def write_shards(folder: Path, count: int) -> dict[int, dict[str, Path | None]]:
@@ -26,7 +27,7 @@ def write_shards(folder: Path, count: int) -> dict[int, dict[str, Path | None]]:
 
 @flow
 def lifecycle_flow(config: EventsConfig, stage_dir: Path, shard_inputs: dict) -> list[dict]:
-    return run_model_stage(LifecycleStage, config, stage_dir, shard_inputs)
+    return run_stage(LifecycleStage, config, stage_dir, shard_inputs)
 
 
 def test_threads_share_one_setup_and_the_flow_tears_it_down(tmp_path):
@@ -45,7 +46,7 @@ def test_threads_share_one_setup_and_the_flow_tears_it_down(tmp_path):
 
 
 @pytest.mark.integration
-def test_each_dask_worker_process_sets_up_once_and_tears_down_on_exit(tmp_path):
+def test_each_dask_worker_process_sets_up_once_and_the_runner_tears_each_down(tmp_path):
     config = EventsConfig(events=str(tmp_path / "events"))
     on_dask = lifecycle_flow.with_options(task_runner=make_task_runner(dask_workers=2))
     on_dask(config, tmp_path / "lifecycle", write_shards(tmp_path, 6))
@@ -53,7 +54,7 @@ def test_each_dask_worker_process_sets_up_once_and_tears_down_on_exit(tmp_path):
     setups = Counter(pid for kind, pid, _ in events if kind == "setup")
     workers = {pid for kind, pid, _ in events if kind.startswith("process")}
     assert os.getpid() not in workers and set(setups) == workers and set(setups.values()) == {1}
-    assert Counter(pid for kind, pid, _ in events if kind == "teardown") == setups  # at worker exit
+    assert Counter(pid for kind, pid, _ in events if kind == "teardown") == setups  # by client.run, at the stage's end
     assert read_table(tmp_path / "lifecycle", "numbers").num_rows == 12
 
 

@@ -1,34 +1,41 @@
-"""Stages that hold models: set up once per worker process, declare resources, cache calls.
+"""The stage contract: what every stage of a build declares, and how one shard of it runs.
 
-A model stage (a tagger, a detector, a segmenter, an LLM or VLM client, an embedder) is a
-class::
+A stage is a class in its stage package (``tasks/<area>/``, ``knowledge/``)::
 
-    class BoxProposals(ModelStage):
-        name = "proposals"
-        resources = Resources(device="cuda", memory_mb=8000)
-        batch_size = 8                               # default; the config's batch_size wins
-        inputs = {"images": schemas.IMAGES}           # tables it reads (empty when a shard has none)
-        outputs = {"regions": schemas.REGIONS}        # tables it writes (default: schemas.TABLES)
+    class CountTags(Stage):
+        name = "count_tags"                            # its folder under the work folder, its task names
+        inputs = {"images": schemas.IMAGES}           # tables it reads (a shard lacking one gets it empty)
+        outputs = {"tag_counts": TAG_COUNTS}          # tables it writes (default: schemas.TABLES)
+        resources = Resources(device="cuda", memory_mb=8000)   # only model stages: None = a function stage
+        batch_size = 8                                # default; the config's batch_size wins
 
         def setup(self) -> None:          # once per worker process: load weights on self.device
             self.model = load(self.config.weights, device=self.device)
 
+        def teardown(self) -> None:       # when the stage ends (the runner), or at process exit
+            del self.model
+
         def process(self, inputs: dict[str, pa.Table], ctx: ShardContext) -> StageResult:
-            for batch in inputs["images"].to_batches(max_chunksize=self.batch_size):
-                boxes = ctx.cache.call("detect", {"images": ..., "prompt": ...}, lambda: self.detect(...))
-            ...
+            ...                           # model calls through ctx.cache.call(namespace, inputs, compute)
+
+``config`` is the stage's pydantic config (everything that decides its answers); one shard is
+described by a *unit*: by default ``{table: path | None | pa.Table}``, read by ``Stage.read``
+(a stage whose unit is something else, e.g. a ``SourceShard``, overrides ``read``). A
+*streaming* stage (``streams = True``: the sources) yields several shards per unit from
+``stream(unit, ctx)`` into ``folder(stage_dir, number)``.
 
 ``instance(StageClass, config)`` returns the worker process's one set-up instance for that
 class, config and device: threads of a thread-pool runner share it, each Dask worker process
-sets up its own once. Instances are torn down at process exit (``atexit``; for multiprocessing
-pool workers, which skip ``atexit``, a multiprocessing finalizer) or by ``teardown_stage``/``teardown_all``.
+sets up its own once. The runner (``flows/stage_runner.py``) tears it down when the stage ends
+(``teardown_stage``); instances left are torn down at process exit (``atexit``; for
+multiprocessing pool workers, which skip ``atexit``, a multiprocessing finalizer).
 
-The device is settled before ``setup`` loads anything: a stage that needs CUDA on a machine
-without it raises ``DeviceUnavailable`` unless its config sets ``allow_cpu_fallback``.
+A model stage's device is settled before ``setup`` loads anything: a stage that needs CUDA on a
+machine without it raises ``DeviceUnavailable`` unless its config sets ``allow_cpu_fallback``.
 
-``run_model_shard`` runs one shard under the shard runner of ``reasonvqa.stage`` with a
-per-shard ``CallCache`` (a rerun of a killed shard repeats no finished call) and checks every
-output table against its declared schema, nested types included.
+``run_unit`` runs one unit under the shard writers of ``reasonvqa.stage`` (markers, resume,
+accounting), a model stage with a per-shard ``CallCache`` (a rerun of a killed shard repeats no
+finished call), and checks every output table against its declared schema, nested types included.
 """
 
 from __future__ import annotations
@@ -40,17 +47,20 @@ import multiprocessing.util
 import os
 import sys
 import threading
-from abc import ABC, abstractmethod
+from abc import ABC
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ClassVar, Literal
+from typing import Any, ClassVar, Iterator, Literal
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from reasonvqa import schemas
-from reasonvqa.call_cache import CallCache, canonical_key  # noqa: F401  (canonical_key: public name)
-from reasonvqa.stage import StageResult, clear_shard_scratch, is_done, part_name, read_stats, run_shard
+from reasonvqa import schemas, workstore
+from reasonvqa.call_cache import CallCache, canonical_key
+from reasonvqa.stage import (
+    StageResult, clear_shard_scratch, is_done, part_name, read_stats, run_shard, stage_stats, write_unit,
+)
 from reasonvqa.table_check import SchemaMismatch, check_table
 
 log = logging.getLogger(__name__)
@@ -127,27 +137,33 @@ def resolve_device(stage: str, requested: str, memory_mb: int, allow_cpu_fallbac
 
 @dataclass
 class ShardContext:
-    """What a model stage gets besides its inputs: the shard number and its call cache."""
+    """What a stage gets besides its inputs: the shard (or unit) number, the model stage's call
+    cache (None for a function stage), the unit as given and the stage's folder."""
 
     shard: int
-    cache: CallCache
+    cache: CallCache | None = None
+    unit: Any = None
+    stage_dir: Path | None = None
 
 
-class ModelStage(ABC):
-    """A stage whose work needs a loaded model or a client. See the module docstring."""
+class Stage(ABC):
+    """One stage of a build. See the module docstring."""
 
     name: ClassVar[str]
-    resources: ClassVar[Resources] = Resources()
-    batch_size: int = 1
     inputs: ClassVar[dict[str, pa.Schema]] = {}
     outputs: ClassVar[dict[str, pa.Schema]] = {}
+    resources: ClassVar[Resources | None] = None  # declared: a model stage (device, memory, call cache)
+    streams: ClassVar[bool] = False  # several shards per unit, from ``stream``
+    batch_size: int = 1
 
     def __init__(self, config: BaseModel | None = None, device: str | None = None) -> None:
         """Settle device and batch size (``DeviceUnavailable`` before anything is loaded)."""
         self.config = config
-        requested = device or getattr(config, "device", None) or self.resources.device
-        self.device = resolve_device(self.name, requested, self.resources.memory_mb,
-                                     bool(getattr(config, "allow_cpu_fallback", False)))
+        self.device: str | None = None
+        if self.resources is not None:
+            requested = device or getattr(config, "device", None) or self.resources.device
+            self.device = resolve_device(self.name, requested, self.resources.memory_mb,
+                                         bool(getattr(config, "allow_cpu_fallback", False)))
         self.batch_size = getattr(config, "batch_size", None) or type(self).batch_size
 
     def setup(self) -> None:
@@ -156,9 +172,24 @@ class ModelStage(ABC):
     def teardown(self) -> None:
         """Release what ``setup`` took. Default: nothing."""
 
-    @abstractmethod
+    def read(self, unit: Any) -> dict[str, pa.Table]:
+        """One shard's input tables from its unit (default: ``{table: path | None | pa.Table}``)."""
+        return read_shard_inputs(unit, self.inputs)
+
     def process(self, inputs: dict[str, pa.Table], ctx: ShardContext) -> StageResult:
         """Compute one shard's result from its input tables."""
+        raise NotImplementedError(f"stage {self.name!r} implements neither process nor stream")
+
+    def stream(self, unit: Any, ctx: ShardContext) -> Iterator[StageResult]:
+        """A streaming stage's shards of one unit, in order (``RereadUnit``: discard them, read again)."""
+        raise NotImplementedError(f"stage {self.name!r} does not stream")
+
+    @classmethod
+    def folder(cls, stage_dir: Path, number: int) -> Path:
+        """The stage folder unit ``number`` writes into: ``stage_dir`` (a streaming stage: one per unit)."""
+        if cls.streams:
+            return Path(stage_dir) / f"unit-{number:05d}"
+        return Path(stage_dir)
 
     def output_schema(self, table: str) -> pa.Schema:
         """The declared schema of one output table (``outputs``, else ``schemas.TABLES``)."""
@@ -172,16 +203,37 @@ class ModelStage(ABC):
         """Identity of what answers calls: class, config and device (a call cache keeps to one)."""
         config = self.config.model_dump_json() if self.config is not None else ""
         cls = type(self)
-        return canonical_key("stage", [f"{cls.__module__}.{cls.__qualname__}", self.name, config, self.device])
+        return canonical_key("stage", [f"{cls.__module__}.{cls.__qualname__}", self.name, config, self.device or ""])
+
+
+def read_shard_inputs(unit: dict[str, Any], declared: dict[str, pa.Schema]) -> dict[str, pa.Table]:
+    """Read one shard's input tables; ``None`` (the shard has no such table) gives an empty one.
+
+    A ``None`` table must be declared in the stage's ``inputs`` (its schema makes the empty
+    table); a path that does not exist is an error, not an empty table; a table is taken as is.
+    """
+    tables = {}
+    for name, value in unit.items():
+        if value is None:
+            if name not in declared:
+                raise ValueError(f"input table {name!r} has no file and no declared schema to make it empty")
+            tables[name] = declared[name].empty_table()
+        elif isinstance(value, pa.Table):
+            tables[name] = value
+        elif not Path(value).is_file():
+            raise FileNotFoundError(f"input table {name!r} not found: {value}")
+        else:
+            tables[name] = pq.read_table(value)
+    return tables
 
 
 _InstanceKey = tuple[type, str, "str | None"]
-_INSTANCES: dict[_InstanceKey, ModelStage] = {}
+_INSTANCES: dict[_InstanceKey, Stage] = {}
 _SETUP_LOCKS: dict[_InstanceKey, threading.Lock] = {}
 _INSTANCES_LOCK = threading.Lock()
 
 
-def instance(stage: type[ModelStage], config: BaseModel | None = None, device: str | None = None) -> ModelStage:
+def instance(stage: type[Stage], config: BaseModel | None = None, device: str | None = None) -> Stage:
     """The worker process's one set-up instance of ``stage`` for this config and device.
 
     Threads asking at once wait for one ``setup``; a failed setup is not kept (the next call retries).
@@ -211,7 +263,7 @@ def _teardown(keys: list[_InstanceKey]) -> None:
             log.exception("teardown of stage %r failed", stage.name)
 
 
-def teardown_stage(stage: type[ModelStage]) -> None:
+def teardown_stage(stage: type[Stage]) -> None:
     """Tear down this process's instances of ``stage`` (e.g. to free a GPU before the next stage)."""
     with _INSTANCES_LOCK:
         keys = [k for k in _INSTANCES if k[0] is stage]
@@ -241,9 +293,23 @@ os.register_at_fork(after_in_child=_forget_instances_in_child)
 def call_cache_path(stage_dir: Path, shard: int) -> Path:
     """Where one shard keeps its finished calls until the shard is done (for a work folder URL, in this
     process's scratch, which outlives the build's mirror: a rerun in the same process reuses the calls)."""
-    from reasonvqa import workstore
-
     return workstore.scratch(Path(stage_dir)) / "_calls" / f"{part_name(shard)}.jsonl"
+
+
+def run_unit(stage: type[Stage], config: BaseModel | None, device: str | None, stage_dir: Path, number: int,
+             unit: Any) -> dict | list[dict]:
+    """Run unit ``number`` of ``stage`` unless done (no set-up then): the shard's stats (a streaming
+    stage: its shards' stats), on this process's set-up instance (``instance``)."""
+    folder = stage.folder(Path(stage_dir), number)
+    if stage.streams:
+        if workstore.exists(folder / "_done" / "ALL"):
+            return stage_stats(folder)
+        worker = instance(stage, config, device)
+        return write_unit(folder, unit, lambda u: worker.stream(u, ShardContext(number, None, u, Path(stage_dir))))
+    done = done_shard_stats(folder, number)
+    if done is not None:
+        return done
+    return run_stage_shard(folder, number, instance(stage, config, device), unit)
 
 
 def done_shard_stats(stage_dir: Path, shard: int) -> dict | None:
@@ -255,30 +321,34 @@ def done_shard_stats(stage_dir: Path, shard: int) -> dict | None:
     return read_stats(stage_dir, shard)
 
 
-def run_model_shard(stage_dir: Path, shard: int, stage: ModelStage, read_inputs: Callable[[], dict[str, pa.Table]]) -> dict:
-    """Run one shard of a model stage (skipped when done); return its stats.
+def run_stage_shard(stage_dir: Path, shard: int, stage: Stage, unit: Any) -> dict:
+    """Run one shard of a set-up ``stage`` over ``unit`` (skipped when done); return its stats.
 
-    The call cache survives a killed or failed run; once the shard's outputs and marker are
-    written it is removed. Each output table must match its declared schema
+    A model stage's call cache survives a killed or failed run; once the shard's outputs and
+    marker are written it is removed. Each output table must match its declared schema
     (``SchemaMismatch`` naming stage, shard, table and column otherwise).
     """
     stage_dir = Path(stage_dir)
     done = done_shard_stats(stage_dir, shard)
     if done is not None:
         return done
+    if stage.resources is None:
+        return run_shard(stage_dir, shard, lambda: _checked(stage, shard, unit, None))
     cache_path = call_cache_path(stage_dir, shard)
     with CallCache(cache_path, fingerprint=stage.fingerprint()) as cache:
-
-        def compute() -> StageResult:
-            result = stage.process(read_inputs(), ShardContext(shard, cache))
-            result.outputs = {
-                table: check_table(data, stage.output_schema(table), f"stage {stage.name!r} shard {shard} table {table!r}")
-                for table, data in result.outputs.items()
-            }
-            result.extra.setdefault("calls_cached", cache.hits)
-            result.extra.setdefault("calls_made", cache.misses)
-            return result
-
-        stats = run_shard(stage_dir, shard, compute)
+        stats = run_shard(stage_dir, shard, lambda: _checked(stage, shard, unit, cache))
     clear_shard_scratch(cache_path)
     return stats
+
+
+def _checked(stage: Stage, shard: int, unit: Any, cache: CallCache | None) -> StageResult:
+    """The stage's result for one shard, each output table checked against its declared schema."""
+    result = stage.process(stage.read(unit), ShardContext(shard, cache, unit))
+    result.outputs = {
+        table: check_table(data, stage.output_schema(table), f"stage {stage.name!r} shard {shard} table {table!r}")
+        for table, data in result.outputs.items()
+    }
+    if cache is not None:
+        result.extra.setdefault("calls_cached", cache.hits)
+        result.extra.setdefault("calls_made", cache.misses)
+    return result

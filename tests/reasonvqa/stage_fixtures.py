@@ -1,6 +1,6 @@
-"""Model stages used by the model-stage tests, importable by subprocesses and Dask workers.
+"""Model stages used by the stage contract and runner tests, importable by subprocesses and Dask workers.
 
-``python -m tests.reasonvqa.model_stage_fixtures STAGE_DIR`` runs shard 0 of ``HashingStage``
+``python -m tests.reasonvqa.stage_fixtures STAGE_DIR`` runs shard 0 of ``HashingStage``
 over the numbers 0..N-1 (N from ``MODEL_STAGE_TEST_N``). Each call of its per-call function
 appends its number to the file ``MODEL_STAGE_TEST_CALLS``; with ``MODEL_STAGE_TEST_STOP_AT=k``
 the call for k writes the file ``MODEL_STAGE_TEST_READY`` and then hangs (to be killed).
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from reasonvqa.model_stage import ModelStage, ModelStageConfig, Resources, ShardContext, instance, run_model_shard
+from reasonvqa.stage_contract import Stage, ModelStageConfig, Resources, ShardContext, instance, run_stage_shard
 from reasonvqa.stage import Rejects, StageResult
 
 HASHED = pa.schema([("n", pa.int64()), ("digest", pa.binary()), ("rounds", pa.list_(pa.int64()))])
 
 
-class HashingStage(ModelStage):
+class HashingStage(Stage):
     """Hashes each number (one cached call per number); odd multiples of 7 are rejected."""
 
     name = "hashing"
@@ -60,10 +60,11 @@ def record_event(config: EventsConfig, event: str) -> None:
         handle.write(f"{event} {os.getpid()} {threading.get_ident()}\n")
 
 
-class LifecycleStage(ModelStage):
+class LifecycleStage(Stage):
     """Records setup, process and teardown with process and thread ids; echoes its input."""
 
     name = "lifecycle"
+    resources = Resources(device="cpu", memory_mb=64)
     inputs = {"numbers": pa.schema([("n", pa.int64())])}
     outputs = {"numbers": pa.schema([("n", pa.int64())])}
 
@@ -94,7 +95,7 @@ def read_events(path: Path) -> list[tuple[str, int, int]]:
 
 def main(stage_dir: str) -> None:
     numbers = pa.table({"n": pa.array(range(int(os.environ["MODEL_STAGE_TEST_N"])), pa.int64())})
-    run_model_shard(Path(stage_dir), 0, instance(HashingStage), lambda: {"numbers": numbers})
+    run_stage_shard(Path(stage_dir), 0, instance(HashingStage), {"numbers": numbers})
 
 
 if __name__ == "__main__":

@@ -10,16 +10,16 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from reasonvqa import model_stage
-from reasonvqa.model_stage import (
-    DeviceUnavailable, ModelStage, ModelStageConfig, Resources, instance, resolve_device, run_model_shard,
+from reasonvqa import stage_contract
+from reasonvqa.stage_contract import (
+    DeviceUnavailable, Stage, ModelStageConfig, Resources, instance, resolve_device, run_stage_shard,
     teardown_all, teardown_stage,
 )
 from reasonvqa.schemas import RLE
 from reasonvqa.stage import Rejects, StageResult, read_stats
 from reasonvqa.table_check import SchemaMismatch
-from tests.reasonvqa.model_stage_fixtures import EventsConfig, LifecycleStage, read_events, set_up_lifecycle
-from tests.reasonvqa.model_stage_fixtures import main as run_hashing
+from tests.reasonvqa.stage_fixtures import EventsConfig, LifecycleStage, read_events, set_up_lifecycle
+from tests.reasonvqa.stage_fixtures import main as run_hashing
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def run_hashing_shard(stage_dir: Path, calls: Path, n: int, stop_at: int | None 
     env = {**os.environ, "MODEL_STAGE_TEST_N": str(n), "MODEL_STAGE_TEST_CALLS": str(calls)}
     if stop_at is not None:
         env.update(MODEL_STAGE_TEST_STOP_AT=str(stop_at), MODEL_STAGE_TEST_READY=str(ready))
-    return subprocess.Popen([sys.executable, "-m", "tests.reasonvqa.model_stage_fixtures", str(stage_dir)],
+    return subprocess.Popen([sys.executable, "-m", "tests.reasonvqa.stage_fixtures", str(stage_dir)],
                             cwd=REPO, env=env)
 
 
@@ -100,13 +100,13 @@ def test_a_forked_child_does_not_share_its_parents_instances(tmp_path):
     instance(LifecycleStage, config)
     pid = os.fork()
     if pid == 0:  # child: a fresh set-up, and no teardown of the parent's instance at exit
-        os._exit(0 if model_stage._INSTANCES == {} else 1)
+        os._exit(0 if stage_contract._INSTANCES == {} else 1)
     assert os.waitpid(pid, 0)[1] == 0
     teardown_all()
     assert [e[0] for e in read_events(tmp_path / "events")] == ["setup", "teardown"]
 
 
-class CudaStage(ModelStage):
+class CudaStage(Stage):
     name = "needs_gpu"
     resources = Resources(device="cuda", memory_mb=64)
     batch_size = 4
@@ -120,7 +120,7 @@ class CudaStage(ModelStage):
 
 
 def test_a_cuda_stage_without_cuda_fails_in_one_line_before_loading_unless_it_may_fall_back(monkeypatch):
-    monkeypatch.setattr(model_stage, "cuda_device_count", lambda: 0)
+    monkeypatch.setattr(stage_contract, "cuda_device_count", lambda: 0)
     with pytest.raises(DeviceUnavailable) as error:
         instance(CudaStage)
     assert str(error.value) == ("stage 'needs_gpu' needs cuda but this machine has no CUDA device; "
@@ -134,7 +134,7 @@ def test_a_cuda_stage_without_cuda_fails_in_one_line_before_loading_unless_it_ma
 
 
 def test_a_cuda_index_beyond_the_devices_is_refused(monkeypatch):
-    monkeypatch.setattr(model_stage, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr(stage_contract, "cuda_device_count", lambda: 1)
     with pytest.raises(DeviceUnavailable, match=r"needs cuda:1 but this machine has 1 CUDA device\(s\)"):
         resolve_device("x", "cuda:1", 64)
 
@@ -153,8 +153,9 @@ REGION = pa.struct([("label", pa.string()), ("box", pa.list_(pa.float64())), ("m
 DETECTIONS = pa.schema([("image_id", pa.string()), ("regions", pa.list_(REGION))])
 
 
-class Detector(ModelStage):
+class Detector(Stage):
     name = "detector"
+    resources = Resources()  # a model stage: its calls are cached per shard
     outputs = {"detections": DETECTIONS}
 
     def __init__(self, rows: list[dict], schema: pa.Schema) -> None:
@@ -173,7 +174,7 @@ DETECTION = {"image_id": "vg:1", "regions": [
 
 
 def test_nested_output_columns_are_validated_and_written(tmp_path):
-    run_model_shard(tmp_path / "detector", 0, Detector([DETECTION], DETECTIONS), lambda: {})
+    run_stage_shard(tmp_path / "detector", 0, Detector([DETECTION], DETECTIONS), {})
     written = pa.parquet.read_table(tmp_path / "detector" / "detections" / "part-00000.parquet")
     assert written.schema.equals(DETECTIONS) and written.to_pylist() == [DETECTION]
 
@@ -182,7 +183,7 @@ def test_a_nested_type_that_differs_from_the_schema_names_stage_shard_table_and_
     wrong_score = pa.struct([("label", pa.string()), ("box", pa.list_(pa.float64())), ("mask", RLE), ("score", pa.float64())])
     wrong = pa.schema([("image_id", pa.string()), ("regions", pa.list_(wrong_score))])
     with pytest.raises(SchemaMismatch) as error:
-        run_model_shard(tmp_path / "detector", 3, Detector([DETECTION], wrong), lambda: {})
+        run_stage_shard(tmp_path / "detector", 3, Detector([DETECTION], wrong), {})
     assert str(error.value) == ("stage 'detector' shard 3 table 'detections': "
                                 "column regions[].score: expected float, got double")
     assert not (tmp_path / "detector" / "_done").exists()
@@ -194,4 +195,4 @@ def test_an_output_table_with_no_declared_schema_is_refused(tmp_path):
         outputs = {}
 
     with pytest.raises(SchemaMismatch, match="output table 'detections' is declared neither"):
-        run_model_shard(tmp_path / "detector", 0, Undeclared([DETECTION], DETECTIONS), lambda: {})
+        run_stage_shard(tmp_path / "detector", 0, Undeclared([DETECTION], DETECTIONS), {})
