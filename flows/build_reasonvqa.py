@@ -223,6 +223,12 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
                                                   proposal_units(config.proposals, shards)))
         extra_tables["regions"] = proposal_regions(proposals_dir)
 
+    # extra stages of the config (stages: import path and config), each over every source shard
+    for entry in config.stages:
+        extra, extra_config = entry.load()
+        report[extra.name] = summarize(run_stage(extra, extra_config, work_dir / extra.name,
+                                                 {s.number: s.inputs(extra.inputs) for s in shards}))
+
     # 1c. grounded questions from regions (tasks/questions/grounded*): one task per source shard, submitted
     # now and collected after the knowledge stages, which do not need them (the shards' own time, and
     # the task runs' bookkeeping, overlap building the mirror, linking and facts)

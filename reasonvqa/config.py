@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.paths import RESOURCE_ROOTS, SAMPLE_DIR
 from reasonvqa.sources import SourceConfig, SourceEntry, parse_config
+from reasonvqa.stage_contract import StageEntry
 from reasonvqa.tasks.balance.config import BalanceConfig, PartitionConfig, SplitConfig
 from reasonvqa.tasks.balance.kind_filters import KindSelection
 from reasonvqa.tasks.proposals.config import ProposalsConfig
@@ -66,6 +67,9 @@ class BuildConfig(BaseModel):
                                          "from disk for large pools (same release bytes; not hashed).")
     seed: int = 0
     shard_size: int = Field(default=5000, ge=1, description="Records per shard (one Prefect task per shard).")
+    stages: list[StageEntry] = Field(default_factory=list, exclude_if=lambda entries: not entries,
+                                     description="Extra stages (ARCHITECTURE.md, Add a stage), each run over every "
+                                     "source shard after the sources; hashed only when given.")
 
     @field_validator("sources")
     @classmethod

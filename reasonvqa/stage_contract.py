@@ -41,6 +41,7 @@ finished call), and checks every output table against its declared schema, neste
 from __future__ import annotations
 
 import atexit
+import importlib
 import importlib.util
 import logging
 import multiprocessing.util
@@ -154,6 +155,7 @@ class Stage(ABC):
     outputs: ClassVar[dict[str, pa.Schema]] = {}
     resources: ClassVar[Resources | None] = None  # declared: a model stage (device, memory, call cache)
     streams: ClassVar[bool] = False  # several shards per unit, from ``stream``
+    config_model: ClassVar[type[BaseModel] | None] = None  # validates a build config's ``stages`` entry
     batch_size: int = 1
 
     def __init__(self, config: BaseModel | None = None, device: str | None = None) -> None:
@@ -204,6 +206,29 @@ class Stage(ABC):
         config = self.config.model_dump_json() if self.config is not None else ""
         cls = type(self)
         return canonical_key("stage", [f"{cls.__module__}.{cls.__qualname__}", self.name, config, self.device or ""])
+
+
+class StageEntry(BaseModel):
+    """An extra stage of a build (the build config's ``stages``): the stage class by import path and its
+    config, validated by the class's ``config_model``. The build runs it over every source shard, after
+    the sources (and proposals), into ``<work>/<name>/``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stage: str = Field(pattern=r"^[\w.]+:\w+$", description="import path of a Stage subclass, package.module:Class")
+    config: dict[str, Any] = Field(default_factory=dict, description="its config (the class's config_model)")
+
+    def load(self) -> tuple[type[Stage], BaseModel | None]:
+        """The stage class and its validated config (ValueError naming the entry when it is neither)."""
+        module, _, name = self.stage.partition(":")
+        found = getattr(importlib.import_module(module), name, None)
+        if not (isinstance(found, type) and issubclass(found, Stage)):
+            raise ValueError(f"stages entry {self.stage!r} does not name a reasonvqa.stage_contract.Stage subclass")
+        if found.config_model is None:
+            if self.config:
+                raise ValueError(f"stage {self.stage!r} takes no config (it has no config_model)")
+            return found, None
+        return found, found.config_model.model_validate(self.config)
 
 
 def read_shard_inputs(unit: dict[str, Any], declared: dict[str, pa.Schema]) -> dict[str, pa.Table]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -101,6 +101,10 @@ class SourceShard:
     def file(self, table: str) -> Path:
         """The shard's file of ``table`` (it may not exist: a source need not write every table)."""
         return self.stage_dir / table / f"{part_name(self.shard)}.parquet"
+
+    def inputs(self, tables: Iterable[str]) -> dict[str, Path | None]:
+        """``{table: its file, or None when the source wrote none}``: a stage's unit (``Stage.read``)."""
+        return {name: path if workstore.exists(path := self.file(name)) else None for name in tables}
 
     def table(self, name: str) -> pa.Table:
         """The shard's table ``name`` (``schemas.TABLES``), empty when the source wrote none."""
