@@ -12,7 +12,7 @@ the peak RSS of its process tree):
   processes (default 2, each loading the inputs and building the index; ``--workers 1``: one
   process, the code's own CPU cost per question);
 * ``flow`` (what ``reasonvqa build`` runs): the same data written as source and link shards, then
-  ``run_questions`` (one ``questions-shard`` Prefect task per shard: Parquet in, Parquet out) inside a
+  the stage runner's ``run_stage(QuestionsStage, ...)`` (one ``questions-shard`` Prefect task per shard: Parquet in, Parquet out) inside a
   flow on the CLI's default task runner, against a Prefect API started first (not timed);
 * ``baseline``: a straightforward per-question Python implementation of the same steps (dicts,
   loops, ``random.Random`` per question) over the first ``--baseline-images`` images; its fact
@@ -167,8 +167,10 @@ def run_flow(folder: Path, shard_size: int) -> dict:
 
     from prefect import flow
 
-    from reasonvqa.flows.build_reasonvqa import run_questions
     from reasonvqa.flows.runners import make_task_runner
+    from reasonvqa.flows.stage_runner import local_slots, run_stage
+    from reasonvqa.stage import summarize
+    from reasonvqa.tasks.questions.questions_stage import QuestionsStage, QuestionsStageConfig
     from reasonvqa.prefect_api import local_prefect_api
     from reasonvqa.tasks.questions.config import QuestionConfig
 
@@ -181,7 +183,9 @@ def run_flow(folder: Path, shard_size: int) -> dict:
 
     @flow(name="bench-questions-stage")
     def questions_stage(out: Path) -> dict:
-        return run_questions(shards, link_dir, out, folder / "facts.parquet", QuestionConfig(), 0, "synthetic")
+        config = QuestionsStageConfig(questions=QuestionConfig(), link_dir=link_dir, facts_path=folder / "facts.parquet",
+                                      seed=0, knowledge_snapshot="synthetic")
+        return summarize(run_stage(QuestionsStage, config, out, {s.number: s for s in shards}, in_flight=local_slots()))
 
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with local_prefect_api(), tempfile.TemporaryDirectory(prefix="bench-questions-") as tmp:

@@ -205,8 +205,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     # 1. sources: one task per work unit of each source (Source.plan), each streaming into shards
     plans = [(s, sources.get(s.kind).plan(s, config.shard_size)) for s in config.sources]
     reads = [start_stage(SourcesStage, SourceStageConfig(source=s, shard_size=config.shard_size),
-                         source_stage_dir(work_dir, s.kind), units, run_name=f"read-{s.kind}-unit-{{number:05d}}",
-                         label=f"read-{s.kind}") for s, units in plans]
+                         source_stage_dir(work_dir, s.kind), units, label=f"read-{s.kind}") for s, units in plans]
     for source, read in zip(config.sources, reads):
         report[f"sources_{source.kind}"] = summarize(read.wait())
     still_held()

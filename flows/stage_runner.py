@@ -1,15 +1,15 @@
 """The one stage runner: any ``Stage`` (reasonvqa/stage_contract.py) over its units, one Prefect task each.
 
 ``run_stage(StageClass, config, stage_dir, units)`` (or ``start_stage(...)`` then ``.wait()``, to let a
-stage's shards run beside later stages) submits one task per unit, named by stage
-(``<stage>-shard-NNNNN``, dashes for underscores; the sources stage names its own,
-``read-<kind>-unit-NNNNN``), at most ``in_flight`` unfinished at once, and draws a progress bar. Each
+stage's shards run beside later stages) submits one task per unit, named by stage: ``<stage>-shard-NNNNN``
+(dashes for underscores; the build labels the sources stage ``read-<kind>``, a streaming stage, so a unit
+runs as ``read-<kind>-unit-NNNNN``), at most ``in_flight`` unfinished at once, with a progress bar. Each
 task rebases its work-folder paths onto its process's mirror (``workstore.portable``), skips a finished
 shard by its marker, sets the stage up once per worker process and writes outputs, rejects, stats and
-marker (``reasonvqa.stage``). When every unit is done the stage is torn down in each process that may
-have set it up: the flow's (its threads, and a ``runner_for_endpoint`` pool) and, on Dask, every worker
-(``client.run``). ``map_tasks`` is the same bounded scheduler for plain steps that are not stages (the
-partitioned release's per-file steps).
+marker (``reasonvqa.stage``). When every unit is done (or one failed) the stage is torn down in each
+process that may have set it up: the flow's (its threads, and a ``runner_for_endpoint`` pool) and, on
+Dask, every worker (``client.run``). ``run_partition_steps`` uses the same scheduler for the partitioned
+release's per-file steps, which are not stages.
 """
 
 from __future__ import annotations
@@ -80,14 +80,16 @@ class StageRun:
 
 def start_stage(stage: type[Stage], config: BaseModel | None, stage_dir: Path, units: Iterable[Any] | dict[int, Any],
                 *, in_flight: int | None = None, runner: TaskRunner | None = None, device: str | None = None,
-                run_name: str | None = None, label: str | None = None) -> StageRun:
+                label: str | None = None) -> StageRun:
     """Submit one task per unit (a list: numbered 0.., a dict: by its keys) and return without waiting
     unless ``in_flight`` bounds the unfinished tasks. ``runner``: a started task runner to submit on instead
-    of the flow's (``runner_for_endpoint``). ``run_name``: the task run's name, formatted with ``number``."""
+    of the flow's (``runner_for_endpoint``). ``label`` (default: the stage's name, dashes for underscores) names
+    the progress bar, the task (``<label>-shard``, a streaming stage's ``<label>-unit``) and its runs
+    (``<label>-shard-NNNNN``)."""
     numbered = sorted(units.items()) if isinstance(units, dict) else list(enumerate(units))
     label = label or stage.name.replace("_", "-")
-    shard_task = stage_shard.with_options(name=f"{label}-shard",
-                                          task_run_name=run_name or f"{label}-shard-{{number:05d}}")
+    task_name = f"{label}-unit" if stage.streams else f"{label}-shard"
+    shard_task = stage_shard.with_options(name=task_name, task_run_name=f"{task_name}-{{number:05d}}")
     if runner is None:
         submit = shard_task.submit
     else:

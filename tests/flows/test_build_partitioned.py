@@ -10,7 +10,8 @@ from prefect import flow
 
 from reasonvqa import schemas
 from reasonvqa.config import sample_config
-from reasonvqa.flows.build_reasonvqa import finish_release, merged_pool, run_partition_steps
+from reasonvqa.flows.build_reasonvqa import finish_release, merged_pool
+from reasonvqa.flows.stage_runner import run_partition_steps
 from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import PartitionConfig
