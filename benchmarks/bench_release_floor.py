@@ -18,7 +18,7 @@ Per pool size (synthetic, reasonvqa/synthetic.py; 1/7 as many images as question
   release's rows in question_id order from this pool pays at least this;
 * polars: benchmarks/polars_release.py, a straightforward polars rewrite of the same semantics
   writing train/test/pool (no stats); its files are asserted byte-identical to the project's;
-* project: the build's path (flows/build_reasonvqa.finish_release without Prefect): read ->
+* project: the build's path (flows/assemble_release.finish_release without Prefect): read ->
   ``plan_release`` -> ``start_stats`` (stats JSON, bias report) -> ``write_release`` with the 5 PNGs
   rendered beside its Parquet writes; the column "without stats" subtracts its measured stats step
   (the PNGs are in the write step).

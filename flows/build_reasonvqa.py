@@ -2,52 +2,39 @@
 
 Each step is one Prefect task per shard over the stage functions in tasks/ and knowledge/;
 tasks pass file paths and small stats dicts, never data. Shard markers (reasonvqa.stage)
-make a rerun skip finished work; Prefect's own cache is not used.
+make a rerun skip finished work; Prefect's own cache is not used. What is not a stage lives
+beside it in flows/: the inputs and work key (build_inputs.py), the work folder held while the
+stages run (work_session.py), the release's assembly (assemble_release.py), the run report
+(run_report.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
-import json
-import shutil
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pyarrow as pa
-from prefect import flow, get_run_logger
+from prefect import flow
 from prefect.context import FlowRunContext
 from prefect.states import State
 
-from reasonvqa import sources, storage, workstore
-from reasonvqa.knowledge.config import KnowledgeConfig
-from reasonvqa.knowledge.endpoint import (
-    facts_content_id, knowledge_date, knowledge_endpoint, knowledge_snapshot, source_cache_key,
-)
-from reasonvqa.knowledge.facts import linked_item_batches, merge_fact_shards
-from reasonvqa.knowledge.rate_limit import require_rate_limit
-from reasonvqa.knowledge.refresh import utc_now
-from reasonvqa.knowledge.release_knowledge import SourceKnowledge
-from reasonvqa.knowledge.stages import FactsStage, KnowledgeShardConfig, LinkStage
-from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
+from reasonvqa import schemas, sources
+from reasonvqa.config import BuildConfig
+from reasonvqa.flows.assemble_release import BuildTables, assemble_release
+from reasonvqa.flows.build_inputs import check_build, exhaustive_labels, input_snapshots, work_key
 from reasonvqa.flows.outcome import reported
 from reasonvqa.flows.runners import runner_for_endpoint
 from reasonvqa.flows.stage_runner import local_slots, run_partition_steps, run_stage, start_stage
-from reasonvqa.lease import Lease, lease_lock
-from reasonvqa.locks import exclusive_lock
-from reasonvqa.tasks.release.embed import EmbeddedImages, embedded_lookup
-from reasonvqa.tasks.release.images import release_images
-from reasonvqa.tasks.release.pixels import PixelReader
-from reasonvqa.tasks.release.paths import default_work_folder, release_dir
-from reasonvqa import schemas
-from reasonvqa.config import BuildConfig
-from reasonvqa.snapshot import code_fingerprint
-from reasonvqa.stage import fetched, read_table, shard_paths, stage_stats, summarize, write_json
-from reasonvqa.tasks.balance.pool_files import PoolFiles
+from reasonvqa.flows.work_session import ReleaseTarget, always_held, work_session
+from reasonvqa.knowledge.endpoint import facts_content_id, knowledge_endpoint, replay_endpoint, source_cache_key
+from reasonvqa.knowledge.facts import linked_item_batches, merge_fact_shards
+from reasonvqa.knowledge.refresh import utc_now
+from reasonvqa.knowledge.release_knowledge import (
+    SourceKnowledge, open_release_knowledge, release_knowledge_tables, replay_file,
+)
+from reasonvqa.knowledge.stages import FactsStage, KnowledgeShardConfig, LinkStage
+from reasonvqa.stage import read_table, summarize
 from reasonvqa.tasks.proposals.shards import proposal_regions, proposal_units
 from reasonvqa.tasks.proposals.stage import ProposalsStage
 from reasonvqa.tasks.questions.bank import load_bank
@@ -55,60 +42,8 @@ from reasonvqa.tasks.questions.grounded_stage import GroundedStage, grounded_con
 from reasonvqa.tasks.questions.grounded_vlm import GroundedVLMStage
 from reasonvqa.tasks.questions.questions_stage import QuestionsStage, QuestionsStageConfig
 from reasonvqa.tasks.sources.ingest import (
-    SourcesStage, SourceStageConfig, list_shards, prefetch, source_stage_dir, source_stats, unit_dir, unit_dirs,
-    write_shard_manifest,
+    SourcesStage, SourceStageConfig, list_shards, source_stage_dir, unit_dir, write_shard_manifest,
 )
-
-def input_snapshots(config: BuildConfig, as_of: datetime | None = None,
-                    knowledge: dict[str, str] | None = None) -> dict[str, str]:
-    """Content ids of every input: each source's annotation files and the knowledge base
-    (a live endpoint's by its refresh period holding ``as_of``, default now; ``knowledge``: the
-    ``knowledge`` and ``knowledge_date`` of a release rebuilt from, as its manifest names them)."""
-    inputs = {f"source:{s.kind}": sources.get(s.kind).snapshot(s) for s in config.sources}
-    if knowledge is not None:
-        inputs |= knowledge
-    else:
-        inputs["knowledge"] = knowledge_snapshot(config.knowledge, as_of)
-        inputs["knowledge_date"] = knowledge_date(config.knowledge, as_of)
-    return inputs | question_kind_inputs(config)
-
-
-def question_kind_inputs(config: BuildConfig) -> dict[str, str]:
-    """Versions of what non-template kinds are made from: grounded rules, VLM prompts, a verified-QA file."""
-    from reasonvqa.tasks.release.writer import sha256_file
-
-    inputs = {}
-    if config.grounded.enabled:
-        from reasonvqa.tasks.questions.grounded import rules_version
-
-        inputs["grounded_rules"] = rules_version()
-        if config.grounded.vlm is not None:
-            from reasonvqa.tasks.questions.grounded_vlm import prompt_versions
-
-            inputs |= {f"prompt:{name}": version for name, version in prompt_versions().items()}
-    if config.verified_questions is not None:
-        inputs["verified_questions"] = "sha256:" + sha256_file(Path(config.verified_questions))
-    return inputs
-
-
-def work_key(config: BuildConfig, inputs: dict[str, str]) -> str:
-    """Work-folder name: changes with the config, the inputs or the pipeline's code (sources' included)."""
-    readers = {s.kind: sources.source_class(s.kind).code_id() for s in config.sources}
-    key = json.dumps([config.config_hash(), inputs, code_fingerprint(), readers], sort_keys=True)
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
-def check_build_inputs(config: BuildConfig, needs_mirror: bool = True) -> None:
-    """Refuse a build that cannot finish, before any work: each source's own check
-    (FileNotFoundError naming a missing folder or file), the mirror's entities (unless the knowledge
-    comes from a release: ``needs_mirror`` False), the domains."""
-    from reasonvqa.tasks.questions.bank import load_bank
-
-    for source in config.sources:
-        sources.get(source.kind).check(source)
-    if needs_mirror and not config.knowledge.endpoint and not config.knowledge.mirror_entities.exists():
-        raise FileNotFoundError(f"knowledge mirror entities not found: {config.knowledge.mirror_entities}")
-    load_bank().property_ids(config.questions.domains)  # raises on an unknown domain
 
 
 @flow(name="build-reasonvqa", log_prints=True)
@@ -129,75 +64,20 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
 def build_release(config: BuildConfig, out: str, work: str | None = None, overwrite: bool = False,
                   knowledge_as_of: datetime | None = None, knowledge_from: str | None = None) -> str:
     """The body of ``build_reasonvqa`` (in its flow run): the release folder, or its URL for an fsspec ``out``."""
-    from reasonvqa.knowledge.release_knowledge import open_release_knowledge
-
-    logger = get_run_logger()
-    build = workstore.new_build()
-    work_path = storage.work_folder(work, build) if work else None  # a URL: this build's mirror
     recorded = open_release_knowledge(Path(knowledge_from)) if knowledge_from else None
-    check_build_inputs(config, needs_mirror=recorded is None)
-    if recorded is None:  # a replay sends no query
-        require_rate_limit(config.knowledge)
-    if storage.protocol(out):  # an fsspec URL: build into a local folder, then upload the release
-        storage.filesystem(out)  # fail now, naming the extra to install, when its backend is missing
-        # the local copy is only staging: whether a release may be replaced is decided at the URL
-        local = build_release(config, str(local_staging(out)), work, True, knowledge_as_of, knowledge_from)
-        return storage.upload_release(Path(local), out, overwrite)
-    out_dir = Path(out)
-    release_dir(out_dir, config.release.name, config.release.version)  # refuse a release path outside out first
+    check_build(config, recorded)
+    target = ReleaseTarget.of(out, overwrite, config.release)
     as_of = knowledge_as_of or utc_now()
-    inputs = input_snapshots(config, as_of, recorded.inputs if recorded is not None else None)
-    # a rebuild from recorded answers never reuses the work of a build that queried (nor the reverse)
-    keyed = inputs | ({"knowledge_replay": recorded.answers_digest} if recorded is not None else {})
-    work_dir = work_path or default_work_folder(out_dir, out_dir / ".work" / work_key(config, keyed))
-    work_dir.mkdir(parents=True, exist_ok=True)
-    on_wait = functools.partial(_tell, logger)
-    lock = (lease_lock(work.rstrip("/"), "build work folder", build=build, on_wait=on_wait)
-            if workstore.is_mirrored(work_dir)
-            else exclusive_lock(work_dir / ".lock", "build work folder", on_wait=on_wait))
-    with lock as held:
-        try:
-            return _build_in(config, out_dir, work_dir, inputs, overwrite, as_of,
-                             held.check if isinstance(held, Lease) else _always_held, recorded)
-        finally:
-            forget_mirrors(work_dir)
-
-
-def _always_held() -> None:
-    """The check between stages of a build under an ``fcntl`` lock, which the kernel holds until it ends."""
-
-
-def forget_mirrors(work_dir: Path) -> None:
-    """Remove the build's mirror of a work folder URL in this process and on the Dask workers, so no
-    later build trusts what this one fetched (a no-op for a local work folder)."""
-    if not workstore.is_mirrored(work_dir):
-        return
-    workstore.forget(work_dir)
-    context = FlowRunContext.get()
-    client = getattr(context.task_runner, "_client", None) if context is not None else None  # prefect-dask's
-    if client is not None:
-        try:
-            client.run(workstore.forget, work_dir)
-        except Exception as error:  # the workers' copies then go when they exit; the build itself is done
-            get_run_logger().warning("could not remove the build's mirrors on the Dask workers: %s", error)
-
-
-def local_staging(out_url: str) -> Path:
-    """The local folder a release for ``out_url`` is built in (stable, so rebuilds reuse its work folder)."""
-    import tempfile
-
-    return Path(tempfile.gettempdir()) / "reasonvqa-out" / hashlib.sha256(out_url.encode()).hexdigest()[:16]
-
-
-def _tell(logger, message: str) -> None:
-    """A warning for the Prefect run's log and the terminal (the CLI hides Prefect's log unless --debug)."""
-    logger.warning(message)
-    print(f"warning: {message}", file=sys.stderr)
+    inputs = input_snapshots(config, as_of, recorded)
+    with work_session(work, target.out_dir, work_key(config, inputs, recorded)) as session:
+        release = _build_in(config, target.out_dir, session.work_dir, inputs, target.local_overwrite, as_of,
+                            session.still_held, recorded)
+    return target.publish(release)
 
 
 def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[str, str], overwrite: bool,
-              as_of: datetime, still_held: Callable[[], None] = _always_held,
-              recorded: SourceKnowledge | None = None) -> str:
+              as_of: datetime, still_held: Callable[[], None] = always_held,
+              recorded: SourceKnowledge | None = None) -> Path:
     """The build's stages, run while this process holds the work folder's lock (``still_held`` raises,
     between stages, when a lease was lost); ``recorded``: the knowledge of a release, replayed."""
     report: dict[str, dict] = {}
@@ -241,7 +121,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     replay = replay_file(recorded, work_dir) if recorded is not None else None
     remote = bool(config.knowledge.endpoint) and replay is None
     link_dir, facts_dir = work_dir / "link", work_dir / "facts"
-    with (knowledge_endpoint(config.knowledge, work_dir) if replay is None else _replayed()) as endpoint, \
+    with (knowledge_endpoint(config.knowledge, work_dir) if replay is None else replay_endpoint()) as endpoint, \
             runner_for_endpoint(getattr(FlowRunContext.get(), "task_runner", None), endpoint) as querying:
         # 2. linking: one task per source shard of objects, written under the shard's number; 3. facts: the
         # distinct linked items, in batches of shard_size. One query at a time to a remote (public) endpoint;
@@ -280,214 +160,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
                                              seed=config.seed, knowledge_snapshot=snapshot),
         question_dir, {s.number: s for s in shards}, in_flight=local_slots()))
     still_held()
-    pool = merged_pool(question_dir, extra_pools, config, work_dir, report)
-    used = pool.image_ids() if isinstance(pool, PoolFiles) else pool  # what the images and regions keep
-    if "regions" in extra_tables:  # the pixel evidence of the images that have questions
-        extra_tables["regions"] = regions_of_pool(extra_tables["regions"], used)
-    extra_tables |= knowledge(used)  # the facts, answers and links the questions came from
-    images = release_images([shard.table("images") for shard in prefetch(shards, ["images"])], used)
-    del used
-    # bytes are read when the release is written (a file's rows at a time), where the license allows
-    extra_tables["images"] = EmbeddedImages(images, PixelReader(config.sources), config.release.embed_images)
 
-    # 5-7. balance, split, stats, release
-    # handed over with no local name left: the release's row views then hold the pool's only reference
-    handed = [pool]
-    del pool
-    still_held()
-    release = finish_release(handed.pop(), config, out_dir, work_dir, inputs, report, overwrite, extra_tables)
-    return str(release)
-
-
-@contextlib.contextmanager
-def _replayed():
-    """The "endpoint" of a build that replays recorded answers: none is started or queried."""
-    yield "replay:"
-
-
-def replay_file(recorded: SourceKnowledge, work_dir: Path) -> Path:
-    """The release's recorded answers as one file of the work folder, which every knowledge shard reads."""
-    from reasonvqa.knowledge.recorded import write_replay_file
-
-    path = write_replay_file(recorded.answers, work_dir / "knowledge_replay.parquet")
-    workstore.push(path)
-    return path
-
-
-def release_knowledge_tables(config: KnowledgeConfig, inputs: dict[str, str], facts_path: Path, link_dir: Path,
-                             facts_dir: Path) -> Callable[[Any], dict[str, pa.Table]]:
-    """The release's knowledge tables, given the pool (or its image ids): the merged facts with where and when
-    they were fetched, every SPARQL answer the linking and facts shards used, the links of the pool's images."""
-    from reasonvqa.knowledge.recorded import TABLE, merge_answers
-    from reasonvqa.knowledge.release_knowledge import (
-        FACTS_TABLE, LINKS_TABLE, fetched_from, knowledge_table, links_of_images,
-    )
-
-    facts = knowledge_table(facts_path, fetched_from(config, inputs["knowledge"]), inputs["knowledge_date"])
-    answers = merge_answers([read_table(d, TABLE, schemas.KNOWLEDGE_QUERIES) for d in (link_dir, facts_dir)])
-    links = read_table(link_dir, "entity_links", schemas.ENTITY_LINKS)
-
-    def tables(used: Any) -> dict[str, pa.Table]:
-        images = used["image_id"] if isinstance(used, pa.Table) else used
-        return {FACTS_TABLE: facts, TABLE: answers, LINKS_TABLE: links_of_images(links, images)}
-
-    return tables
-
-
-def exhaustive_labels(config: BuildConfig) -> dict[str, list[str] | None]:
-    """Source kind -> the labels its annotations cover exhaustively: a source config's ``exhaustive_labels``, or
-    None where the source declares its own categories exhaustive (nuScenes); kinds with neither are left out."""
-    out: dict[str, list[str] | None] = {}
-    for source in config.sources:
-        declared = source.exhaustive_labels
-        if declared is None and not sources.get(source.kind).exhaustive_taxonomy:
-            continue
-        if source.kind in out and out[source.kind] != declared:
-            raise ValueError(f"sources of kind {source.kind!r} declare different exhaustive_labels; give one list")
-        out[source.kind] = sorted(declared) if declared is not None else None
-    return out
-
-
-def merged_pool(question_dir: Path, others: list[pa.Table], config: BuildConfig, work_dir: Path,
-                report: dict) -> pa.Table | PoolFiles:
-    """The pool of every question kind: files (``PoolFiles``) when it will be balanced on disk, so it is
-    never one table in memory; else the merged table. A build with annotation decisions merges in
-    memory (``apply_store`` edits a table)."""
-    from reasonvqa.tasks.balance.pool_files import merge_pool_files, pool_rows
-
-    templated = shard_paths(question_dir, "questions")
-    if config.annotations is None and config.partitioned.on_disk(pool_rows(templated, others, config.verified_questions)):
-        files, report["select"] = merge_pool_files(templated, others, config.verified_questions, config.select,
-                                                   work_dir / PARTITIONED / "input")
-        if config.partitioned.on_disk(files.num_rows):
-            return files
-        return files.read()  # the kind selection took it under min_rows: the in-memory path, as without files
-    return merge_kinds(read_table(question_dir, "questions", schemas.QUESTIONS), others, config, report)
-
-
-def merge_kinds(templated: pa.Table, others: list[pa.Table], config: BuildConfig, report: dict) -> pa.Table:
-    """One pool of every question kind (template, grounded, verified), filtered by ``config.select``."""
-    from reasonvqa.tasks.balance.kind_filters import select_kinds
-    from reasonvqa.tasks.questions.merge import merge_pools
-
-    pool = merge_pools(templated, others, config.verified_questions)
-    pool, report["select"] = select_kinds(pool, config.select)
-    return pool
-
-
-def regions_of_pool(regions: pa.Table, pool: pa.Table) -> pa.Table:
-    """The regions of the images that have a question in ``pool``."""
-    import pyarrow.compute as pc
-
-    return regions.filter(pc.is_in(regions["image_id"], pc.unique(pool["image_id"])))
-
-
-def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Path, work_dir: Path,
-                   inputs: dict[str, str], report: dict[str, dict], overwrite: bool,
-                   tables: dict[str, pa.Table] | None = None) -> Path:
-    """Balance the pool, split it, write stats and the release folder (with ``tables``, e.g. regions).
-
-    A ``PoolFiles`` pool (``merged_pool``) goes to the partitioned path as its files."""
-    from reasonvqa.tasks.balance.partitioned import in_process, plan_partitioned, write_pool_files
-    from reasonvqa.tasks.balance.image_groups import groups_of
-    from reasonvqa.tasks.balance.pipeline import plan_release
-    from reasonvqa.tasks.balance.stats import start_stats
-    from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
-    from reasonvqa.tasks.release.writer import require_nonempty_splits, write_release
-    from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, write_decisions_file
-
-    partition_dir = work_dir / PARTITIONED
-    groups = groups_of((tables or {}).get("images"))  # landmarks, scenes, episodes: each kept in one split
-    if isinstance(pool, PoolFiles):  # never in memory: its files go to the partitioned path as they are
-        if config.annotations is not None:
-            raise ValueError("annotation decisions are applied to a pool in memory, not to PoolFiles")
-        paths, tables, applied = pool.paths, dict(tables or {}), None
-    else:
-        pool, tables, applied = apply_store(config.annotations, pool, tables)  # human decisions, when configured
-        on_disk = config.partitioned.on_disk(pool.num_rows)  # the pool leaves memory; a few of its columns come back
-        paths = write_pool_files(pool, partition_dir / "input") if on_disk else None
-    if paths is not None:
-        del pool
-        # the steps share spill files through the work folder's disk: on a URL's mirror they run in this process
-        on_runner = FlowRunContext.get() is not None and not workstore.is_mirrored(work_dir)
-        done = plan_partitioned(paths, config.balance, config.split, config.seed, partition_dir / "work",
-                                run=run_partition_steps if on_runner else in_process, groups=groups)
-    else:
-        done = plan_release(pool, config.balance, config.split, config.seed, groups)  # views of pool: no copy until written
-        del pool
-    stats_dir = release_stats_dir(work_dir)
-    try:
-        if stats_dir.exists():
-            shutil.rmtree(stats_dir)
-        with ThreadPoolExecutor(max_workers=1) as figures:  # the PNGs render beside the release's Parquet writes
-            stats_files, rendered = start_stats(done.pool, done.balance, done.split, stats_dir, figures)
-            stats_files.update(write_breakdown(released_questions(done.split.train, done.split.test),
-                                               (tables or {}).get("regions"), stats_dir, embedded_lookup((tables or {}).get("images"))))
-            write_json(release_stage_counts(report), stats_dir / "stages.json")
-            stats_files["stages.json"] = stats_dir / "stages.json"
-            if applied is not None:
-                stats_files[DECISIONS_FILE] = write_decisions_file(applied, stats_dir)
-            write_json(report, work_dir / RUN_REPORT)  # with the run-dependent figures, outside the release
-            publish_run_report(report)
-            # an empty split cannot be loaded by `datasets`: fail, pointing at the stage counts and rejects
-            require_nonempty_splits(config.release.name, config.release.version,
-                                    {"train": done.split.train, "test": done.split.test}, done.pool.num_rows,
-                                    f"; stage counts in {workstore.url_of(work_dir / RUN_REPORT)}, dropped records in "
-                                    f"{workstore.url_of(work_dir)}/*/_rejects/")
-            release = write_release(
-                out_dir, config.release.name, config.release.version,
-                {"train": done.split.train, "test": done.split.test},
-                pool=done.pool, stats_dir=stats_dir, config=json.loads(config.canonical_json()),
-                config_hash=config.config_hash(), inputs=inputs,
-                stats_files={k: f"stats/{Path(v).relative_to(stats_dir).as_posix()}" for k, v in stats_files.items()},
-                overwrite=overwrite, tables=tables,
-                annotations=applied.manifest_entry() if applied is not None else None,
-                stats_ready=rendered.result,
-                verify_first=applied is not None,  # human decisions applied: publish only what verify accepts
-            )
-    finally:  # a work folder URL: the local temporary stats folder, also when the release is refused
-        if workstore.is_mirrored(work_dir):
-            shutil.rmtree(stats_dir.parent, ignore_errors=True)
-    shutil.rmtree(partition_dir, ignore_errors=True)
-    publish_artifacts(release, "build")
-    return release
-
-
-def release_stats_dir(work_dir: Path) -> Path:
-    """Where the release's stats files are written first: ``<work>/stats``, or for a work folder URL a
-    local temporary folder outside the mirror (nothing reads them back from the URL: no upload)."""
-    if not workstore.is_mirrored(work_dir):
-        return work_dir / "stats"
-    import tempfile
-
-    return Path(tempfile.mkdtemp(prefix="rvqa-stats.")) / "stats"
-
-
-RUN_REPORT = "run_report.json"
-PARTITIONED = "partitioned"  # the work folder's on-disk balance + split: input pool files and the spill
-RUN_DEPENDENT = ("requests", "cache_hits", "retries", "seconds")  # vary with cache state and machine
-
-
-def release_stage_counts(report: dict[str, dict]) -> dict[str, dict]:
-    """Per-stage totals without the run-dependent figures: what a release may hold (same inputs, same bytes)."""
-    return {stage: {k: v for k, v in totals.items() if k not in RUN_DEPENDENT} for stage, totals in report.items()}
-
-
-def stage_report(work_dir: Path) -> dict[str, dict]:
-    """Totals per stage folder of a build's work directory (a source's units summed under its folder);
-    a work folder URL's mirror is read at the URL."""
-    report = {}
-    for folder in workstore.subfolders(work_dir, ""):
-        if any(d.name == "_stats" for d in workstore.subfolders(folder, "_stats")):
-            report[folder.name] = summarize(stage_stats(folder))
-        elif unit_dirs(folder):
-            report[folder.name] = summarize(source_stats(folder))
-    return report
-
-
-def latest_run_report(work: Path) -> Path | None:
-    """The run report of a build's work folder, else the newest of the builds' under it (``OUT/.work``),
-    present locally (fetched from a work folder URL); None when there is none."""
-    found = workstore.listing(work, RUN_REPORT) or [
-        report for folder in workstore.subfolders(work, "") for report in workstore.listing(folder, RUN_REPORT)]
-    return max(fetched(found), key=lambda p: p.stat().st_mtime, default=None)
+    # 5-7. one pool of every kind, the tables of its images, balance, split, stats, release
+    return assemble_release(question_dir, extra_pools, BuildTables(extra_tables.get("regions"), knowledge, shards),
+                            config, out_dir, work_dir, inputs, report, overwrite, still_held, run_partition_steps)

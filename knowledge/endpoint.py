@@ -27,6 +27,12 @@ def knowledge_endpoint(config: KnowledgeConfig, work: Path) -> Iterator[str]:
         yield endpoint
 
 
+
+@contextlib.contextmanager
+def replay_endpoint() -> Iterator[str]:
+    """The "endpoint" of a build that replays a release's recorded answers: none is started or queried."""
+    yield "replay:"
+
 def source_cache_key(config: KnowledgeConfig, as_of: datetime | None = None) -> str:
     """Cache key of the knowledge source: the mirror's content (its port changes per build, its content
     does not), or the endpoint and its refresh period (a new period misses the cache and refetches)."""

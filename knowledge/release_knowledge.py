@@ -17,14 +17,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from reasonvqa import schemas
+from reasonvqa import schemas, workstore
 from reasonvqa.knowledge.config import KnowledgeConfig
-from reasonvqa.knowledge.recorded import TABLE as QUERIES_TABLE
+from reasonvqa.knowledge.recorded import TABLE as QUERIES_TABLE, merge_answers, write_replay_file
+from reasonvqa.stage import read_table
 
 FACTS_TABLE = "knowledge"
 LINKS_TABLE = "entity_links"
@@ -92,3 +94,25 @@ def open_release_knowledge(release: Path) -> SourceKnowledge:
     inputs = {k: manifest["inputs"][k] for k in KNOWLEDGE_INPUTS}
     return SourceKnowledge(release, inputs, read_split(release, QUERIES_TABLE, schemas.KNOWLEDGE_QUERIES),
                            manifest.get("config", {}), digest)
+
+
+def replay_file(recorded: SourceKnowledge, work_dir: Path) -> Path:
+    """The release's recorded answers as one file of the work folder, which every knowledge shard reads."""
+    path = write_replay_file(recorded.answers, work_dir / "knowledge_replay.parquet")
+    workstore.push(path)
+    return path
+
+
+def release_knowledge_tables(config: KnowledgeConfig, inputs: dict[str, str], facts_path: Path, link_dir: Path,
+                             facts_dir: Path) -> Callable[[Any], dict[str, pa.Table]]:
+    """The release's knowledge tables, given the pool (or its image ids): the merged facts with where and when
+    they were fetched, every SPARQL answer the linking and facts shards used, the links of the pool's images."""
+    facts = knowledge_table(facts_path, fetched_from(config, inputs["knowledge"]), inputs["knowledge_date"])
+    answers = merge_answers([read_table(d, QUERIES_TABLE, schemas.KNOWLEDGE_QUERIES) for d in (link_dir, facts_dir)])
+    links = read_table(link_dir, "entity_links", schemas.ENTITY_LINKS)
+
+    def tables(used: Any) -> dict[str, pa.Table]:
+        images = used["image_id"] if isinstance(used, pa.Table) else used
+        return {FACTS_TABLE: facts, QUERIES_TABLE: answers, LINKS_TABLE: links_of_images(links, images)}
+
+    return tables

@@ -194,7 +194,8 @@ def build(
             default_work_folder(Path(out), Path(out) / ".work")
         _tell_busy_work_folders(Path(out), None if work is None or storage.protocol(work) else work_dir)
     _quiet_prefect()
-    from reasonvqa.flows.build_reasonvqa import build_reasonvqa, check_build_inputs
+    from reasonvqa.flows.build_inputs import check_build_inputs
+    from reasonvqa.flows.build_reasonvqa import build_reasonvqa
     from reasonvqa.flows.runners import make_task_runner
 
     try:  # fail in a line, before Prefect starts, rather than in a task's traceback after minutes of work
@@ -284,7 +285,7 @@ def _absence_bases(text: str, extra: tuple[str, ...] = ()) -> list[str]:
 def _print_summary(release: Path, work: Path) -> None:
     """The one-screen summary on stderr (stdout keeps only the release path, for scripts)."""
     from reasonvqa import progress, workstore
-    from reasonvqa.flows.build_reasonvqa import latest_run_report
+    from reasonvqa.flows.run_report import latest_run_report
 
     try:
         progress.console.print(progress.build_summary(release, latest_run_report(work)))

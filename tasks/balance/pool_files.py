@@ -1,6 +1,6 @@
 """The merged question pool as a list of Parquet files: the input of ``partitioned.plan_partitioned``.
 
-``merge_kinds`` (flows/build_reasonvqa.py) concatenates every question shard, the other kinds'
+``merge_kinds`` (flows/assemble_release.py) concatenates every question shard, the other kinds'
 tables and a verified-QA file into one table. For a pool balanced on disk that table is
 never needed: ``merge_pool_files`` goes through the same inputs one file (or table) at a time,
 conforms each to QUESTIONS and applies the kind selection, and hands a shard file over as it is

@@ -10,7 +10,8 @@ from prefect import flow
 
 from reasonvqa import schemas
 from reasonvqa.config import sample_config
-from reasonvqa.flows.build_reasonvqa import finish_release, merged_pool
+from reasonvqa.flows import assemble_release
+from reasonvqa.flows.assemble_release import finish_release, merged_pool
 from reasonvqa.flows.stage_runner import run_partition_steps
 from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.tasks.balance import partitioned
@@ -31,7 +32,8 @@ def build(mode: str, root: Path) -> Path:
     config = sample_config()
     config.partitioned = PartitionConfig(mode=mode, min_rows=2_000)
     pool = synthetic_pool(3_000, 450, 12, seed=4)
-    release = finish_release(pool, config, root / "out", root / "work", {"source:vg": "sha256:x"}, {}, False)
+    release = finish_release(pool, config, root / "out", root / "work", {"source:vg": "sha256:x"}, {}, False,
+                             run_steps=run_partition_steps)  # its tasks inside a flow run, else in this process
     assert not (root / "work" / "partitioned").exists()  # the spill is removed once the release is written
     return release
 
@@ -57,7 +59,7 @@ def small_parts(monkeypatch) -> list:
     monkeypatch.setattr(partitioned, "INPUT_ROWS_PER_FILE", 700)
     monkeypatch.setattr(partitioned, "BATCH_ROWS", 300)  # batches cross the input files' boundaries
     calls: list = []
-    monkeypatch.setattr(partitioned, "plan_partitioned", recording(partitioned.plan_partitioned, calls))
+    monkeypatch.setattr(assemble_release, "plan_partitioned", recording(partitioned.plan_partitioned, calls))
     return calls
 
 

@@ -8,7 +8,8 @@ import fsspec
 import polars as pl
 import pytest
 
-from reasonvqa.flows.build_reasonvqa import build_reasonvqa, stage_report
+from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+from reasonvqa.flows.run_report import stage_report
 from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.config import sample_config
 from reasonvqa.tasks.balance import partitioned

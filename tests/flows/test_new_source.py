@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from reasonvqa import schemas, sources
 from reasonvqa.cli import app
 from reasonvqa.config import load_config
-from reasonvqa.flows.build_reasonvqa import build_reasonvqa, stage_report
+from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+from reasonvqa.flows.run_report import stage_report
 from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.stage import Rejects, StageResult, stage_stats
 from reasonvqa.tasks.release.verify import verify_release

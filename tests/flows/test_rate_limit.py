@@ -11,7 +11,8 @@ from prefect.client.orchestration import get_client
 from prefect.settings import PREFECT_API_URL
 
 from reasonvqa.config import sample_config
-from reasonvqa.flows.build_reasonvqa import RUN_REPORT, build_reasonvqa
+from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+from reasonvqa.flows.run_report import RUN_REPORT
 from reasonvqa.knowledge.mirror import serve_mirror
 from reasonvqa.knowledge.rate_limit import RateLimitMissing, rate_limit_name
 from reasonvqa.tasks.release.verify import verify_release

@@ -6,8 +6,11 @@ import pytest
 
 from reasonvqa import schemas
 from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.knowledge.endpoint import replay_endpoint
+from reasonvqa.knowledge.recorded import replay_client
 from reasonvqa.knowledge.release_knowledge import (
-    ReleaseKnowledgeError, fetched_from, knowledge_table, links_of_images, open_release_knowledge,
+    ReleaseKnowledgeError, SourceKnowledge, fetched_from, knowledge_table, links_of_images, open_release_knowledge,
+    release_knowledge_tables, replay_file,
 )
 from reasonvqa.tasks.release.writer import write_release
 from tests.tasks.release.conftest import question
@@ -62,3 +65,42 @@ def test_links_are_kept_for_the_images_with_questions():
                               schemas.ENTITY_LINKS)
     kept = links_of_images(links, pa.chunked_array([["vg:2", "vg:0", "vg:2"]]))
     assert kept["image_id"].to_pylist() == ["vg:0", "vg:2"]
+
+
+def test_a_replayed_build_answers_from_one_file_of_its_work_folder_and_queries_no_endpoint(tmp_path):
+    answers = pa.table({"query": ["SELECT ?a", "SELECT ?b"], "answer": ['[{"a": "Q1"}]', "[]"]},
+                       schema=schemas.KNOWLEDGE_QUERIES)
+    recorded = SourceKnowledge(tmp_path / "release", {"knowledge": "sha256:ab", "knowledge_date": "2026-12-01"},
+                               answers, {}, "0" * 64)
+    path = replay_file(recorded, tmp_path / "work")
+    assert path == tmp_path / "work" / "knowledge_replay.parquet"
+    assert replay_client(path).select("SELECT ?a") == [{"a": "Q1"}]
+    with replay_endpoint() as endpoint:
+        assert endpoint == "replay:"
+
+
+def _shard(stage_dir, table, number, rows, schema):
+    (stage_dir / table).mkdir(parents=True, exist_ok=True)
+    pq.write_table(schemas.from_rows(rows, schema), stage_dir / table / f"part-{number:05d}.parquet")
+
+
+def test_the_release_knowledge_tables_are_the_facts_every_answer_and_the_links_of_the_pool_images(tmp_path):
+    link_dir, facts_dir = tmp_path / "link", tmp_path / "facts"
+    for number in (0, 1):
+        _shard(link_dir, "entity_links", number, [{"object_id": f"vg:{number}/o1", "image_id": f"vg:{number}",
+                                                   "qid": "Q90"}], schemas.ENTITY_LINKS)
+    _shard(link_dir, "knowledge_queries", 0, [{"query": "SELECT ?link", "answer": "[]"}], schemas.KNOWLEDGE_QUERIES)
+    _shard(facts_dir, "knowledge_queries", 0, [{"query": "SELECT ?fact", "answer": "[]"}], schemas.KNOWLEDGE_QUERIES)
+    facts_path = tmp_path / "facts_merged.parquet"
+    pq.write_table(schemas.from_rows([{"subject_qid": "Q90", "property_id": "P17", "hop": 1, "value_type": "item",
+                                       "value_qid": "Q142"}], schemas.FACTS), facts_path)
+    inputs = {"knowledge": "sha256:ab", "knowledge_date": "2026-12-01"}
+    tables_of = release_knowledge_tables(KnowledgeConfig(), inputs, facts_path, link_dir, facts_dir)
+    pool = pa.table({"image_id": ["vg:1", "vg:1"], "question_id": ["q1", "q2"]})
+    for used in (pool, pool["image_id"]):  # the in-memory pool, or the image ids of pool files
+        tables = tables_of(used)
+        assert list(tables) == ["knowledge", "knowledge_queries", "entity_links"]
+        assert tables["knowledge"].to_pylist()[0]["fetched_from"] == "oxigraph-mirror:sha256:ab"
+        assert tables["knowledge"].to_pylist()[0]["fetched_on"] == "2026-12-01"
+        assert sorted(tables["knowledge_queries"]["query"].to_pylist()) == ["SELECT ?fact", "SELECT ?link"]
+        assert tables["entity_links"]["image_id"].to_pylist() == ["vg:1"]
