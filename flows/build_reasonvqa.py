@@ -46,7 +46,7 @@ from reasonvqa.tasks.release.images import release_images
 from reasonvqa.tasks.release.pixels import PixelReader
 from reasonvqa.tasks.release.paths import default_work_folder, release_dir
 from reasonvqa import schemas
-from reasonvqa.config import BuildConfig
+from reasonvqa.flows.config import BuildConfig
 from reasonvqa.snapshot import code_fingerprint
 from reasonvqa.stage import fetched, read_table, run_shard, shard_paths, stage_stats, summarize, write_json
 from reasonvqa.tasks.balance.pool_files import PoolFiles
@@ -496,7 +496,7 @@ def merged_pool(question_dir: Path, others: list[pa.Table], config: BuildConfig,
 def merge_kinds(templated: pa.Table, others: list[pa.Table], config: BuildConfig, report: dict) -> pa.Table:
     """One pool of every question kind (template, grounded, verified), filtered by ``config.select``."""
     from reasonvqa.tasks.balance.kind_filters import select_kinds
-    from reasonvqa.tasks.questions.merge import merge_pools
+    from reasonvqa.tasks.balance.merge import merge_pools
 
     pool = merge_pools(templated, others, config.verified_questions)
     pool, report["select"] = select_kinds(pool, config.select)

@@ -187,7 +187,7 @@ QUESTIONS = pa.schema(
         ("task_type", pa.string()),
         ("evidence_region_ids", pa.list_(pa.string())),  # regions (release regions/ table) proving the answer; [] for hallucination
         ("is_hallucination", pa.bool_()),  # the asked thing is absent: the answer says so and the evidence is empty
-        # what backs the absence claim of a hallucination row (tasks/questions/absence.py BASES: taxonomy, review,
+        # what backs the absence claim of a hallucination row (reasonvqa/absence_bases.py BASES: taxonomy, review,
         # detector, cooccurrence, annotated_attribute, annotated_relation, refuting_boxes, vlm); null on other rows
         # and on hallucination rows without a basis (never released: balancing sets them aside)
         ("absence_basis", pa.string()),

@@ -41,7 +41,7 @@ import yaml
 from reasonvqa import schemas
 from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.stage import Rejects
-from reasonvqa.tasks.questions.absence import evidence_text
+from reasonvqa.absence_bases import evidence_text
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.regions import Region, box_iou
 

@@ -38,7 +38,7 @@ from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.questions.grounded import Candidate, spatial_answer, to_rows
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig, VLMConfig
-from reasonvqa.tasks.questions.absence import VLM_BASIS
+from reasonvqa.absence_bases import VLM_BASIS
 from reasonvqa.tasks.questions.hallucination import is_absent
 from reasonvqa.tasks.questions.regions import Region, regions_by_image
 

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from reasonvqa import schemas
 from reasonvqa.tasks.balance.balance import MULTIPLE_CHOICE_KINDS
-from reasonvqa.tasks.questions.absence import BASES
+from reasonvqa.absence_bases import BASES
 from reasonvqa.tasks.release.paths import ReleasePathError, check_release_name, check_release_version
 from reasonvqa.tasks.release.verify_knowledge import check_knowledge
 from reasonvqa.tasks.release.verify_regions import EvidenceTally, check_regions

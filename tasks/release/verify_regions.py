@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reasonvqa import masks
-from reasonvqa.tasks.balance.codes import combined
+from reasonvqa.codes import combined
 
 GROUNDED_KINDS = ("grounded", "grounded_vlm")
 MAX_LISTED = 5

@@ -22,9 +22,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
-from reasonvqa.errors import DataError
+from reasonvqa.errors import DataError, ReleaseExistsError
 from reasonvqa.locks import exclusive_lock
-from reasonvqa.tasks.balance.codes import take_rows
+from reasonvqa.codes import take_rows
 from reasonvqa.tasks.release.card import render_card
 from reasonvqa.tasks.release.croissant import write_croissant
 from reasonvqa.tasks.release.embed import ROWS_PER_FILE as IMAGE_ROWS_PER_FILE
@@ -85,7 +85,7 @@ class TableRows:
     def __init__(self, table: pa.Table | _SharedTable, rows):
         self._shared = table if isinstance(table, _SharedTable) else _SharedTable(table)
         rows = np.asarray(rows)
-        # a decision's int32 row numbers (tasks/balance/rows.py) are kept as they are, not widened
+        # a decision's int32 row numbers (reasonvqa/rows.py) are kept as they are, not widened
         self.rows = rows if rows.dtype in (np.int32, np.int64) else rows.astype(np.int64)
         self.num_rows = len(self.rows)
 
@@ -134,10 +134,6 @@ def rows_of(table: pa.Table, rows: np.ndarray) -> pa.Table:
 
 class UnverifiedReleaseError(DataError):
     """A release that ``verify`` refuses was written; it is not published (exit 1)."""
-
-
-class ReleaseExistsError(FileExistsError):
-    """The target version exists with different content and overwriting was not asked for."""
 
 
 class EmptySplitError(ValueError):

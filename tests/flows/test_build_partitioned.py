@@ -9,7 +9,7 @@ import pytest
 from prefect import flow
 
 from reasonvqa import schemas
-from reasonvqa.config import sample_config
+from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.build_reasonvqa import finish_release, merged_pool, run_partition_steps
 from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.tasks.balance import partitioned

@@ -195,8 +195,8 @@ def per_row_breakdown(table, domains: dict[str, str]) -> dict:
 
 
 def _ordered(bases) -> dict:
-    """Strongest basis first (absence.BASES), "none" last."""
-    from reasonvqa.tasks.questions.absence import BASES
+    """Strongest basis first (absence_bases.BASES), "none" last."""
+    from reasonvqa.absence_bases import BASES
 
     return {b: bases[b] for b in [*BASES, "none"] if b in bases}
 

@@ -5,9 +5,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from reasonvqa import schemas
+from reasonvqa.errors import ReleaseExistsError
 from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release
-from reasonvqa.tasks.release.writer import EmptySplitError, ReleaseExistsError, require_nonempty_splits, write_release
+from reasonvqa.tasks.release.writer import EmptySplitError, require_nonempty_splits, write_release
 
 
 def _write(out, splits, version="1.0.0", **kw):
