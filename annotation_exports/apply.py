@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from reasonvqa import masks, schemas
 from reasonvqa.annotation_exports.absence_review import review_bases
 from reasonvqa.annotation_exports.decisions import DecisionStore, effective_decisions
-from reasonvqa.tasks.release.verify_regions import GROUNDED_KINDS
+from reasonvqa.schemas import GROUNDED_KINDS
 
 DECISIONS_FILE = "annotation_decisions.json"  # written into the release's stats/
 

@@ -145,7 +145,8 @@ def run_ordered_floor(pool_path: Path, out: Path, n_train: int, n_test: int) -> 
 
     from reasonvqa import schemas
     from reasonvqa.codes import sort_order
-    from reasonvqa.tasks.release.writer import TableRows, write_folders
+    from reasonvqa.row_views import TableRows
+    from reasonvqa.tasks.release.writer import write_folders
 
     start = time.perf_counter()
     pool = pq.read_table(pool_path)

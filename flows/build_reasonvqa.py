@@ -35,7 +35,7 @@ from reasonvqa.knowledge.endpoint import (
 )
 from reasonvqa.knowledge.rate_limit import query_throttle, require_rate_limit
 from reasonvqa.knowledge.refresh import utc_now
-from reasonvqa.knowledge.release_knowledge import SourceKnowledge
+from reasonvqa.tasks.release.knowledge_source import SourceKnowledge
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
 from reasonvqa.flows.outcome import reported
 from reasonvqa.flows.runners import runner_for_endpoint
@@ -266,7 +266,7 @@ def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, over
 def build_release(config: BuildConfig, out: str, work: str | None = None, overwrite: bool = False,
                   knowledge_as_of: datetime | None = None, knowledge_from: str | None = None) -> str:
     """The body of ``build_reasonvqa`` (in its flow run): the release folder, or its URL for an fsspec ``out``."""
-    from reasonvqa.knowledge.release_knowledge import open_release_knowledge
+    from reasonvqa.tasks.release.knowledge_source import open_release_knowledge
 
     logger = get_run_logger()
     build = workstore.new_build()
@@ -447,9 +447,8 @@ def release_knowledge_tables(config: KnowledgeConfig, inputs: dict[str, str], fa
     """The release's knowledge tables, given the pool (or its image ids): the merged facts with where and when
     they were fetched, every SPARQL answer the linking and facts shards used, the links of the pool's images."""
     from reasonvqa.knowledge.recorded import TABLE, merge_answers
-    from reasonvqa.knowledge.release_knowledge import (
-        FACTS_TABLE, LINKS_TABLE, fetched_from, knowledge_table, links_of_images,
-    )
+    from reasonvqa.knowledge.release_knowledge import fetched_from, knowledge_table, links_of_images
+    from reasonvqa.schemas import FACTS_TABLE, LINKS_TABLE
 
     facts = knowledge_table(facts_path, fetched_from(config, inputs["knowledge"]), inputs["knowledge_date"])
     answers = merge_answers([read_table(d, TABLE, schemas.KNOWLEDGE_QUERIES) for d in (link_dir, facts_dir)])
@@ -517,7 +516,7 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
 
     A ``PoolFiles`` pool (``merged_pool``) goes to the partitioned path as its files."""
     from reasonvqa.tasks.balance.partitioned import in_process, plan_partitioned, write_pool_files
-    from reasonvqa.tasks.balance.image_groups import groups_of
+    from reasonvqa.image_groups import groups_of
     from reasonvqa.tasks.balance.pipeline import plan_release
     from reasonvqa.tasks.balance.stats import start_stats
     from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown

@@ -224,7 +224,7 @@ def build(
 
 def _release_knowledge_or_exit(release: Path):
     """The knowledge a release carries (``SourceKnowledge``); exit 2 naming why a release cannot be rebuilt from."""
-    from reasonvqa.knowledge.release_knowledge import ReleaseKnowledgeError, open_release_knowledge
+    from reasonvqa.tasks.release.knowledge_source import ReleaseKnowledgeError, open_release_knowledge
 
     try:
         return open_release_knowledge(release)
@@ -563,7 +563,7 @@ def build_verified_qa_command(
     if not cfg.graphs.path.is_absolute():
         cfg.graphs.path = (config.parent / cfg.graphs.path).resolve()
     _quiet_prefect()
-    from reasonvqa.tasks.verify.llm import LLMEndpointError
+    from reasonvqa.llm import LLMEndpointError
     from reasonvqa.tasks.verify.sandbox import SandboxUnavailable
 
     try:

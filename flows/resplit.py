@@ -24,7 +24,7 @@ from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, reco
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import FILTER_COLUMNS, DomainMatch, filter_rows, narrow_selected
 from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds
-from reasonvqa.tasks.balance.image_groups import groups_of
+from reasonvqa.image_groups import groups_of
 from reasonvqa.tasks.balance.pipeline import plan_release
 from reasonvqa.tasks.balance.stats import write_stats
 from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown

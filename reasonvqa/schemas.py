@@ -194,6 +194,8 @@ QUESTIONS = pa.schema(
         ("absence_evidence", pa.string()),  # the basis's particulars as sorted-key JSON (taxonomy, estimate and threshold, decision id)
     ]
 )
+MULTIPLE_CHOICE_KINDS = ("template",)  # kinds whose questions need choices; a null kind is a 1.x templated row
+GROUNDED_KINDS = ("grounded", "grounded_vlm")  # kinds whose questions are about image regions
 
 REJECTS = pa.schema(
     [
@@ -204,6 +206,12 @@ REJECTS = pa.schema(
         ("record", pa.string()),  # the rejected record as JSON text (or raw text when unparsable)
     ]
 )
+
+# the knowledge tables a release carries beside its questions (knowledge/release_knowledge.py)
+FACTS_TABLE = "knowledge"
+QUERIES_TABLE = "knowledge_queries"  # every SPARQL answer the linking and facts stages used (knowledge/recorded.py)
+LINKS_TABLE = "entity_links"
+KNOWLEDGE_TABLES = (FACTS_TABLE, QUERIES_TABLE, LINKS_TABLE)
 
 TABLES: dict[str, pa.Schema] = {
     "images": IMAGES,

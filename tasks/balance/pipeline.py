@@ -17,13 +17,13 @@ from reasonvqa import codes
 from reasonvqa.tasks.balance import keys
 from reasonvqa.tasks.balance.groups import FORM, with_group_keys
 from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_share
-from reasonvqa.tasks.balance.image_groups import domains_of
+from reasonvqa.image_groups import domains_of
 from reasonvqa.tasks.balance.balance import (NO_CHOICES, BalanceResult, Removal, add_removal, balance_questions,
                                               gather_removed, no_choices)
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.rows import row_numbers
 from reasonvqa.tasks.balance.split import SplitResult, split_images
-from reasonvqa.tasks.release.writer import TableRows
+from reasonvqa.row_views import TableRows
 
 
 @dataclass

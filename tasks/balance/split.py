@@ -28,7 +28,7 @@ import pyarrow as pa
 from reasonvqa import codes
 from reasonvqa.tasks.balance import keys
 from reasonvqa.tasks.balance.config import SplitConfig
-from reasonvqa.tasks.balance.image_groups import units_of
+from reasonvqa.image_groups import units_of
 from reasonvqa.rows import row_dtype, row_numbers
 
 NO_POOL_ANSWER = "<no pool answer>"

@@ -23,7 +23,7 @@ from reasonvqa.codes import take_rows
 from reasonvqa.tasks.balance.split import SplitResult
 from reasonvqa.tasks.balance.groups import with_group_keys
 from reasonvqa.tasks.balance.summary import entropy_bits, js_divergence_bits, ranked
-from reasonvqa.tasks.release.writer import Rows, TableRows
+from reasonvqa.row_views import Rows, TableRows
 
 TOP_GROUPS = 6  # groups shown in the top-answer figures (the largest by pool size)
 TOP_ANSWERS = 10

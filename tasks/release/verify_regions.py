@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 
 from reasonvqa import masks
 from reasonvqa.codes import combined
+from reasonvqa.schemas import GROUNDED_KINDS
 
-GROUNDED_KINDS = ("grounded", "grounded_vlm")
 MAX_LISTED = 5
 
 

@@ -110,7 +110,7 @@ def test_the_sample_release_holds_1000_grounded_questions_on_the_50_real_vg_imag
 
 def test_sample_release_scan_single_answers_typed_subjects_and_bias_report(two_builds):
     from reasonvqa.tasks.questions.bank import load_bank
-    from reasonvqa.tasks.release.fidelity import scan_release
+    from reasonvqa.tasks.questions.fidelity import scan_release
 
     release = two_builds[0]
     work = next((release.parents[1] / ".work").iterdir())

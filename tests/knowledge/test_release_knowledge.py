@@ -6,9 +6,8 @@ import pytest
 
 from reasonvqa import schemas
 from reasonvqa.knowledge.config import KnowledgeConfig
-from reasonvqa.knowledge.release_knowledge import (
-    ReleaseKnowledgeError, fetched_from, knowledge_table, links_of_images, open_release_knowledge,
-)
+from reasonvqa.knowledge.release_knowledge import fetched_from, knowledge_table, links_of_images
+from reasonvqa.tasks.release.knowledge_source import ReleaseKnowledgeError, open_release_knowledge
 from reasonvqa.tasks.release.writer import write_release
 from tests.tasks.release.conftest import question
 

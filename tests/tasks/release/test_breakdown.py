@@ -147,7 +147,7 @@ def test_the_breakdown_counted_slice_by_slice_is_the_whole_tables(tmp_path):
     import pyarrow as pa
 
     from reasonvqa.tasks.release.breakdown import BREAKDOWN_COLUMNS, ReleasedQuestions
-    from reasonvqa.tasks.release.writer import TableRows
+    from reasonvqa.row_views import TableRows
 
     table = many_questions()
     train, test = TableRows(table, list(range(39, 9, -1))), TableRows(table, list(range(10)))
