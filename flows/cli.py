@@ -613,7 +613,7 @@ def sandbox_run(
     graph: Annotated[Path, typer.Option("--graph", exists=True, dir_okay=False, help="Scene graph JSON (caption tuple form).")],
 ) -> None:
     """Print one JSON object {status, output, reason}; exit 0 for every status (the status is the result)."""
-    from reasonvqa.tasks.sources.jsonstream import JsonSourceError, read_json_document
+    from reasonvqa.jsonstream import JsonSourceError, read_json_document
     from reasonvqa.tasks.verify.sandbox import run_one
     from reasonvqa.tasks.verify.scene_graph import SceneGraph
 

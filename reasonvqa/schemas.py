@@ -207,6 +207,8 @@ REJECTS = pa.schema(
     ]
 )
 
+MANIFEST = "manifest.json"  # a release's manifest: files with sha256, counts, inputs, config (tasks/release/writer.py)
+
 # the knowledge tables a release carries beside its questions (knowledge/release_knowledge.py)
 FACTS_TABLE = "knowledge"
 QUERIES_TABLE = "knowledge_queries"  # every SPARQL answer the linking and facts stages used (knowledge/recorded.py)

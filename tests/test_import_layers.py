@@ -23,7 +23,15 @@ PRODUCT_FOLDERS = ("reasonvqa", "flows", "tasks", "knowledge", "annotation_expor
 WORKSTORE_PENDING = {
     "flows/build_reasonvqa.py", "tasks/proposals/task.py", "tasks/questions/grounded_task.py",
     "tasks/sources/ingest.py", "tasks/questions/grounded_shard.py", "knowledge/endpoint.py",
-    "annotation_exports/tables.py",
+    "annotation_exports/tables.py", "flows/cli.py",
+}
+# Sibling imports left while the one stage runner is written (issue 31, item 1): ``SourceShard`` and the shard
+# numbering live in tasks/sources/ingest.py, which that work rewrites; they move to the core with the runner.
+# (file, imported module); remove an entry when the import goes.
+SIBLING_PENDING = {
+    ("tasks/proposals/task.py", "reasonvqa.tasks.sources.ingest"),
+    ("tasks/questions/grounded_task.py", "reasonvqa.tasks.sources.ingest"),
+    ("tasks/questions/shard.py", "reasonvqa.tasks.sources.ingest"),
 }
 
 
@@ -89,16 +97,19 @@ def product_files() -> list[Path]:
 
 
 def test_every_import_follows_the_layer_rules():
-    broken = []
+    broken, pending = [], set()
     for path in product_files():
         relative = path.relative_to(ROOT).as_posix()
         source = layer_of_file(relative)
         for line, module in imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
             target = layer_of_module(module)
             rule = None if target is None else allowed(source, target)
-            if rule:
+            if rule and (relative, module) in SIBLING_PENDING:
+                pending.add((relative, module))
+            elif rule:
                 broken.append(f"{relative}:{line}: imports {module} ({source} -> {target}): {rule}")
     assert not broken, "import rules broken (ARCHITECTURE.md, Import rules):\n" + "\n".join(broken)
+    assert pending == SIBLING_PENDING, f"no longer imported: remove from SIBLING_PENDING {sorted(SIBLING_PENDING - pending)}"
 
 
 def test_only_the_core_imports_the_workstore():

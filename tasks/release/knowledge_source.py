@@ -14,10 +14,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from reasonvqa import schemas
-from reasonvqa.schemas import FACTS_TABLE, QUERIES_TABLE
+from reasonvqa.schemas import FACTS_TABLE, MANIFEST, QUERIES_TABLE
 from reasonvqa.tasks.release.reader import read_split
 from reasonvqa.tasks.release.verify import verify_release
-from reasonvqa.tasks.release.writer import MANIFEST
 
 KNOWLEDGE_INPUTS = ("knowledge", "knowledge_date")
 

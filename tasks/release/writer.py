@@ -23,6 +23,7 @@ from reasonvqa import schemas
 from reasonvqa.errors import DataError, ReleaseExistsError
 from reasonvqa.gathered import plan_groups, write_group, write_joint
 from reasonvqa.locks import exclusive_lock
+from reasonvqa.schemas import MANIFEST
 from reasonvqa.row_views import ROWS_PER_FILE, Rows, RowSource, TableRows, one_chunk_per_column
 from reasonvqa.tasks.release.card import render_card
 from reasonvqa.tasks.release.croissant import write_croissant
@@ -30,7 +31,6 @@ from reasonvqa.tasks.release.embed import ROWS_PER_FILE as IMAGE_ROWS_PER_FILE
 from reasonvqa.tasks.release.embed import RELEASE_IMAGES, as_release_images, images_summary, release_schema
 from reasonvqa.tasks.release.paths import inside, release_dir
 
-MANIFEST = "manifest.json"
 MANIFEST_DIGEST = "manifest.json.sha256"  # sha256sum line of manifest.json, beside it
 LOCKS = ".locks"  # <out>/.locks/<name>/<version>.lock: held while a version is written
 CARD = "README.md"

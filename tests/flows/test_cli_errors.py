@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 import typer
 
 from reasonvqa.flows.cli import OneLineErrors, app, main
-from tests.reasonvqa.test_cli import _release
+from tests.flows.test_cli import _release
 from tests.tasks.release.test_verify import _resign
 
 runner = CliRunner()
