@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from reasonvqa.tasks.questions.absence import BASES, evidence_text
+from reasonvqa.absence_bases import BASES, evidence_text
 
 REVIEW_BASIS = "review"
 _REPLACED = (None, *BASES[BASES.index(REVIEW_BASIS) + 1:])  # bases weaker than a review

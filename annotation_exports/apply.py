@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from reasonvqa import masks, schemas
 from reasonvqa.annotation_exports.absence_review import review_bases
 from reasonvqa.annotation_exports.decisions import DecisionStore, effective_decisions
-from reasonvqa.tasks.release.verify_regions import GROUNDED_KINDS
+from reasonvqa.schemas import GROUNDED_KINDS
 
 DECISIONS_FILE = "annotation_decisions.json"  # written into the release's stats/
 
@@ -252,13 +252,3 @@ def apply_store(store_dir: Path | str | None, questions: pa.Table,
     applied = apply_decisions(store, questions, tables)
     applied.store_fingerprint = store.fingerprint()
     return applied.questions, applied.tables, applied
-
-
-def record_tables(release: Path, manifest: dict) -> dict[str, pa.Table]:
-    """The record tables (e.g. regions) a release lists in its manifest, read whole; the images table (which
-    may hold the images' bytes) as a ``ReleaseImages`` that streams it when written."""
-    from reasonvqa.tasks.release.embed import ReleaseImages
-    from reasonvqa.tasks.release.reader import read_split
-
-    return {name: ReleaseImages(Path(release)) if name == "images" else read_split(Path(release), name, schemas.TABLES[name])
-            for name in manifest.get("tables", [])}

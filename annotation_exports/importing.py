@@ -14,7 +14,7 @@ import numpy as np
 from reasonvqa import masks
 from reasonvqa.annotation_exports.batches import Batch, Item
 from reasonvqa.annotation_exports.decisions import DecisionStore, ImportReport, StoreError, decision_id, target_of
-from reasonvqa.tasks.sources.gc_pause import gc_paused
+from reasonvqa.gc_pause import gc_paused
 
 
 class BadRecord(ValueError):

@@ -369,7 +369,7 @@ def load_export(data: bytes, name: str) -> list:
 
 def nesting_problem(data: bytes, max_depth: int = MAX_DEPTH) -> str:
     """Where ``data`` (JSON) first nests deeper than ``max_depth``, as words."""
-    from reasonvqa.tasks.sources.jsonstream import deepest_point
+    from reasonvqa.jsonstream import deepest_point
 
     at = deepest_point(data, max_depth)
     return f"nesting deeper than {max_depth} levels" + (f" at byte {at}" if at is not None else "")

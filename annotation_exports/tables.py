@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from reasonvqa import storage, workstore
 from reasonvqa.stage import fetched, shard_paths
-from reasonvqa.tasks.release.writer import MANIFEST
+from reasonvqa.schemas import MANIFEST
 
 
 @dataclass

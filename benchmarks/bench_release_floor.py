@@ -4,7 +4,7 @@
                                              [--partitioned-sizes 420000,4200000,42000000]
                                              [--baseline OTHER_CHECKOUT] [--json FILE]
 
-Per pool size (synthetic, reasonvqa/synthetic.py; 1/7 as many images as questions,
+Per pool size (synthetic, tasks/balance/synthetic.py; 1/7 as many images as questions,
 180 property groups), each run a fresh interpreter, the four engines alternating, medians of
 ``--repeats`` runs:
 
@@ -58,7 +58,7 @@ def pool_file(questions: int, images: int, groups: int, seed: int = 0) -> Path:
     """Write (once) a synthetic pool of this size as Parquet; return its path."""
     import pyarrow.parquet as pq
 
-    from reasonvqa.synthetic import synthetic_pool
+    from reasonvqa.tasks.balance.synthetic import synthetic_pool
 
     path = TMP / f"pool-{questions}-{images}-{groups}-{seed}.parquet"
     if not path.exists():
@@ -71,7 +71,7 @@ def pool_files(questions: int, seed: int = 0) -> list[Path]:
     """The pool as Parquet: one file up to CHUNK questions, else chunks of CHUNK with distinct images and ids."""
     import pyarrow.parquet as pq
 
-    from reasonvqa.synthetic import synthetic_pool
+    from reasonvqa.tasks.balance.synthetic import synthetic_pool
 
     if questions <= CHUNK:
         return [pool_file(questions, max(questions // 7, 1), 180, seed)]
@@ -144,8 +144,9 @@ def run_ordered_floor(pool_path: Path, out: Path, n_train: int, n_test: int) -> 
     import pyarrow.parquet as pq
 
     from reasonvqa import schemas
-    from reasonvqa.tasks.balance.codes import sort_order
-    from reasonvqa.tasks.release.writer import TableRows, write_folders
+    from reasonvqa.codes import sort_order
+    from reasonvqa.row_views import TableRows
+    from reasonvqa.tasks.release.writer import write_folders
 
     start = time.perf_counter()
     pool = pq.read_table(pool_path)

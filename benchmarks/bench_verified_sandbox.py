@@ -152,7 +152,7 @@ def bench_baseline(jobs, graphs, workers: int) -> float:
 
 
 def bench_end_to_end(jobs, graphs, answers, workers: int, per_child: int, embedder) -> dict:
-    from reasonvqa.tasks.verify.filters import output_text
+    from reasonvqa.text_filters import output_text
     from reasonvqa.tasks.verify.sandbox import Sandbox, SandboxConfig
 
     start = time.perf_counter()
@@ -190,7 +190,7 @@ def main() -> None:
     from reasonvqa.torchvision_cpu import prepare
 
     prepare()
-    from reasonvqa.tasks.verify.filters import Embedder
+    from reasonvqa.text_filters import Embedder
 
     print(f"load average before: {os.getloadavg()}", flush=True)
     jobs, graphs, answers = workload(max(args.programs, args.throughput_programs))

@@ -23,18 +23,18 @@ from prefect.context import FlowRunContext
 
 from reasonvqa import schemas, workstore
 from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, write_decisions_file
-from reasonvqa.config import BuildConfig
+from reasonvqa.flows.config import BuildConfig
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
 from reasonvqa.flows.run_report import RUN_REPORT, release_stage_counts
 from reasonvqa.flows.work_session import always_held
 from reasonvqa.stage import read_table, shard_paths, write_json
-from reasonvqa.tasks.balance.image_groups import groups_of
+from reasonvqa.image_groups import groups_of
 from reasonvqa.tasks.balance.kind_filters import select_kinds
 from reasonvqa.tasks.balance.partitioned import Mapper, in_process, plan_partitioned, write_pool_files
 from reasonvqa.tasks.balance.pipeline import plan_release
 from reasonvqa.tasks.balance.pool_files import PoolFiles, merge_pool_files, pool_rows
 from reasonvqa.tasks.balance.stats import start_stats
-from reasonvqa.tasks.questions.merge import merge_pools
+from reasonvqa.tasks.balance.merge import merge_pools
 from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
 from reasonvqa.tasks.release.embed import EmbeddedImages, embedded_lookup
 from reasonvqa.tasks.release.images import release_images

@@ -13,10 +13,10 @@ from datetime import datetime
 from pathlib import Path
 
 from reasonvqa import sources
-from reasonvqa.config import BuildConfig
+from reasonvqa.flows.config import BuildConfig
 from reasonvqa.knowledge.endpoint import knowledge_date, knowledge_snapshot
 from reasonvqa.knowledge.rate_limit import require_rate_limit
-from reasonvqa.knowledge.release_knowledge import SourceKnowledge
+from reasonvqa.tasks.release.knowledge_source import SourceKnowledge
 from reasonvqa.snapshot import code_fingerprint
 from reasonvqa.tasks.questions.bank import load_bank
 from reasonvqa.tasks.questions.grounded import rules_version

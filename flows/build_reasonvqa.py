@@ -20,7 +20,7 @@ from prefect.context import FlowRunContext
 from prefect.states import State
 
 from reasonvqa import schemas, sources
-from reasonvqa.config import BuildConfig
+from reasonvqa.flows.config import BuildConfig
 from reasonvqa.flows.assemble_release import BuildTables, assemble_release
 from reasonvqa.flows.build_inputs import check_build, exhaustive_labels, input_snapshots, work_key
 from reasonvqa.flows.outcome import reported
@@ -30,9 +30,7 @@ from reasonvqa.flows.work_session import ReleaseTarget, always_held, work_sessio
 from reasonvqa.knowledge.endpoint import facts_content_id, knowledge_endpoint, replay_endpoint, source_cache_key
 from reasonvqa.knowledge.facts import linked_item_batches, merge_fact_shards
 from reasonvqa.knowledge.refresh import utc_now
-from reasonvqa.knowledge.release_knowledge import (
-    SourceKnowledge, open_release_knowledge, release_knowledge_tables, replay_file,
-)
+from reasonvqa.knowledge.release_knowledge import release_knowledge_tables, replay_file
 from reasonvqa.knowledge.stages import FactsStage, KnowledgeShardConfig, LinkStage
 from reasonvqa.stage import read_table, summarize
 from reasonvqa.tasks.proposals.shards import proposal_regions, proposal_units
@@ -41,6 +39,7 @@ from reasonvqa.tasks.questions.bank import load_bank
 from reasonvqa.tasks.questions.grounded_stage import GroundedStage, grounded_config, grounded_results, vlm_units
 from reasonvqa.tasks.questions.grounded_vlm import GroundedVLMStage
 from reasonvqa.tasks.questions.questions_stage import QuestionsStage, QuestionsStageConfig
+from reasonvqa.tasks.release.knowledge_source import SourceKnowledge, open_release_knowledge
 from reasonvqa.tasks.sources.ingest import (
     SourcesStage, SourceStageConfig, list_shards, source_stage_dir, unit_dir, write_shard_manifest,
 )
@@ -118,7 +117,7 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
                                                                exhaustive_labels(config)), work_dir / "grounded", shards)
 
     properties = load_bank().property_ids(config.questions.domains)
-    replay = replay_file(recorded, work_dir) if recorded is not None else None
+    replay = replay_file(recorded.answers, work_dir) if recorded is not None else None
     remote = bool(config.knowledge.endpoint) and replay is None
     link_dir, facts_dir = work_dir / "link", work_dir / "facts"
     with (knowledge_endpoint(config.knowledge, work_dir) if replay is None else replay_endpoint()) as endpoint, \

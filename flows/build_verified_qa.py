@@ -28,8 +28,8 @@ from reasonvqa.flows.stage_runner import run_stage
 from reasonvqa.stage import Rejects, StageResult, read_table, run_stream, shard_paths, stage_stats, summarize, write_json, write_parquet
 from reasonvqa.storage import local_work_folder
 from reasonvqa.tasks.release.paths import default_work_folder
-from reasonvqa.tasks.questions.verified import GRAPHS, VerifiedQAConfig, VerifiedQAStage, proves_breakdown
-from reasonvqa.tasks.verify.prompts import prompt_versions
+from reasonvqa.tasks.verify.verified import GRAPHS, VerifiedQAConfig, VerifiedQAStage, proves_breakdown
+from reasonvqa.templates.prompt_loader import prompt_versions
 from reasonvqa.tasks.verify.scene_graph import SceneGraph, SceneGraphError, from_tables
 
 

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from prefect import serve
 from prefect.client.schemas.responses import DeploymentResponse
 
-from reasonvqa.config import BuildConfig
+from reasonvqa.flows.config import BuildConfig
 from reasonvqa.errors import UsageError
 
 FLOWS = ("build-reasonvqa", "resplit")  # the flows `serve` registers a deployment of

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from reasonvqa.flows.build_verified_qa import GraphSource, VerifiedBuildConfig
 from reasonvqa.paths import SAMPLE_DIR
-from reasonvqa.tasks.questions.verified import VerifiedQAConfig
-from reasonvqa.tasks.verify.llm import LLMConfig
+from reasonvqa.tasks.verify.verified import VerifiedQAConfig
+from reasonvqa.llm import LLMConfig
 from reasonvqa.tasks.verify.local_llm import MODEL_ALIAS
 from reasonvqa.tasks.verify.sandbox import SandboxConfig
 

@@ -23,7 +23,7 @@ from prefect.exceptions import MissingContextError
 from prefect.logging import get_logger
 
 from reasonvqa import storage, workstore
-from reasonvqa.config import ReleaseConfig
+from reasonvqa.flows.config import ReleaseConfig
 from reasonvqa.lease import Lease, lease_lock
 from reasonvqa.locks import exclusive_lock
 from reasonvqa.tasks.release.paths import default_work_folder, release_dir

@@ -24,7 +24,7 @@ from reasonvqa import schemas
 from reasonvqa.knowledge.wikidata import Binding, SparqlClient
 from reasonvqa.stage import StageResult
 
-TABLE = "knowledge_queries"
+TABLE = schemas.QUERIES_TABLE
 
 
 class KnowledgeNotRecorded(LookupError):

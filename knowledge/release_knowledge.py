@@ -1,4 +1,4 @@
-"""The knowledge a release carries, and reading it back for ``reasonvqa build --knowledge-from RELEASE``.
+"""The knowledge a release carries (reading it back for ``--knowledge-from`` is tasks/release/knowledge_source.py).
 
 A build's release holds three knowledge tables beside its questions:
 
@@ -14,8 +14,6 @@ A rebuild replays ``knowledge_queries`` and names its knowledge as the release d
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,17 +23,9 @@ import pyarrow.parquet as pq
 
 from reasonvqa import schemas, workstore
 from reasonvqa.knowledge.config import KnowledgeConfig
-from reasonvqa.knowledge.recorded import TABLE as QUERIES_TABLE, merge_answers, write_replay_file
+from reasonvqa.knowledge.recorded import merge_answers, write_replay_file
+from reasonvqa.schemas import FACTS_TABLE, LINKS_TABLE, QUERIES_TABLE
 from reasonvqa.stage import read_table
-
-FACTS_TABLE = "knowledge"
-LINKS_TABLE = "entity_links"
-KNOWLEDGE_TABLES = (FACTS_TABLE, QUERIES_TABLE, LINKS_TABLE)
-KNOWLEDGE_INPUTS = ("knowledge", "knowledge_date")
-
-
-class ReleaseKnowledgeError(ValueError):
-    """The release given to ``--knowledge-from`` cannot be rebuilt from (not verified, or no knowledge)."""
 
 
 def fetched_from(config: KnowledgeConfig, knowledge_input: str) -> str:
@@ -57,48 +47,9 @@ def links_of_images(links: pa.Table, images: pa.Array | pa.ChunkedArray) -> pa.T
     return links.filter(pc.is_in(links["image_id"], pc.unique(images)))
 
 
-@dataclass(frozen=True)
-class SourceKnowledge:
-    """What a rebuild takes from a release: its knowledge inputs, recorded answers and config."""
-
-    release: Path
-    inputs: dict[str, str]  # knowledge, knowledge_date
-    answers: pa.Table  # schemas.KNOWLEDGE_QUERIES
-    config: dict  # the release manifest's config
-    answers_digest: str  # the answers' files' sha256 as the manifest lists them (keys a rebuild's work folder)
-
-
-def open_release_knowledge(release: Path) -> SourceKnowledge:
-    """The knowledge of a verified release (ReleaseKnowledgeError when verify finds a problem, or the release
-    was written before releases carried their knowledge)."""
-    from reasonvqa.tasks.release.reader import read_split
-    from reasonvqa.tasks.release.verify import verify_release
-    from reasonvqa.tasks.release.writer import MANIFEST
-
-    release = Path(release)
-    if not (release / MANIFEST).is_file():
-        raise ReleaseKnowledgeError(f"{release}: not a release folder (no {MANIFEST})")
-    problems = verify_release(release)
-    if problems:
-        raise ReleaseKnowledgeError(f"{release}: fails verification ({len(problems)} problem(s), first: "
-                                    f"{problems[0]}); see reasonvqa verify")
-    manifest = json.loads((release / MANIFEST).read_text(encoding="utf-8"))
-    missing = [t for t in (FACTS_TABLE, QUERIES_TABLE) if t not in manifest.get("tables", [])]
-    absent = [k for k in KNOWLEDGE_INPUTS if k not in manifest.get("inputs", {})]
-    if missing or absent:
-        raise ReleaseKnowledgeError(
-            f"{release}: carries no knowledge to rebuild from (no {', '.join(missing) or 'inputs ' + ', '.join(absent)}"
-            "; releases written before 2026-12 hold none): rebuild it against its endpoint or mirror")
-    answer_files = sorted(rel for rel in manifest["files"] if rel.startswith(f"{QUERIES_TABLE}/"))
-    digest = ",".join(manifest["files"][rel]["sha256"] for rel in answer_files)
-    inputs = {k: manifest["inputs"][k] for k in KNOWLEDGE_INPUTS}
-    return SourceKnowledge(release, inputs, read_split(release, QUERIES_TABLE, schemas.KNOWLEDGE_QUERIES),
-                           manifest.get("config", {}), digest)
-
-
-def replay_file(recorded: SourceKnowledge, work_dir: Path) -> Path:
-    """The release's recorded answers as one file of the work folder, which every knowledge shard reads."""
-    path = write_replay_file(recorded.answers, work_dir / "knowledge_replay.parquet")
+def replay_file(answers: pa.Table, work_dir: Path) -> Path:
+    """A release's recorded answers as one file of the work folder, which every knowledge shard reads."""
+    path = write_replay_file(answers, work_dir / "knowledge_replay.parquet")
     workstore.push(path)
     return path
 

@@ -19,6 +19,10 @@ class DataError(RuntimeError):
     """Input data or a service that failed in a way the build cannot account for record by record (exit 1)."""
 
 
+class ReleaseExistsError(FileExistsError):
+    """The target release version exists with different content and overwriting was not asked for."""
+
+
 def one_line(exc: BaseException, limit: int = 600) -> str:
     """``exc`` as a single line (newlines folded), at most ``limit`` characters."""
     text = " ".join(str(exc).split()) or type(exc).__name__

@@ -72,11 +72,3 @@ def build_summary(release: Path, report_file: Path | None) -> Table:
                      f"content {manifest.get('content_hash', 'n/a')[:19]}; `reasonvqa verify {release}` checks it")
     return table
 
-
-def fetch_with_progress(release: Path, dest: Path, *, workers: int, timeout_s: float, batch: int):
-    """``fetch_images`` with a bar over the release's images."""
-    from reasonvqa.tasks.release.images import count_release_images, fetch_images
-
-    total = count_release_images(Path(release))
-    with bars(), stage("images", total) as advance:
-        return fetch_images(release, dest, workers=workers, timeout_s=timeout_s, batch=batch, on_progress=advance)

@@ -187,13 +187,15 @@ QUESTIONS = pa.schema(
         ("task_type", pa.string()),
         ("evidence_region_ids", pa.list_(pa.string())),  # regions (release regions/ table) proving the answer; [] for hallucination
         ("is_hallucination", pa.bool_()),  # the asked thing is absent: the answer says so and the evidence is empty
-        # what backs the absence claim of a hallucination row (tasks/questions/absence.py BASES: taxonomy, review,
+        # what backs the absence claim of a hallucination row (reasonvqa/absence_bases.py BASES: taxonomy, review,
         # detector, cooccurrence, annotated_attribute, annotated_relation, refuting_boxes, vlm); null on other rows
         # and on hallucination rows without a basis (never released: balancing sets them aside)
         ("absence_basis", pa.string()),
         ("absence_evidence", pa.string()),  # the basis's particulars as sorted-key JSON (taxonomy, estimate and threshold, decision id)
     ]
 )
+MULTIPLE_CHOICE_KINDS = ("template",)  # kinds whose questions need choices; a null kind is a 1.x templated row
+GROUNDED_KINDS = ("grounded", "grounded_vlm")  # kinds whose questions are about image regions
 
 REJECTS = pa.schema(
     [
@@ -204,6 +206,14 @@ REJECTS = pa.schema(
         ("record", pa.string()),  # the rejected record as JSON text (or raw text when unparsable)
     ]
 )
+
+MANIFEST = "manifest.json"  # a release's manifest: files with sha256, counts, inputs, config (tasks/release/writer.py)
+
+# the knowledge tables a release carries beside its questions (knowledge/release_knowledge.py)
+FACTS_TABLE = "knowledge"
+QUERIES_TABLE = "knowledge_queries"  # every SPARQL answer the linking and facts stages used (knowledge/recorded.py)
+LINKS_TABLE = "entity_links"
+KNOWLEDGE_TABLES = (FACTS_TABLE, QUERIES_TABLE, LINKS_TABLE)
 
 TABLES: dict[str, pa.Schema] = {
     "images": IMAGES,

@@ -99,7 +99,7 @@ def upload_release(release: Path, out_url: str, overwrite: bool = False) -> str:
     """
     import json
 
-    from reasonvqa.tasks.release.writer import ReleaseExistsError
+    from reasonvqa.errors import ReleaseExistsError
 
     fs, root = filesystem(out_url)
     target = posixpath.join(root, release.parent.name, release.name)

@@ -48,7 +48,7 @@ def sample_release(request, run_folder) -> Path:
         if not built.exists():
             request.getfixturevalue("prefect_api")
             reopen_prefect_consoles()
-            from reasonvqa.config import sample_config
+            from reasonvqa.flows.config import sample_config
             from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 
             out = run_folder / "sample-release"

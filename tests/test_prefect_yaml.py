@@ -31,7 +31,7 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.client.schemas.responses import DeploymentResponse
 
 from reasonvqa.children import free_port, popen_bound, stop
-from reasonvqa.config import sample_config
+from reasonvqa.flows.config import sample_config
 from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.knowledge.mirror import serve_mirror
 from reasonvqa.prefect_api import wait_healthy
@@ -265,7 +265,7 @@ def test_serve_does_not_replace_a_deployment_from_prefect_yaml_unless_asked(pref
             except ObjectNotFound:
                 return None
 
-    serve = [sys.executable, "-m", "reasonvqa.cli", "serve", "--name", "nightly", "--sample", "--out", str(tmp_path)]
+    serve = [sys.executable, "-m", "reasonvqa.flows.cli", "serve", "--name", "nightly", "--sample", "--out", str(tmp_path)]
     refused = subprocess.run(serve, env=prefect_env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
                              timeout=300)
     assert refused.returncode == 2

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reasonvqa.tasks.balance.codes import combined, filled
+from reasonvqa.codes import combined, filled
 
 SET_ASIDE_REASONS = ("no_absence_basis", "absence_basis_not_allowed")
 

@@ -29,10 +29,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reasonvqa.tasks.balance import codes, keys
+from reasonvqa import codes
+from reasonvqa.schemas import MULTIPLE_CHOICE_KINDS
+from reasonvqa.tasks.balance import keys
 from reasonvqa.tasks.balance.absence_filter import SET_ASIDE_REASONS, set_aside
 from reasonvqa.tasks.balance.config import BalanceConfig
-from reasonvqa.tasks.balance.rows import row_dtype, row_numbers
+from reasonvqa.rows import row_dtype, row_numbers
 from reasonvqa.tasks.balance.summary import balance_report
 
 REQUIRED_COLUMNS = ("question_id", "image_id", "property_id", "answer")
@@ -57,7 +59,6 @@ INVALID_REASONS = (
     "missing_choices",
     *SET_ASIDE_REASONS,  # hallucination rows without an allowed absence basis (absence_filter.py)
 )
-MULTIPLE_CHOICE_KINDS = ("template",)  # kinds whose questions need choices; a null kind is a 1.x templated row
 NO_CHOICES = "__no_choices"  # a decision table's precomputed ``no_choices`` (partitioned.py reads no choices column)
 BALANCE_REASONS = ("head_tail_bound", "max_ratio")
 

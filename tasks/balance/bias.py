@@ -35,7 +35,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reasonvqa.tasks.balance import codes
+from reasonvqa import codes
 from reasonvqa.tasks.balance.text_only import TEXT_COLUMNS, TextOnly
 
 CHOICE_ONLY_MARGIN = 0.10

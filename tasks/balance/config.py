@@ -88,7 +88,7 @@ class BalanceConfig(BaseModel):
 
     @model_validator(mode="after")
     def _absence_bases_known(self) -> "BalanceConfig":
-        from reasonvqa.tasks.questions.absence import BASES
+        from reasonvqa.absence_bases import BASES
 
         unknown = sorted(set(self.absence_bases or ()) - set(BASES))
         if unknown:

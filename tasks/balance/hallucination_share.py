@@ -27,7 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-GROUNDED_KINDS = ("grounded", "grounded_vlm")
+from reasonvqa.schemas import GROUNDED_KINDS
+
 REASON = "hallucination_share"
 TOLERANCE = 0.10  # points of share a task type or a visual domain may differ from the target (issue 30)
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
-from reasonvqa.tasks.balance.codes import filled
+from reasonvqa.codes import filled
 from reasonvqa.tasks.balance.filters import EmptySelectionError
 
 Hallucination = Literal["only", "exclude"]

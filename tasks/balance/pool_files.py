@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from reasonvqa import schemas
 from reasonvqa.tasks.balance.kind_filters import KindSelection, add_select_reports, require_selected, select_kinds_part
-from reasonvqa.tasks.questions.merge import require_distinct_ids
+from reasonvqa.tasks.balance.merge import require_distinct_ids
 
 
 @dataclass

@@ -25,10 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from reasonvqa.tasks.balance import codes, keys
+from reasonvqa import codes
+from reasonvqa.tasks.balance import keys
 from reasonvqa.tasks.balance.config import SplitConfig
-from reasonvqa.tasks.balance.image_groups import units_of
-from reasonvqa.tasks.balance.rows import row_dtype, row_numbers
+from reasonvqa.image_groups import units_of
+from reasonvqa.rows import row_dtype, row_numbers
 
 NO_POOL_ANSWER = "<no pool answer>"
 MERGED = "<merged>"

@@ -8,7 +8,7 @@ basis (null) is never released (balancing sets it aside as ``no_absence_basis``,
 pool for review), and ``balance.absence_bases`` (``--absence-basis``) says which bases a release
 takes.
 
-Bases of absent objects, strongest first (``ABSENT_OBJECT_BASES``):
+Bases of absent objects, strongest first (``ABSENT_OBJECT_BASES``; every name in ``reasonvqa/absence_bases.py``):
 
 - ``taxonomy``: the image's source annotates that class exhaustively (nuScenes' own categories,
   a source config's ``exhaustive_labels``); evidence ``{"taxonomy": <source kind>, "classes": n}``.
@@ -36,20 +36,10 @@ annotated value of the asked family contradicts the asked word); impossible rela
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 
 import polars as pl
 import pyarrow as pa
-
-ABSENT_OBJECT_BASES = ("taxonomy", "review", "detector", "cooccurrence")
-ATTRIBUTE_BASIS = "annotated_attribute"
-RELATION_BASES = ("refuting_boxes", "annotated_relation")
-VLM_BASIS = "vlm"
-# every basis a hallucination row may name, strongest first (the card lists them in this order)
-BASES = ("taxonomy", "review", "annotated_attribute", "refuting_boxes", "annotated_relation", "detector", "vlm",
-         "cooccurrence")
-
 
 @dataclass(frozen=True)
 class AbsentLabel:
@@ -58,11 +48,6 @@ class AbsentLabel:
     label: str
     basis: str | None
     evidence: dict = field(default_factory=dict, compare=False)
-
-
-def evidence_text(evidence: dict | None) -> str | None:
-    """``absence_evidence`` as stored: sorted-key compact JSON, None for no evidence."""
-    return json.dumps(evidence, sort_keys=True, separators=(",", ":")) if evidence else None
 
 
 def source_of(image_id: str) -> str:

@@ -38,10 +38,10 @@ import inflect
 import pyarrow as pa
 import yaml
 
-from reasonvqa import schemas
+from reasonvqa import absence_bases, schemas
+from reasonvqa.absence_bases import evidence_text
 from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.stage import Rejects
-from reasonvqa.tasks.questions.absence import evidence_text
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.regions import Region, box_iou
 
@@ -78,7 +78,8 @@ def attribute_words() -> dict[str, str]:
 
 RULE_FILES = (ATTRIBUTES_FILE, UNCOUNTABLE_FILE, TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml", TEMPLATES_DIR / "grounded" / "relations.yaml",
               Path(__file__), *(Path(__file__).with_name(n) for n in ("hallucination.py", "hallucination_attribute.py",
-                                                                     "hallucination_relation.py", "absence.py")))
+                                                                     "hallucination_relation.py", "absence.py")),
+              Path(absence_bases.__file__))
 
 
 @lru_cache(maxsize=1)

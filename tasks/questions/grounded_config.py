@@ -15,7 +15,7 @@ class VLMConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    llm: dict = Field(default_factory=dict, description="reasonvqa.tasks.verify.llm.LLMConfig fields (base_url, model, ...).")
+    llm: dict = Field(default_factory=dict, description="reasonvqa.llm.LLMConfig fields (base_url, model, ...).")
     judge_llm: dict | None = Field(default=None, description="LLMConfig of the text judge (default: llm).")
     image_roots: dict[str, Path] = Field(default_factory=dict, description="Per source kind, the folder that "
                                          "images' file_path is relative to; images without a readable file are rejected.")

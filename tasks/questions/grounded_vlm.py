@@ -38,7 +38,7 @@ from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.questions.grounded import Candidate, spatial_answer, to_rows
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig, VLMConfig
-from reasonvqa.tasks.questions.absence import VLM_BASIS
+from reasonvqa.absence_bases import VLM_BASIS
 from reasonvqa.tasks.questions.hallucination import is_absent
 from reasonvqa.tasks.questions.regions import Region, regions_by_image
 
@@ -137,8 +137,8 @@ class GroundedVLMStage(Stage):
     outputs = {"questions": schemas.QUESTIONS}
 
     def setup(self) -> None:
-        from reasonvqa.tasks.verify.filters import DEFAULT_TABOO_FILE, Embedder, load_taboo_words
-        from reasonvqa.tasks.verify.llm import LLMClient, LLMConfig
+        from reasonvqa.text_filters import DEFAULT_TABOO_FILE, Embedder, load_taboo_words
+        from reasonvqa.llm import LLMClient, LLMConfig
 
         config: VLMConfig = self.config  # type: ignore[assignment]
         self.llm_config = LLMConfig.model_validate(config.llm)
@@ -149,7 +149,7 @@ class GroundedVLMStage(Stage):
         self.rules = GroundedConfig()
 
     def process(self, inputs: dict[str, pa.Table], ctx: ShardContext) -> StageResult:
-        from reasonvqa.tasks.verify.llm import parse_json_output
+        from reasonvqa.llm import parse_json_output
 
         config: VLMConfig = self.config  # type: ignore[assignment]
         rejects = Rejects(self.name, ctx.shard)
@@ -252,9 +252,8 @@ class GroundedVLMStage(Stage):
         return c, None
 
     def _judge(self, kept: list[Candidate], ctx: ShardContext, rejects: Rejects) -> list[Candidate]:
-        from reasonvqa.tasks.questions.verified import _verdicts
-        from reasonvqa.tasks.verify.llm import parse_json_output
-        from reasonvqa.tasks.verify.prompts import render as render_text
+        from reasonvqa.llm import judge_verdicts, parse_json_output
+        from reasonvqa.templates.prompt_loader import render as render_text
 
         groups: dict[str, list[Candidate]] = {}
         for c in kept:
@@ -265,7 +264,7 @@ class GroundedVLMStage(Stage):
         replies = self.judge.complete_many(conversations, ctx.cache)
         survivors = []
         for group, reply in zip(groups.values(), replies):
-            verdicts = _verdicts(parse_json_output(reply), len(group))
+            verdicts = judge_verdicts(parse_json_output(reply), len(group))
             for n, c in enumerate(group, 1):
                 verdict = verdicts.get(n)
                 if verdict == "ok":
@@ -276,7 +275,7 @@ class GroundedVLMStage(Stage):
         return survivors
 
     def _deduplicate(self, kept: list[Candidate], rejects: Rejects) -> list[Candidate]:
-        from reasonvqa.tasks.verify.filters import near_duplicates
+        from reasonvqa.text_filters import near_duplicates
 
         kept = sorted(kept, key=lambda c: (c.image_id, c.question, c.answer))
         final = []
@@ -303,7 +302,7 @@ class GroundedVLMStage(Stage):
 
 
 def _taboo(text: str, words: frozenset[str]) -> bool:
-    from reasonvqa.tasks.verify.filters import taboo_hits
+    from reasonvqa.text_filters import taboo_hits
 
     return bool(taboo_hits(text, words))
 

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reasonvqa.tasks.balance.codes import dense_codes, filled
+from reasonvqa.codes import dense_codes, filled
 from reasonvqa.tasks.release.pictures import draw_example
 from reasonvqa.tasks.release.pixels import Pixels
 
@@ -109,8 +109,8 @@ class _Counts:
 
 
 def _basis_order(bases: Counter) -> list[str]:
-    """The counted bases strongest first (absence.BASES), then any other, then "none"."""
-    from reasonvqa.tasks.questions.absence import BASES
+    """The counted bases strongest first (absence_bases.BASES), then any other, then "none"."""
+    from reasonvqa.absence_bases import BASES
 
     return [b for b in BASES if b in bases] + sorted(set(bases) - set(BASES) - {"none"}) + (["none"] if "none" in bases else [])
 

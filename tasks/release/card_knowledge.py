@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from reasonvqa.knowledge.release_knowledge import FACTS_TABLE, LINKS_TABLE
-from reasonvqa.knowledge.recorded import TABLE as QUERIES_TABLE
+from reasonvqa.schemas import FACTS_TABLE, LINKS_TABLE, QUERIES_TABLE
 
 
 def knowledge_section(counts: dict[str, int], inputs: dict[str, str]) -> list[str]:

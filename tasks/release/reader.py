@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
-from reasonvqa.tasks.release.writer import MANIFEST
+from reasonvqa.schemas import MANIFEST
+from reasonvqa.tasks.release.embed import ReleaseImages
 
 
 @dataclass
@@ -76,3 +77,10 @@ def read_release(path: Path) -> Release:
     manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
     splits = {s: read_split(path, s) for s in manifest["splits"]}
     return Release(path=path, manifest=manifest, splits=splits, pool=read_split(path, "pool"))
+
+
+def record_tables(release: Path, manifest: dict) -> dict[str, pa.Table]:
+    """The record tables (e.g. regions) a release lists in its manifest, read whole; the images table (which
+    may hold the images' bytes) as a ``ReleaseImages`` that streams it when written."""
+    return {name: ReleaseImages(Path(release)) if name == "images" else read_split(Path(release), name, schemas.TABLES[name])
+            for name in manifest.get("tables", [])}

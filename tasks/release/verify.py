@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
-from reasonvqa.tasks.balance.balance import MULTIPLE_CHOICE_KINDS
-from reasonvqa.tasks.questions.absence import BASES
+from reasonvqa.schemas import MULTIPLE_CHOICE_KINDS
+from reasonvqa.absence_bases import BASES
 from reasonvqa.tasks.release.paths import ReleasePathError, check_release_name, check_release_version
 from reasonvqa.tasks.release.verify_knowledge import check_knowledge
 from reasonvqa.tasks.release.verify_regions import EvidenceTally, check_regions
@@ -398,7 +398,7 @@ def _check_disjoint(images: dict[str, pa.Array], splits: list[str]) -> list[str]
 
 def _check_groups_disjoint(root: Path, images: dict[str, pa.Array], splits: list[str]) -> list[str]:
     """Image groups (a landmark, a scene, an episode: ``image_groups``) with images in two splits, the first 20."""
-    from reasonvqa.tasks.balance.image_groups import group_names, groups_of_files
+    from reasonvqa.image_groups import group_names, groups_of_files
 
     groups = groups_of_files(sorted((root / "images").glob("*.parquet")))
     grouped = {split: pc.unique(group_names(images[split], groups)) for split in splits if split in images}

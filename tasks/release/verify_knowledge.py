@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from reasonvqa.knowledge.release_knowledge import FACTS_TABLE, KNOWLEDGE_TABLES, LINKS_TABLE
+from reasonvqa.schemas import FACTS_TABLE, KNOWLEDGE_TABLES, LINKS_TABLE
 from reasonvqa.tasks.release.reader import read_columns
 
 QUESTION_COLUMNS = ["question_id", "kind", "object_ids", "route", "answer_qid"]

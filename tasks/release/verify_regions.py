@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reasonvqa import masks
-from reasonvqa.tasks.balance.codes import combined
+from reasonvqa.codes import combined
+from reasonvqa.schemas import GROUNDED_KINDS
 
-GROUNDED_KINDS = ("grounded", "grounded_vlm")
 MAX_LISTED = 5
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from reasonvqa.tasks.sources.jsonstream import StreamFailure, iter_json_array
+from reasonvqa.jsonstream import StreamFailure, iter_json_array
 from reasonvqa.tasks.sources.vg_records import record_image_id
 from reasonvqa.tasks.sources.vg_shard import ImageIndex
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 from reasonvqa import schemas
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.columns import ColumnBuffer
-from reasonvqa.tasks.sources.jsonstream import StreamFailure
+from reasonvqa.jsonstream import StreamFailure
 from reasonvqa.tasks.sources.normalize import normalize_label
 from reasonvqa.tasks.sources.vg_records import (
     ImageEntry,

@@ -9,9 +9,8 @@ from reasonvqa.annotation_exports.apply import apply_decisions
 from reasonvqa.annotation_exports.decisions import DecisionStore
 from reasonvqa.annotation_exports.roundtrip import import_decisions
 from reasonvqa.flows.resplit import resplit
-from reasonvqa.tasks.release.reader import read_release
+from reasonvqa.tasks.release.reader import read_release, record_tables
 from reasonvqa.tasks.release.verify import verify_release
-from reasonvqa.annotation_exports.apply import record_tables
 from tests.annotation_exports.helpers import annotate, choice, prediction_results, release_and_batch, verdict, write_json
 
 

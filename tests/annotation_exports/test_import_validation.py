@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from reasonvqa import masks, schemas
 from reasonvqa.annotation_exports.decisions import DecisionStore, StoreError
 from reasonvqa.annotation_exports.roundtrip import export_batch, import_decisions
-from reasonvqa.cli import app
+from reasonvqa.flows.cli import app
 from reasonvqa.flows.resplit import resplit
 from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release

@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from reasonvqa import masks
-from reasonvqa.annotation_exports.apply import record_tables
+from reasonvqa.tasks.release.reader import record_tables
 from reasonvqa.annotation_exports.roundtrip import export_batch, import_decisions
 from reasonvqa.flows.resplit import resplit
 from reasonvqa.tasks.release.reader import read_release

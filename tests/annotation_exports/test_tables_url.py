@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from reasonvqa import schemas, workstore
 from reasonvqa.annotation_exports.batches import select_batch
 from reasonvqa.annotation_exports.tables import read_source_tables
-from reasonvqa.cli import app
+from reasonvqa.flows.cli import app
 from reasonvqa.stage import write_parquet
 from tests.annotation_exports.fixtures import image_rows, question_rows, region_rows, write_fixture_release
 from tests.moto_s3 import forget_mirror, s3_filesystem, s3_server

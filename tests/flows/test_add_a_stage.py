@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from reasonvqa import schemas
-from reasonvqa.config import sample_config
+from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.stage import Rejects, StageResult, stage_stats
 from reasonvqa.stage_contract import ModelStageConfig, Resources, ShardContext, Stage, StageEntry

@@ -3,7 +3,7 @@ import json
 from typer.testing import CliRunner
 
 from reasonvqa.annotation_exports.batches import BatchFilters
-from reasonvqa.cli import app
+from reasonvqa.flows.cli import app
 from reasonvqa.flows.export_annotations import ExportParameters, export_annotations
 from reasonvqa.flows.import_annotations import ImportParameters, import_annotations
 from tests.annotation_exports.fixtures import write_fixture_release

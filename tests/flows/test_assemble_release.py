@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from reasonvqa import schemas
-from reasonvqa.config import sample_config
+from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.assemble_release import (
     BuildTables, assemble_release, merge_kinds, regions_of_pool, release_stats_dir,
 )

@@ -5,7 +5,7 @@ import json
 from reasonvqa.annotation_exports.batches import Batch, Item
 from reasonvqa.annotation_exports.decisions import DecisionStore, ImportReport
 from reasonvqa.annotation_exports.importing import decision
-from reasonvqa.config import sample_config
+from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.assemble_release import finish_release
 from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release

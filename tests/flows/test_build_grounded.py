@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from reasonvqa import schemas
-from reasonvqa.config import BuildConfig
+from reasonvqa.flows.config import BuildConfig
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.sources import parse_config

@@ -6,11 +6,11 @@ from datetime import datetime, timezone
 import pytest
 
 from reasonvqa import schemas
-from reasonvqa.config import sample_config
+from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.build_inputs import (
     check_build_inputs, exhaustive_labels, input_snapshots, question_kind_inputs, work_key,
 )
-from reasonvqa.knowledge.release_knowledge import SourceKnowledge
+from reasonvqa.tasks.release.knowledge_source import SourceKnowledge
 from reasonvqa.tasks.questions.grounded import rules_version
 
 AS_OF = datetime(2026, 12, 7, tzinfo=timezone.utc)

@@ -9,7 +9,7 @@ import pytest
 from prefect import flow
 
 from reasonvqa import schemas
-from reasonvqa.config import sample_config
+from reasonvqa.flows.config import sample_config
 from reasonvqa.flows import assemble_release
 from reasonvqa.flows.assemble_release import finish_release, merged_pool
 from reasonvqa.flows.stage_runner import run_partition_steps

@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 pytest.importorskip("groundingdino")
 pytest.importorskip("segment_anything")
 
-from reasonvqa.config import BuildConfig  # noqa: E402
+from reasonvqa.flows.config import BuildConfig  # noqa: E402
 from reasonvqa.paths import SAMPLE_DIR  # noqa: E402
 from reasonvqa.sources import parse_config  # noqa: E402
 from reasonvqa.tasks.release.verify import verify_release  # noqa: E402

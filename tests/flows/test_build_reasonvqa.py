@@ -11,7 +11,7 @@ import pytest
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.run_report import stage_report
 from reasonvqa.flows.runners import make_task_runner
-from reasonvqa.config import sample_config
+from reasonvqa.flows.config import sample_config
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import PartitionConfig
 from reasonvqa.stage import stage_stats
@@ -111,7 +111,7 @@ def test_the_sample_release_holds_1000_grounded_questions_on_the_50_real_vg_imag
 
 def test_sample_release_scan_single_answers_typed_subjects_and_bias_report(two_builds):
     from reasonvqa.tasks.questions.bank import load_bank
-    from reasonvqa.tasks.release.fidelity import scan_release
+    from reasonvqa.tasks.questions.fidelity import scan_release
 
     release = two_builds[0]
     work = next((release.parents[1] / ".work").iterdir())
@@ -261,7 +261,7 @@ def test_the_card_shows_the_breakdown_and_example_pictures(two_builds):
 def test_resplit_filters_by_kind_task_type_and_hallucination(two_builds, tmp_path):
     from typer.testing import CliRunner
 
-    from reasonvqa.cli import app
+    from reasonvqa.flows.cli import app
 
     release = two_builds[0]
     runner = CliRunner()
@@ -331,7 +331,7 @@ GLD_FILES = {
 
 @pytest.fixture(scope="module")
 def custom_build(tmp_path_factory):
-    from reasonvqa.config import load_config
+    from reasonvqa.flows.config import load_config
 
     root = tmp_path_factory.mktemp("custom")
     (root / "vg").mkdir()

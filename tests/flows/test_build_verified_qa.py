@@ -9,9 +9,9 @@ import pytest
 
 from reasonvqa.flows.build_verified_qa import GraphSource, VerifiedBuildConfig, build_verified_qa, vg_graph_shards
 from reasonvqa.paths import SAMPLE_DIR
-from reasonvqa.tasks.questions.verified import VerifiedQAConfig
-from reasonvqa.tasks.verify.filters import FilterConfig
-from reasonvqa.tasks.verify.llm import LLMConfig, LLMEndpointError
+from reasonvqa.tasks.verify.verified import VerifiedQAConfig
+from reasonvqa.text_filters import FilterConfig
+from reasonvqa.llm import LLMConfig, LLMEndpointError
 from reasonvqa.tasks.verify.sandbox import SandboxConfig
 from reasonvqa.tasks.verify.scene_graph import SceneGraph
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from reasonvqa import workstore
-from reasonvqa.config import sample_config
+from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.run_report import latest_run_report, stage_report
 from reasonvqa.flows.runners import make_task_runner

@@ -20,7 +20,7 @@ def served(tmp_path):
     env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PREFECT_LOGGING_LEVEL="WARNING")
     log = (tmp_path / "serve.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "reasonvqa.cli", "serve", "--name", "ci", "--sample", "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "reasonvqa.flows.cli", "serve", "--name", "ci", "--sample", "--out", str(tmp_path / "out")],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     yield tmp_path / "out"

@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from reasonvqa import schemas, sources
-from reasonvqa.cli import app
-from reasonvqa.config import load_config
+from reasonvqa.flows.cli import app
+from reasonvqa.flows.config import load_config
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.run_report import stage_report
 from reasonvqa.paths import SAMPLE_DIR

@@ -10,7 +10,7 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.settings import PREFECT_API_URL
 
-from reasonvqa.config import sample_config
+from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.run_report import RUN_REPORT
 from reasonvqa.knowledge.mirror import serve_mirror

@@ -5,8 +5,8 @@ import pytest
 from typer.testing import CliRunner
 
 from reasonvqa.flows.resplit import SourceReleaseError, resplit, resplit_flow
-from reasonvqa.cli import app
-from reasonvqa.config import sample_config
+from reasonvqa.flows.cli import app
+from reasonvqa.flows.config import sample_config
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import EmptySelectionError
 from reasonvqa.tasks.balance.pipeline import balance_and_split

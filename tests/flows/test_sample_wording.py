@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from reasonvqa.config import sample_config
+from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.tasks.questions.object_classes import OBJECT_LEXNAMES, lexname, word_class
 from reasonvqa.tasks.questions.regions import object_region_id

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from reasonvqa import schemas, workstore
-from reasonvqa.config import ReleaseConfig
+from reasonvqa.flows.config import ReleaseConfig
 from reasonvqa.flows.work_session import ReleaseTarget, always_held, forget_mirrors, local_staging, tell, work_session
 from reasonvqa.locks import LockHeldError, exclusive_lock
 from reasonvqa.tasks.release.paths import ReleasePathError

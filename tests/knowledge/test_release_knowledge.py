@@ -9,9 +9,9 @@ from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.knowledge.endpoint import replay_endpoint
 from reasonvqa.knowledge.recorded import replay_client
 from reasonvqa.knowledge.release_knowledge import (
-    ReleaseKnowledgeError, SourceKnowledge, fetched_from, knowledge_table, links_of_images, open_release_knowledge,
-    release_knowledge_tables, replay_file,
+    fetched_from, knowledge_table, links_of_images, release_knowledge_tables, replay_file,
 )
+from reasonvqa.tasks.release.knowledge_source import ReleaseKnowledgeError, open_release_knowledge
 from reasonvqa.tasks.release.writer import write_release
 from tests.tasks.release.conftest import question
 
@@ -70,9 +70,7 @@ def test_links_are_kept_for_the_images_with_questions():
 def test_a_replayed_build_answers_from_one_file_of_its_work_folder_and_queries_no_endpoint(tmp_path):
     answers = pa.table({"query": ["SELECT ?a", "SELECT ?b"], "answer": ['[{"a": "Q1"}]', "[]"]},
                        schema=schemas.KNOWLEDGE_QUERIES)
-    recorded = SourceKnowledge(tmp_path / "release", {"knowledge": "sha256:ab", "knowledge_date": "2026-12-01"},
-                               answers, {}, "0" * 64)
-    path = replay_file(recorded, tmp_path / "work")
+    path = replay_file(answers, tmp_path / "work")
     assert path == tmp_path / "work" / "knowledge_replay.parquet"
     assert replay_client(path).select("SELECT ?a") == [{"a": "Q1"}]
     with replay_endpoint() as endpoint:

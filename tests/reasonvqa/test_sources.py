@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from reasonvqa import schemas, sources
-from reasonvqa.config import BuildConfig, sample_config
+from reasonvqa.flows.config import BuildConfig, sample_config
 from reasonvqa.stage import StageResult
 from reasonvqa.tasks.sources.gldv2 import Gldv2Source
 from reasonvqa.tasks.sources.vg import VgSource

@@ -54,7 +54,7 @@ def test_upload_copies_every_file_and_keeps_an_identical_copy(tmp_path):
 
 
 def test_upload_refuses_to_replace_other_content_unless_overwrite(tmp_path):
-    from reasonvqa.tasks.release.writer import ReleaseExistsError
+    from reasonvqa.errors import ReleaseExistsError
 
     def release_with(answer: str, folder: str):
         splits = {"train": schemas.from_rows([question("q1", "vg:1", answer, [answer, "Lyon", "Nice", "Lille"])],

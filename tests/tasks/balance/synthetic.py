@@ -1,5 +1,5 @@
-"""The synthetic question pools of ``reasonvqa/synthetic.py`` (shared with the benchmarks)."""
+"""The synthetic question pools of ``tasks/balance/synthetic.py`` (shared with the benchmarks)."""
 
-from reasonvqa.synthetic import DOMAINS, synthetic_pool
+from reasonvqa.tasks.balance.synthetic import DOMAINS, synthetic_pool
 
 __all__ = ["DOMAINS", "synthetic_pool"]

@@ -245,7 +245,7 @@ def test_rounds_track_the_counts_a_recount_gives(seed):
     """The pair and image counts the rounds keep up to date equal a bincount of the surviving rows."""
     import numpy as np
 
-    from reasonvqa.tasks.balance import codes
+    from reasonvqa import codes
     from reasonvqa.tasks.balance.balance import _encode, _run_rounds
     from tests.tasks.balance.synthetic import synthetic_pool
 

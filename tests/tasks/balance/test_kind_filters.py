@@ -76,7 +76,7 @@ def test_the_hallucination_share_holds_in_every_task_type_and_visual_domain():
     by task type and by domain (the domain from the images table; an image without a row: its source)."""
     from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
     from reasonvqa.tasks.balance.hallucination_share import TOLERANCE
-    from reasonvqa.tasks.balance.image_groups import image_groups
+    from reasonvqa.image_groups import image_groups
     from reasonvqa.tasks.balance.pipeline import balance_and_split
 
     def row(qid, image, task, halluc, answer):

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from reasonvqa.row_views import TableRows
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.partitioned import plan_partitioned
@@ -79,7 +80,7 @@ def test_partitioned_and_view_paths_write_the_in_memory_release(pool, tmp_path, 
 def test_row_views_write_what_the_tables_write(pool, tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "ROWS_PER_FILE", ROWS_PER_FILE)
     rows = pc.sort_indices(pool, [("question_id", "ascending")]).to_numpy()[:2_345]
-    writer.write_table_files(writer.TableRows(pool, rows), tmp_path / "view")
+    writer.write_table_files(TableRows(pool, rows), tmp_path / "view")
     writer.write_table_files(pool.take(rows), tmp_path / "table")
     assert contents(tmp_path / "view") == contents(tmp_path / "table")
     assert len(contents(tmp_path / "view")) == 3

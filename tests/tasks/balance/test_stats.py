@@ -118,7 +118,7 @@ def test_counts_of_row_views_equal_counts_of_tables(release_parts):
     import numpy as np
 
     from reasonvqa.tasks.balance import stats
-    from reasonvqa.tasks.release.writer import TableRows
+    from reasonvqa.row_views import TableRows
 
     pool, balanced, split = release_parts
     ids = {q: i for i, q in enumerate(pool["question_id"].to_pylist())}
@@ -181,9 +181,9 @@ def test_the_decisions_codes_are_not_counted_for_views_of_another_table(release_
 
     import numpy as np
 
+    from reasonvqa.row_views import TableRows
     from reasonvqa.tasks.balance import stats
     from reasonvqa.tasks.balance.pipeline import plan_release
-    from reasonvqa.tasks.release.writer import TableRows
 
     pool, _, _ = release_parts
     done = plan_release(pool, MODERATE, SplitConfig(), 0)

@@ -7,7 +7,8 @@ import json
 
 import pyarrow as pa
 
-from reasonvqa.tasks.questions.absence import BASES, absent_labels, corpus_taxonomies
+from reasonvqa.absence_bases import BASES
+from reasonvqa.tasks.questions.absence import absent_labels, corpus_taxonomies
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.grounded_shard import generate_grounded
 from reasonvqa.tasks.questions.regions import image_labels, shard_regions

@@ -147,7 +147,7 @@ def test_the_breakdown_counted_slice_by_slice_is_the_whole_tables(tmp_path):
     import pyarrow as pa
 
     from reasonvqa.tasks.release.breakdown import BREAKDOWN_COLUMNS, ReleasedQuestions
-    from reasonvqa.tasks.release.writer import TableRows
+    from reasonvqa.row_views import TableRows
 
     table = many_questions()
     train, test = TableRows(table, list(range(39, 9, -1))), TableRows(table, list(range(10)))
@@ -195,8 +195,8 @@ def per_row_breakdown(table, domains: dict[str, str]) -> dict:
 
 
 def _ordered(bases) -> dict:
-    """Strongest basis first (absence.BASES), "none" last."""
-    from reasonvqa.tasks.questions.absence import BASES
+    """Strongest basis first (absence_bases.BASES), "none" last."""
+    from reasonvqa.absence_bases import BASES
 
     return {b: bases[b] for b in [*BASES, "none"] if b in bases}
 

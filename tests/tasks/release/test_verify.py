@@ -5,9 +5,10 @@ import pytest
 import pyarrow as pa
 
 from reasonvqa import schemas
-from reasonvqa.config import sample_config
+from reasonvqa.flows.config import sample_config
 from reasonvqa.tasks.release.verify import check_digest, check_manifest, scan_release, verify_release
-from reasonvqa.tasks.release.writer import MANIFEST, MANIFEST_DIGEST, digest_line, manifest_bytes, write_release
+from reasonvqa.schemas import MANIFEST
+from reasonvqa.tasks.release.writer import MANIFEST_DIGEST, digest_line, manifest_bytes, write_release
 from tests.tasks.release.conftest import question
 
 

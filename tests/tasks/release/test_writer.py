@@ -5,9 +5,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from reasonvqa import schemas
+from reasonvqa.errors import ReleaseExistsError
 from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release
-from reasonvqa.tasks.release.writer import EmptySplitError, ReleaseExistsError, require_nonempty_splits, write_release
+from reasonvqa.tasks.release.writer import EmptySplitError, require_nonempty_splits, write_release
 
 
 def _write(out, splits, version="1.0.0", **kw):
@@ -136,7 +137,7 @@ def test_a_stats_file_the_card_links_to_must_be_written(tmp_path, splits):
 def test_rows_of_a_view_are_the_rows_taken(rows, sliced):
     import numpy as np
 
-    from reasonvqa.tasks.release.writer import TableRows, rows_of
+    from reasonvqa.row_views import TableRows, rows_of
 
     table = pa.concat_tables([pa.table({"id": ["a", "b", "c"], "n": [[0], [1], None]}),
                               pa.table({"id": ["d", "e", "f"], "n": [[3], [], [5, 5]]})])

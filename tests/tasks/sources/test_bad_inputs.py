@@ -7,10 +7,10 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from reasonvqa.cli import app
+from reasonvqa.flows.cli import app
 from reasonvqa.stage import stage_stats
 from reasonvqa.tasks.sources.gldv2_side import CsvColumnError
-from reasonvqa.tasks.sources.jsonstream import JsonSourceError, iter_json_array
+from reasonvqa.jsonstream import JsonSourceError, iter_json_array
 from reasonvqa.tasks.sources.vg import ingest_vg
 
 from tests.tasks.sources.conftest import read_gldv2_folder

@@ -4,7 +4,7 @@ import pyarrow as pa
 
 from reasonvqa import schemas
 from reasonvqa.tasks.sources.columns import ColumnBuffer
-from reasonvqa.tasks.sources.gc_pause import gc_paused
+from reasonvqa.gc_pause import gc_paused
 
 
 def test_rows_flushed_in_batches_come_back_sorted_with_constants_and_nulls():

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from reasonvqa.cli import app
+from reasonvqa.flows.cli import app
 from reasonvqa.paths import SAMPLE_DIR
 
 from reasonvqa.tasks.sources.scan import scan_source

@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from reasonvqa.stage import summarize
-from reasonvqa.tasks.sources.jsonstream import JsonSourceError
+from reasonvqa.jsonstream import JsonSourceError
 from reasonvqa.tasks.sources.vg import ingest_vg
 
 from tests.tasks.sources.conftest import assert_accounted, rejects_by_reason, rows, stage_bytes, write_json, write_text

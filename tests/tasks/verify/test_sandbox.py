@@ -159,7 +159,7 @@ def test_allow_list_accepts_prove_style_programs():
 def test_cli_sandbox_run_prints_one_json_object_and_exits_0(tmp_path):
     from typer.testing import CliRunner
 
-    from reasonvqa.cli import app
+    from reasonvqa.flows.cli import app
 
     graph = tmp_path / "graph.json"
     graph.write_text('{"dog": {"attributes": ["brown"], "relations_to": {"grass": ["on"]}}}')

@@ -4,7 +4,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from reasonvqa import schemas
-from reasonvqa.tasks.questions.merge import merge_pools
+from reasonvqa.tasks.balance.merge import merge_pools
 from tests.tasks.balance.conftest import pool_of, question
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from reasonvqa import schemas
 from reasonvqa.tasks.questions.bank import load_bank
-from reasonvqa.tasks.release.fidelity import scan_questions
+from reasonvqa.tasks.questions.fidelity import scan_questions
 from tests.tasks.questions.conftest import item
 
 

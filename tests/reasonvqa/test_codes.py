@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reasonvqa.tasks.balance import codes
+from reasonvqa import codes
 
 
 def test_dense_codes_follow_code_point_order_and_keep_nulls():

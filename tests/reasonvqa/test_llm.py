@@ -3,7 +3,7 @@ import json
 import pytest
 
 from reasonvqa.call_cache import CallCache
-from reasonvqa.tasks.verify.llm import LLMClient, LLMConfig, LLMEndpointError, export_batch, import_batch, parse_json_output
+from reasonvqa.llm import LLMClient, LLMConfig, LLMEndpointError, export_batch, import_batch, parse_json_output
 
 from tests.tasks.verify.llm_server import FixtureLLM
 

@@ -3,7 +3,7 @@ import json
 import pyarrow as pa
 from typer.testing import CliRunner
 
-from reasonvqa.cli import app
+from reasonvqa.flows.cli import app
 from reasonvqa.tasks.release.writer import write_release
 from tests.tasks.release.conftest import question
 from reasonvqa import schemas
@@ -120,7 +120,8 @@ def test_resplit_that_leaves_a_split_empty_is_refused_or_warns_when_allowed(tmp_
 
 
 def test_the_summary_of_a_build_on_a_work_folder_url_reads_its_run_report_from_the_url(tmp_path, monkeypatch):
-    from reasonvqa import cli, progress, workstore
+    from reasonvqa import progress, workstore
+    from reasonvqa.flows import cli
     from reasonvqa.stage import write_json
     from reasonvqa.storage import work_folder
     from tests.moto_s3 import s3_server

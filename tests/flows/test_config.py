@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from reasonvqa.config import load_config, sample_config
+from reasonvqa.flows.config import load_config, sample_config
 from reasonvqa.paths import SAMPLE_DIR
 
 

@@ -1,4 +1,5 @@
-from reasonvqa.tasks.questions.verified import _verdicts, mentioned_entities, proves_breakdown, question_id
+from reasonvqa.llm import judge_verdicts
+from reasonvqa.tasks.verify.verified import mentioned_entities, proves_breakdown, question_id
 from reasonvqa.tasks.verify.scene_graph import SceneGraph
 
 GRAPH = SceneGraph("", {"dog": {"attributes": [], "relations_to": {"hot dog": ["near"]}}, "grass": {}})
@@ -19,8 +20,8 @@ def test_question_id_is_stable_and_depends_on_every_part():
 def test_verdicts_read_defensively():
     reply = {"judgements": [{"index": 1, "verdict": " Trivial "}, {"index": 2, "entailed": False}, {"index": 9, "verdict": "ok"},
                             {"index": "3", "verdict": "ok"}, "junk"]}
-    assert _verdicts(reply, 3) == {1: "trivial", 2: False}
-    assert _verdicts(None, 3) == {} and _verdicts([{"index": 1, "verdict": "ok"}], 1) == {1: "ok"}
+    assert judge_verdicts(reply, 3) == {1: "trivial", 2: False}
+    assert judge_verdicts(None, 3) == {} and judge_verdicts([{"index": 1, "verdict": "ok"}], 1) == {1: "ok"}
 
 
 def test_proves_breakdown_matches_the_papers_shares():

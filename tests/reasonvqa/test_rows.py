@@ -1,6 +1,6 @@
 import numpy as np
 
-from reasonvqa.tasks.balance.rows import INT32_ROWS, row_dtype, row_numbers
+from reasonvqa.rows import INT32_ROWS, row_dtype, row_numbers
 
 
 def test_row_dtype_is_int32_up_to_2_31_rows_and_int64_beyond():

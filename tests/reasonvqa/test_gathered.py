@@ -7,8 +7,9 @@ import pytest
 
 from reasonvqa import schemas
 from reasonvqa.tasks.release import writer
-from reasonvqa.tasks.release.gathered import Member, plan_groups, subsequence_positions, write_pieces
-from reasonvqa.tasks.release.writer import TableRows, write_folders, write_release
+from reasonvqa.gathered import Member, plan_groups, subsequence_positions, write_pieces
+from reasonvqa.row_views import TableRows
+from reasonvqa.tasks.release.writer import write_folders, write_release
 from tests.tasks.release.conftest import question
 
 # question ids in image order, as a pool arrives (ids are hashes: their order is not the pool's)
@@ -115,7 +116,7 @@ def test_a_failed_file_fails_the_release_and_leaves_nothing(pool, tmp_path, monk
 
 
 def test_gathering_in_source_order_gives_the_rows_in_their_order():
-    from reasonvqa.tasks.release.gathered import _SourceOrder, _variable_width
+    from reasonvqa.gathered import _SourceOrder, _variable_width
 
     column = pa.chunked_array([pa.array([["a"], None, ["b", "c"]]), pa.array([[], ["d"]])], pa.list_(pa.string()))
     rows = np.array([4, 0, 3, 1, 2])
@@ -142,7 +143,7 @@ def test_pieces_of_any_length_are_cut_into_files_of_the_size():
 
 
 def test_ascending_range_names_the_span_of_ascending_rows_only():
-    from reasonvqa.tasks.release.gathered import ascending_range
+    from reasonvqa.gathered import ascending_range
 
     assert ascending_range(np.array([3, 4, 5], dtype=np.int32)) == (3, 6)  # contiguous: 3 rows over 3
     assert ascending_range(np.array([3, 5, 9])) == (3, 10)  # ascending, with gaps
@@ -153,7 +154,7 @@ def test_ascending_range_names_the_span_of_ascending_rows_only():
 
 
 def test_the_base_gather_slices_a_range_takes_ascending_rows_and_reorders_the_others():
-    from reasonvqa.tasks.release.gathered import base_gather
+    from reasonvqa.gathered import base_gather
 
     column = pa.chunked_array([pa.array(["a", "b", None, "d", "e", "f"])])
     contiguous = base_gather(np.array([1, 2, 3]))(column)
@@ -184,7 +185,7 @@ def table_of(ids: list[str]) -> pa.Table:
     (IDS, TRAIN, TEST, [None, None, None]),  # not sorted
 ])
 def test_views_in_order_give_the_files_of_the_general_path(tmp_path, monkeypatch, ids, train, test, spans):
-    from reasonvqa.tasks.release import gathered
+    from reasonvqa import gathered
 
     monkeypatch.setattr(writer, "ROWS_PER_FILE", 4)
     pool = table_of(ids)

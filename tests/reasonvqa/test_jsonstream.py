@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from reasonvqa.tasks.sources.jsonstream import JsonSourceError, StreamFailure, iter_json_array
+from reasonvqa.jsonstream import JsonSourceError, StreamFailure, iter_json_array
 
 from tests.tasks.sources.conftest import write_text
 
@@ -87,7 +87,7 @@ def test_byte_range_points_into_the_chunk_that_failed(tmp_path):
 
 
 def test_a_whole_json_document_too_large_too_deep_or_with_a_huge_number_is_one_error_naming_the_file(tmp_path):
-    from reasonvqa.tasks.sources.jsonstream import read_json_document
+    from reasonvqa.jsonstream import read_json_document
 
     graph = tmp_path / "graph.json"
     graph.write_text('{"caption": "two dogs", "tuples": [["dog", "left of", "dog"]]}')

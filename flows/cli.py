@@ -160,7 +160,7 @@ def build(
              "byte for byte.")] = None,
 ) -> None:
     """Run the build-reasonvqa flow and print the release folder."""
-    from reasonvqa.config import sample_config
+    from reasonvqa.flows.config import sample_config
 
     from reasonvqa import storage
 
@@ -204,7 +204,8 @@ def build(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     from reasonvqa.prefect_api import local_prefect_api
-    from reasonvqa.tasks.release.writer import EmptySplitError, ReleaseExistsError
+    from reasonvqa.errors import ReleaseExistsError
+    from reasonvqa.tasks.release.writer import EmptySplitError
 
     from reasonvqa import progress
 
@@ -224,7 +225,7 @@ def build(
 
 def _release_knowledge_or_exit(release: Path):
     """The knowledge a release carries (``SourceKnowledge``); exit 2 naming why a release cannot be rebuilt from."""
-    from reasonvqa.knowledge.release_knowledge import ReleaseKnowledgeError, open_release_knowledge
+    from reasonvqa.tasks.release.knowledge_source import ReleaseKnowledgeError, open_release_knowledge
 
     try:
         return open_release_knowledge(release)
@@ -237,7 +238,7 @@ def _release_config_or_exit(release: Path, config: dict):
     """The BuildConfig a release was built with (its manifest's ``config``); exit 2 when it no longer validates."""
     from pydantic import ValidationError
 
-    from reasonvqa.config import BuildConfig
+    from reasonvqa.flows.config import BuildConfig
 
     try:
         return BuildConfig.model_validate(config)
@@ -272,7 +273,7 @@ def _kind_selection(kinds: Optional[str], task_types: Optional[str], hallucinati
 
 def _absence_bases(text: str, extra: tuple[str, ...] = ()) -> list[str]:
     """The --absence-basis list (bad values exit 2); ``extra`` names further accepted words (export's "none")."""
-    from reasonvqa.tasks.questions.absence import BASES
+    from reasonvqa.absence_bases import BASES
 
     names = _split_list(text) or []
     unknown = sorted(set(names) - set(BASES) - set(extra))
@@ -310,7 +311,7 @@ def _load_config_or_exit(path: Path):
     import yaml
     from pydantic import ValidationError
 
-    from reasonvqa.config import load_config
+    from reasonvqa.flows.config import load_config
 
     try:
         return load_config(path)
@@ -426,7 +427,7 @@ def serve(
 
     Exactly one of --sample and --config gives the build's defaults; --cron runs in --timezone (UTC).
     """
-    from reasonvqa.config import sample_config
+    from reasonvqa.flows.config import sample_config
 
     if sample == (config is not None):
         raise typer.BadParameter("give exactly one of --sample or --config FILE (they are mutually exclusive)")
@@ -563,7 +564,7 @@ def build_verified_qa_command(
     if not cfg.graphs.path.is_absolute():
         cfg.graphs.path = (config.parent / cfg.graphs.path).resolve()
     _quiet_prefect()
-    from reasonvqa.tasks.verify.llm import LLMEndpointError
+    from reasonvqa.llm import LLMEndpointError
     from reasonvqa.tasks.verify.sandbox import SandboxUnavailable
 
     try:
@@ -586,9 +587,11 @@ def images_fetch(
     batch: Annotated[int, typer.Option(min=1, help="Images held in memory at once (one row group of the table).")] = 500,
 ) -> None:
     """Download a release's images by URL (resuming, checked), embedded in a `datasets` Image table."""
-    from reasonvqa.progress import fetch_with_progress
+    from reasonvqa.progress import bars, stage
+    from reasonvqa.tasks.release.images import count_release_images, fetch_images
 
-    report = fetch_with_progress(release, dest, workers=workers, timeout_s=timeout, batch=batch)
+    with bars(), stage("images", count_release_images(release)) as advance:
+        report = fetch_images(release, dest, workers=workers, timeout_s=timeout, batch=batch, on_progress=advance)
     for image_id, reason in sorted(report.failed.items()):
         typer.echo(f"FAIL {image_id}: {reason}", err=True)
     typer.echo(f"{report.table}: {report.fetched} fetched, {report.embedded} from the release, {report.reused} reused, "
@@ -611,7 +614,7 @@ def sandbox_run(
     graph: Annotated[Path, typer.Option("--graph", exists=True, dir_okay=False, help="Scene graph JSON (caption tuple form).")],
 ) -> None:
     """Print one JSON object {status, output, reason}; exit 0 for every status (the status is the result)."""
-    from reasonvqa.tasks.sources.jsonstream import JsonSourceError, read_json_document
+    from reasonvqa.jsonstream import JsonSourceError, read_json_document
     from reasonvqa.tasks.verify.sandbox import run_one
     from reasonvqa.tasks.verify.scene_graph import SceneGraph
 

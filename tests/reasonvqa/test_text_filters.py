@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from reasonvqa.tasks.verify.filters import (DEFAULT_TABOO_FILE, Embedder, load_taboo_words, near_duplicates,
+from reasonvqa.text_filters import (DEFAULT_TABOO_FILE, Embedder, load_taboo_words, near_duplicates,
                                             output_text, taboo_hits)
 
 

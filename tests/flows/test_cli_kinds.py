@@ -2,7 +2,7 @@
 
 from typer.testing import CliRunner
 
-from reasonvqa.cli import _kind_selection, app
+from reasonvqa.flows.cli import _kind_selection, app
 
 
 def test_flags_become_a_kind_selection():

@@ -34,7 +34,7 @@ def require_distinct_ids(ids: pa.ChunkedArray) -> None:
 
     Null ids are not repeats: the balancing rejects those rows with the reason ``missing_question_id``.
     The check sorts the ids' bytes (``codes.sort_with_repeats``), cheaper than Arrow's hash count."""
-    from reasonvqa.tasks.balance.codes import sort_with_repeats
+    from reasonvqa.codes import sort_with_repeats
 
     if len(ids) > 1 and sort_with_repeats(ids)[1].any():
         raise ValueError("the merged question pool repeats a question_id (the same questions merged twice?)")

@@ -184,3 +184,19 @@ def import_batch(requests_path: Path, results_path: Path, cache: CallCache) -> d
         cache.call(NAMESPACE, body, lambda: content)
         counts["imported"] += 1
     return counts
+
+
+def judge_verdicts(value: Any, n: int) -> dict[int, Any]:
+    """``{index: verdict}`` from a judge's JSON (``verdict`` text lower-cased, or ``entailed`` bool)."""
+    items = value.get("judgements") if isinstance(value, dict) else value
+    out: dict[int, Any] = {}
+    if not isinstance(items, list):
+        return out
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("index"), int) or not 1 <= item["index"] <= n:
+            continue
+        if "entailed" in item and isinstance(item["entailed"], bool):
+            out[item["index"]] = item["entailed"]
+        elif isinstance(item.get("verdict"), str):
+            out[item["index"]] = item["verdict"].strip().lower()
+    return out

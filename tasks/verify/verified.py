@@ -30,9 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from reasonvqa import schemas
 from reasonvqa.stage_contract import Resources, ShardContext, Stage
 from reasonvqa.stage import Rejects, StageResult
-from reasonvqa.tasks.verify.filters import Embedder, FilterConfig, load_taboo_words, near_duplicates, output_text, taboo_hits
-from reasonvqa.tasks.verify.llm import LLMClient, LLMConfig, parse_json_output
-from reasonvqa.tasks.verify.prompts import prompt_versions, render
+from reasonvqa.text_filters import Embedder, FilterConfig, load_taboo_words, near_duplicates, output_text, taboo_hits
+from reasonvqa.llm import LLMClient, LLMConfig, judge_verdicts, parse_json_output
+from reasonvqa.templates.prompt_loader import prompt_versions, render
 from reasonvqa.tasks.verify.sandbox import Job, Sandbox, SandboxConfig
 from reasonvqa.tasks.verify.scene_graph import SceneGraph
 
@@ -262,7 +262,7 @@ class VerifiedQAStage(Stage):
         replies = self.judge.complete_many(conversations, ctx.cache)
         survivors = []
         for (image_id, group), reply in zip(by_image.items(), replies):
-            verdicts = _verdicts(parse_json_output(reply), len(group))
+            verdicts = judge_verdicts(parse_json_output(reply), len(group))
             for n, c in enumerate(group, 1):
                 verdict = verdicts.get(n)
                 if prompt == "judge_text":
@@ -287,19 +287,3 @@ class VerifiedQAStage(Stage):
                 "program": c["program"], "program_output": json.dumps(c["result"]["output"], sort_keys=True),
                 "similarity": c["similarity"], "evidence_object_ids": evidence, "task_type": "free_form",
                 "is_hallucination": False}
-
-
-def _verdicts(value: Any, n: int) -> dict[int, Any]:
-    """``{index: verdict}`` from a judge's JSON (``verdict`` text lower-cased, or ``entailed`` bool)."""
-    items = value.get("judgements") if isinstance(value, dict) else value
-    out: dict[int, Any] = {}
-    if not isinstance(items, list):
-        return out
-    for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("index"), int) or not 1 <= item["index"] <= n:
-            continue
-        if "entailed" in item and isinstance(item["entailed"], bool):
-            out[item["index"]] = item["entailed"]
-        elif isinstance(item.get("verdict"), str):
-            out[item["index"]] = item["verdict"].strip().lower()
-    return out

@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 import typer
 
-from reasonvqa.cli import OneLineErrors, app, main
-from tests.reasonvqa.test_cli import _release
+from reasonvqa.flows.cli import OneLineErrors, app, main
+from tests.flows.test_cli import _release
 from tests.tasks.release.test_verify import _resign
 
 runner = CliRunner()
@@ -256,7 +256,7 @@ def test_typer_usage_errors_are_one_line_not_a_box(tmp_path, args, says):
 
 
 def test_a_build_names_a_held_work_folder_before_prefect_starts(tmp_path, capsys):
-    from reasonvqa.cli import _tell_busy_work_folders
+    from reasonvqa.flows.cli import _tell_busy_work_folders
     from tests.reasonvqa.test_locks import _holder
 
     lock = tmp_path / "out" / ".work" / "abc" / ".lock"

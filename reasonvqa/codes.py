@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reasonvqa.tasks.balance.rows import row_dtype, row_numbers
+from reasonvqa.rows import row_dtype, row_numbers
 
 def combined(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """One array of a (possibly chunked) column; a single chunk is not copied."""
