@@ -5,8 +5,8 @@ import json
 from reasonvqa.annotation_exports.batches import Batch, Item
 from reasonvqa.annotation_exports.decisions import DecisionStore, ImportReport
 from reasonvqa.annotation_exports.importing import decision
-from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.build_reasonvqa import finish_release
+from reasonvqa.flows.config import sample_config
 from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release
 from tests.tasks.balance.synthetic import synthetic_pool

@@ -9,14 +9,14 @@ import pytest
 from prefect import flow
 
 from reasonvqa import schemas
-from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.build_reasonvqa import finish_release, merged_pool, run_partition_steps
+from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import PartitionConfig
 from reasonvqa.tasks.balance.kind_filters import KindSelection
-from reasonvqa.tasks.balance.pool_files import PoolFiles
 from reasonvqa.tasks.balance.partitioned import in_process
+from reasonvqa.tasks.balance.pool_files import PoolFiles
 from reasonvqa.tasks.release import writer
 from reasonvqa.tasks.release.verify import verify_release
 from tests.tasks.balance.synthetic import synthetic_pool

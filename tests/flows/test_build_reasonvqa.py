@@ -9,11 +9,11 @@ import polars as pl
 import pytest
 
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa, stage_report
-from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.flows.config import sample_config
+from reasonvqa.flows.runners import make_task_runner
+from reasonvqa.stage import stage_stats
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import PartitionConfig
-from reasonvqa.stage import stage_stats
 from reasonvqa.tasks.questions.grounded import plural
 from reasonvqa.tasks.release.verify import verify_release
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from reasonvqa import workstore
-from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa, latest_run_report, stage_report
+from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import PartitionConfig

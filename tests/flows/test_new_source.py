@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from reasonvqa import schemas, sources
+from reasonvqa.flows.build_reasonvqa import build_reasonvqa, stage_report
 from reasonvqa.flows.cli import app
 from reasonvqa.flows.config import load_config
-from reasonvqa.flows.build_reasonvqa import build_reasonvqa, stage_report
 from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.stage import Rejects, StageResult, stage_stats
 from reasonvqa.tasks.release.verify import verify_release

@@ -10,8 +10,8 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.settings import PREFECT_API_URL
 
-from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.build_reasonvqa import RUN_REPORT, build_reasonvqa
+from reasonvqa.flows.config import sample_config
 from reasonvqa.knowledge.mirror import serve_mirror
 from reasonvqa.knowledge.rate_limit import RateLimitMissing, rate_limit_name
 from reasonvqa.tasks.release.verify import verify_release

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from reasonvqa.model_stage import CallCache
 from reasonvqa.llm import LLMClient, LLMConfig, LLMEndpointError, export_batch, import_batch, parse_json_output
+from reasonvqa.model_stage import CallCache
 
 from tests.tasks.verify.llm_server import FixtureLLM
 
