@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reasonvqa import storage, workstore
-from reasonvqa.stage import fetched, shard_paths
 from reasonvqa.schemas import MANIFEST
+from reasonvqa.stage import fetched, shard_paths
 
 
 @dataclass

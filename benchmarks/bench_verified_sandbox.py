@@ -32,9 +32,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from reasonvqa import schemas
 from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.stage import read_table
-from reasonvqa import schemas
 
 TEMPLATES = [
     ("What is the {e} {r}?", "The {e} is {r} the {t}.",
@@ -62,8 +62,8 @@ TEMPLATES = [
 
 BASELINE_RUNNER = """
 import json, sys
-from reasonvqa.tasks.verify.scene_graph import SceneGraph
 from reasonvqa.tasks.verify.sandbox_worker import execute
+from reasonvqa.tasks.verify.scene_graph import SceneGraph
 job = json.loads(sys.stdin.read())
 print(json.dumps(execute(job["program"], SceneGraph.from_json(job["graph"]), True)))
 """
@@ -152,8 +152,8 @@ def bench_baseline(jobs, graphs, workers: int) -> float:
 
 
 def bench_end_to_end(jobs, graphs, answers, workers: int, per_child: int, embedder) -> dict:
-    from reasonvqa.text_filters import output_text
     from reasonvqa.tasks.verify.sandbox import Sandbox, SandboxConfig
+    from reasonvqa.text_filters import output_text
 
     start = time.perf_counter()
     with Sandbox(SandboxConfig(workers=workers, programs_per_child=per_child)) as sandbox:

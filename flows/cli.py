@@ -203,8 +203,8 @@ def build(
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
-    from reasonvqa.prefect_api import local_prefect_api
     from reasonvqa.errors import ReleaseExistsError
+    from reasonvqa.prefect_api import local_prefect_api
     from reasonvqa.tasks.release.writer import EmptySplitError
 
     from reasonvqa import progress

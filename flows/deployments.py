@@ -14,8 +14,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from prefect import serve
 from prefect.client.schemas.responses import DeploymentResponse
 
-from reasonvqa.flows.config import BuildConfig
 from reasonvqa.errors import UsageError
+from reasonvqa.flows.config import BuildConfig
 
 FLOWS = ("build-reasonvqa", "resplit")  # the flows `serve` registers a deployment of
 

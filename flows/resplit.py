@@ -19,20 +19,20 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import State
 
-from reasonvqa.flows.outcome import reported
-from reasonvqa.tasks.release.reader import record_tables
 from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, write_decisions_file
+from reasonvqa.flows.outcome import reported
+from reasonvqa.image_groups import groups_of
+from reasonvqa.schemas import MANIFEST
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import FILTER_COLUMNS, DomainMatch, filter_rows, narrow_selected
 from reasonvqa.tasks.balance.kind_filters import KindSelection, select_kinds
-from reasonvqa.image_groups import groups_of
 from reasonvqa.tasks.balance.pipeline import plan_release
 from reasonvqa.tasks.balance.stats import write_stats
 from reasonvqa.tasks.release.breakdown import released_questions, write_breakdown
 from reasonvqa.tasks.release.embed import embedded_lookup
 from reasonvqa.tasks.release.paths import release_dir
+from reasonvqa.tasks.release.reader import record_tables
 from reasonvqa.tasks.release.reader import read_columns, read_rows
-from reasonvqa.schemas import MANIFEST
 from reasonvqa.tasks.release.writer import require_nonempty_splits, sha256_file, write_release
 
 

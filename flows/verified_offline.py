@@ -7,11 +7,11 @@ Used by ``benchmarks/bench_verified_offline.py`` (docs/verified-qa.md, "Verified
 from __future__ import annotations
 
 from reasonvqa.flows.build_verified_qa import GraphSource, VerifiedBuildConfig
-from reasonvqa.paths import SAMPLE_DIR
-from reasonvqa.tasks.verify.verified import VerifiedQAConfig
 from reasonvqa.llm import LLMConfig
+from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.tasks.verify.local_llm import MODEL_ALIAS
 from reasonvqa.tasks.verify.sandbox import SandboxConfig
+from reasonvqa.tasks.verify.verified import VerifiedQAConfig
 
 
 # The generation reply's shape, enforced by llama.cpp's grammar: without it the 135M model writes

@@ -48,8 +48,8 @@ def sample_release(request, run_folder) -> Path:
         if not built.exists():
             request.getfixturevalue("prefect_api")
             reopen_prefect_consoles()
-            from reasonvqa.flows.config import sample_config
             from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+            from reasonvqa.flows.config import sample_config
 
             out = run_folder / "sample-release"
             built.write_text(str(build_reasonvqa(sample_config(), str(out))))

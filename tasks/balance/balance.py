@@ -30,11 +30,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reasonvqa import codes
+from reasonvqa.rows import row_dtype, row_numbers
 from reasonvqa.schemas import MULTIPLE_CHOICE_KINDS
 from reasonvqa.tasks.balance import keys
 from reasonvqa.tasks.balance.absence_filter import SET_ASIDE_REASONS, set_aside
 from reasonvqa.tasks.balance.config import BalanceConfig
-from reasonvqa.rows import row_dtype, row_numbers
 from reasonvqa.tasks.balance.summary import balance_report
 
 REQUIRED_COLUMNS = ("question_id", "image_id", "property_id", "answer")

@@ -36,14 +36,14 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reasonvqa.tasks.balance.balance import NO_CHOICES, no_choices
 from reasonvqa.codes import combined, take_rows
+from reasonvqa.gathered import gather_rows
+from reasonvqa.row_views import ROWS_PER_FILE
+from reasonvqa.rows import row_dtype, row_numbers
+from reasonvqa.tasks.balance.balance import NO_CHOICES, no_choices
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.groups import FORM, with_forms
 from reasonvqa.tasks.balance.pipeline import BalancedSplit, decide, question_answer_pairs
-from reasonvqa.rows import row_dtype, row_numbers
-from reasonvqa.gathered import gather_rows
-from reasonvqa.row_views import ROWS_PER_FILE
 
 KEY_COLUMNS = ["question_id", "image_id", "property_id", "answer", "n_hop"]
 # read when the pool files have them (pipeline.decide); template_ids becomes groups.FORM file by file

@@ -12,18 +12,18 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reasonvqa.splitmix import mix64
 from reasonvqa import codes
+from reasonvqa.image_groups import domains_of
+from reasonvqa.splitmix import mix64
 from reasonvqa.tasks.balance import keys
 from reasonvqa.tasks.balance.groups import FORM, with_group_keys
 from reasonvqa.tasks.balance.hallucination_share import apply_hallucination_share
-from reasonvqa.image_groups import domains_of
 from reasonvqa.tasks.balance.balance import (NO_CHOICES, BalanceResult, Removal, add_removal, balance_questions,
                                               gather_removed, no_choices)
-from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
-from reasonvqa.rows import row_numbers
-from reasonvqa.tasks.balance.split import SplitResult, split_images
 from reasonvqa.row_views import TableRows
+from reasonvqa.rows import row_numbers
+from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+from reasonvqa.tasks.balance.split import SplitResult, split_images
 
 
 @dataclass

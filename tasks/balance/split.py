@@ -26,10 +26,10 @@ import numpy as np
 import pyarrow as pa
 
 from reasonvqa import codes
-from reasonvqa.tasks.balance import keys
-from reasonvqa.tasks.balance.config import SplitConfig
 from reasonvqa.image_groups import units_of
 from reasonvqa.rows import row_dtype, row_numbers
+from reasonvqa.tasks.balance import keys
+from reasonvqa.tasks.balance.config import SplitConfig
 
 NO_POOL_ANSWER = "<no pool answer>"
 MERGED = "<merged>"

@@ -14,16 +14,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reasonvqa.stage import write_json, write_parquet
 from reasonvqa import codes
+from reasonvqa.codes import take_rows
+from reasonvqa.row_views import Rows, TableRows
+from reasonvqa.stage import write_json, write_parquet
 from reasonvqa.tasks.balance import plots
 from reasonvqa.tasks.balance.balance import BalanceResult
 from reasonvqa.tasks.balance.bias import bias_columns, bias_report_parts
-from reasonvqa.codes import take_rows
-from reasonvqa.tasks.balance.split import SplitResult
 from reasonvqa.tasks.balance.groups import with_group_keys
+from reasonvqa.tasks.balance.split import SplitResult
 from reasonvqa.tasks.balance.summary import entropy_bits, js_divergence_bits, ranked
-from reasonvqa.row_views import Rows, TableRows
 
 TOP_GROUPS = 6  # groups shown in the top-answer figures (the largest by pool size)
 TOP_ANSWERS = 10

@@ -33,12 +33,12 @@ from string import Template
 import pyarrow as pa
 
 from reasonvqa import schemas
+from reasonvqa.absence_bases import VLM_BASIS
 from reasonvqa.stage_contract import Resources, ShardContext, Stage
 from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.questions.grounded import Candidate, spatial_answer, to_rows
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig, VLMConfig
-from reasonvqa.absence_bases import VLM_BASIS
 from reasonvqa.tasks.questions.hallucination import is_absent
 from reasonvqa.tasks.questions.regions import Region, regions_by_image
 
@@ -137,8 +137,8 @@ class GroundedVLMStage(Stage):
     outputs = {"questions": schemas.QUESTIONS}
 
     def setup(self) -> None:
-        from reasonvqa.text_filters import DEFAULT_TABOO_FILE, Embedder, load_taboo_words
         from reasonvqa.llm import LLMClient, LLMConfig
+        from reasonvqa.text_filters import DEFAULT_TABOO_FILE, Embedder, load_taboo_words
 
         config: VLMConfig = self.config  # type: ignore[assignment]
         self.llm_config = LLMConfig.model_validate(config.llm)

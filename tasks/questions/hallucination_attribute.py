@@ -25,8 +25,8 @@ from functools import lru_cache
 
 import yaml
 
-from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.absence_bases import ATTRIBUTE_BASIS
+from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.tasks.questions.grounded import Candidate, be, pick_form, plural, singular, stable_order
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.hallucination import forms, words

@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
-from reasonvqa.schemas import MULTIPLE_CHOICE_KINDS
 from reasonvqa.absence_bases import BASES
+from reasonvqa.schemas import MULTIPLE_CHOICE_KINDS
 from reasonvqa.tasks.release.paths import ReleasePathError, check_release_name, check_release_version
 from reasonvqa.tasks.release.verify_knowledge import check_knowledge
 from reasonvqa.tasks.release.verify_regions import EvidenceTally, check_regions

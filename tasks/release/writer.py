@@ -23,8 +23,8 @@ from reasonvqa import schemas
 from reasonvqa.errors import DataError, ReleaseExistsError
 from reasonvqa.gathered import plan_groups, write_group, write_joint
 from reasonvqa.locks import exclusive_lock
-from reasonvqa.schemas import MANIFEST
 from reasonvqa.row_views import ROWS_PER_FILE, Rows, RowSource, TableRows, one_chunk_per_column
+from reasonvqa.schemas import MANIFEST
 from reasonvqa.tasks.release.card import render_card
 from reasonvqa.tasks.release.croissant import write_croissant
 from reasonvqa.tasks.release.embed import ROWS_PER_FILE as IMAGE_ROWS_PER_FILE

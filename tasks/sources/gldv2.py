@@ -26,10 +26,10 @@ import numpy as np
 import pyarrow as pa
 
 from reasonvqa import schemas
+from reasonvqa.gc_pause import gc_paused_while
 from reasonvqa.sources import Source, SourceConfig, require_folder
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.columns import ColumnBuffer
-from reasonvqa.gc_pause import gc_paused_while
 from reasonvqa.tasks.sources.gldv2_side import (
     CATEGORIES, CLEAN, SideTables, csv_rows, has_invalid_utf8, image_key, read_side_tables, require_columns,
 )

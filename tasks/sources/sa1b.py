@@ -31,9 +31,9 @@ from PIL import JpegImagePlugin
 from pydantic import Field
 
 from reasonvqa import masks, schemas
+from reasonvqa.gc_pause import gc_paused
 from reasonvqa.sources import ImageUnavailable, Source, SourceConfig
 from reasonvqa.stage import Rejects, StageResult
-from reasonvqa.gc_pause import gc_paused
 from reasonvqa.tasks.sources.region_columns import RegionColumns
 from reasonvqa.tasks.sources.sa1b_links import read_links
 from reasonvqa.tasks.sources.tar_stream import Member, Problem, walk

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
+from reasonvqa.gc_pause import gc_paused
+from reasonvqa.jsonstream import StreamFailure, iter_json_array
 from reasonvqa.sources import Source, SourceConfig, require_folder
 from reasonvqa.stage import RereadUnit, StageResult
 from reasonvqa.tasks.sources.ingest import ingest_unit
-from reasonvqa.gc_pause import gc_paused
-from reasonvqa.jsonstream import StreamFailure, iter_json_array
 from reasonvqa.tasks.sources.vg_merge import AlignedCursor, OutOfOrder, PartitionedCursor, ShardPlan, partition_file
 from reasonvqa.tasks.sources.vg_shard import ImageIndex, VgShardBuilder, build_image_index
 

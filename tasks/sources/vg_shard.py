@@ -17,9 +17,9 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from reasonvqa import schemas
+from reasonvqa.jsonstream import StreamFailure
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.sources.columns import ColumnBuffer
-from reasonvqa.jsonstream import StreamFailure
 from reasonvqa.tasks.sources.normalize import normalize_label
 from reasonvqa.tasks.sources.vg_records import (
     ImageEntry,

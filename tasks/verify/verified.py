@@ -28,13 +28,13 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from reasonvqa import schemas
+from reasonvqa.llm import LLMClient, LLMConfig, judge_verdicts, parse_json_output
 from reasonvqa.stage_contract import Resources, ShardContext, Stage
 from reasonvqa.stage import Rejects, StageResult
-from reasonvqa.text_filters import Embedder, FilterConfig, load_taboo_words, near_duplicates, output_text, taboo_hits
-from reasonvqa.llm import LLMClient, LLMConfig, judge_verdicts, parse_json_output
-from reasonvqa.templates.prompt_loader import prompt_versions, render
 from reasonvqa.tasks.verify.sandbox import Job, Sandbox, SandboxConfig
 from reasonvqa.tasks.verify.scene_graph import SceneGraph
+from reasonvqa.templates.prompt_loader import prompt_versions, render
+from reasonvqa.text_filters import Embedder, FilterConfig, load_taboo_words, near_duplicates, output_text, taboo_hits
 
 GRAPHS = pa.schema([("image_id", pa.string()), ("image_source", pa.string()), ("graph", pa.string())])
 PROGRAM_FAILED = ("program_rejected", "program_failed", "program_no_output")

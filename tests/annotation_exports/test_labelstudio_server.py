@@ -18,9 +18,9 @@ import pytest
 from PIL import Image
 
 from reasonvqa import masks
-from reasonvqa.tasks.release.reader import record_tables
 from reasonvqa.annotation_exports.roundtrip import export_batch, import_decisions
 from reasonvqa.flows.resplit import resplit
+from reasonvqa.tasks.release.reader import record_tables
 from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release
 from tests.annotation_exports.fixtures import image_rows, masks_by_region, write_fixture_release

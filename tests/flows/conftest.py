@@ -22,8 +22,8 @@ def proposals_build(run_folder):
     pytest.importorskip("torch")
     pytest.importorskip("groundingdino")
     pytest.importorskip("segment_anything")
-    from reasonvqa.flows.config import sample_config
     from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+    from reasonvqa.flows.config import sample_config
     from reasonvqa.tasks.proposals.config import ProposalsConfig
     from tests.flows.test_build_proposals import first_vg_images, write_sample_images
     from tests.tasks.proposals.test_stage import tiny_proposals_config

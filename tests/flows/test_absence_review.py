@@ -8,10 +8,10 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from reasonvqa.absence_bases import BASES
+from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.cli import app
 from reasonvqa.flows.config import sample_config
-from reasonvqa.flows.build_reasonvqa import build_reasonvqa
-from reasonvqa.absence_bases import BASES
 from reasonvqa.tasks.release.verify import verify_release
 from tests.annotation_exports.helpers import annotate, verdict, write_json
 

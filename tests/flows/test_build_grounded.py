@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from reasonvqa import schemas
-from reasonvqa.flows.config import BuildConfig
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+from reasonvqa.flows.config import BuildConfig
 from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.sources import parse_config
 from reasonvqa.stage import write_parquet

@@ -8,8 +8,8 @@ from typing import Callable
 
 import pytest
 
-from reasonvqa.flows.config import BuildConfig
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+from reasonvqa.flows.config import BuildConfig
 from tests.flows.test_build_grounded import REPLIES, vlm_config, write_vlm_inputs
 from tests.moto_s3 import forget_mirror, s3_filesystem, s3_server
 from tests.tasks.verify.llm_server import FixtureLLM

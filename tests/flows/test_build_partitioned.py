@@ -17,8 +17,8 @@ from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import PartitionConfig
 from reasonvqa.tasks.balance.kind_filters import KindSelection
-from reasonvqa.tasks.balance.pool_files import PoolFiles
 from reasonvqa.tasks.balance.partitioned import in_process
+from reasonvqa.tasks.balance.pool_files import PoolFiles
 from reasonvqa.tasks.release import writer
 from reasonvqa.tasks.release.verify import verify_release
 from tests.tasks.balance.synthetic import synthetic_pool

@@ -12,9 +12,9 @@ from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.run_report import stage_report
 from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.flows.config import sample_config
+from reasonvqa.stage import stage_stats
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import PartitionConfig
-from reasonvqa.stage import stage_stats
 from reasonvqa.tasks.questions.grounded import plural
 from reasonvqa.tasks.release.verify import verify_release
 

@@ -8,8 +8,8 @@ import pytest
 
 from reasonvqa import workstore
 from reasonvqa.children import free_port
-from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.knowledge import mirror
 from tests.flows import elsewhere

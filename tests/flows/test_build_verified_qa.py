@@ -8,12 +8,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from reasonvqa.flows.build_verified_qa import GraphSource, VerifiedBuildConfig, build_verified_qa, vg_graph_shards
-from reasonvqa.paths import SAMPLE_DIR
-from reasonvqa.tasks.verify.verified import VerifiedQAConfig
-from reasonvqa.text_filters import FilterConfig
 from reasonvqa.llm import LLMConfig, LLMEndpointError
+from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.tasks.verify.sandbox import SandboxConfig
 from reasonvqa.tasks.verify.scene_graph import SceneGraph
+from reasonvqa.tasks.verify.verified import VerifiedQAConfig
+from reasonvqa.text_filters import FilterConfig
 
 from tests.tasks.verify.llm_server import FixtureLLM
 

@@ -3,10 +3,10 @@ import json
 import pyarrow as pa
 from typer.testing import CliRunner
 
+from reasonvqa import schemas
 from reasonvqa.flows.cli import app
 from reasonvqa.tasks.release.writer import write_release
 from tests.tasks.release.conftest import question
-from reasonvqa import schemas
 
 runner = CliRunner()
 

@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.cli import app
 from reasonvqa.flows.config import sample_config
-from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.resplit import resplit
 from reasonvqa.knowledge import mirror
 from reasonvqa.knowledge.mirror import serve_mirror

@@ -4,17 +4,17 @@ import pyarrow.compute as pc
 import pytest
 from typer.testing import CliRunner
 
-from reasonvqa.flows.resplit import SourceReleaseError, resplit, resplit_flow
 from reasonvqa.flows.cli import app
 from reasonvqa.flows.config import sample_config
+from reasonvqa.flows.resplit import SourceReleaseError, resplit, resplit_flow
 from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.filters import EmptySelectionError
 from reasonvqa.tasks.balance.pipeline import balance_and_split
 from reasonvqa.tasks.balance.stats import write_stats
-from tests.tasks.balance.synthetic import synthetic_pool
 from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release
 from reasonvqa.tasks.release.writer import write_release
+from tests.tasks.balance.synthetic import synthetic_pool
 
 KEEP = ["Places & Locations", "History & Events"]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.cli import app
 from reasonvqa.flows.config import sample_config
-from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from reasonvqa.flows.config import sample_config
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
+from reasonvqa.flows.config import sample_config
 from reasonvqa.tasks.questions.object_classes import OBJECT_LEXNAMES, lexname, word_class
 from reasonvqa.tasks.questions.regions import object_region_id
 from tests.tasks.questions.link_grammar import unparsed

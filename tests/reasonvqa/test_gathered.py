@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from reasonvqa import schemas
-from reasonvqa.tasks.release import writer
 from reasonvqa.gathered import Member, plan_groups, subsequence_positions, write_pieces
 from reasonvqa.row_views import TableRows
+from reasonvqa.tasks.release import writer
 from reasonvqa.tasks.release.writer import write_folders, write_release
 from tests.tasks.release.conftest import question
 

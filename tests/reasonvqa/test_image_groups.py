@@ -5,8 +5,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reasonvqa import schemas
-from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.image_groups import domains_of, group_names, image_groups, units_of
+from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
 from reasonvqa.tasks.balance.pipeline import plan_release
 from reasonvqa.tasks.balance.split import split_images
 from reasonvqa.tasks.balance.summary import js_divergence_bits

@@ -8,8 +8,8 @@ import numpy as np
 
 from reasonvqa.tasks.balance.balance import REMOVED, balance_questions, no_choices, pair_codes
 from reasonvqa.tasks.balance.config import BalanceConfig
-from tests.tasks.balance.reference import reference_balance
 from tests.tasks.balance.conftest import MODERATE, answers_of, pool_of, question
+from tests.tasks.balance.reference import reference_balance
 
 
 def parquet_bytes(table) -> bytes:

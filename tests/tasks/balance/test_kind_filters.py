@@ -74,9 +74,9 @@ def test_balancing_keeps_the_configured_hallucination_share():
 def test_the_hallucination_share_holds_in_every_task_type_and_visual_domain():
     """Counting mostly hallucination on driving images, attribute with too few: each ends within 10 points of 27 %,
     by task type and by domain (the domain from the images table; an image without a row: its source)."""
+    from reasonvqa.image_groups import image_groups
     from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
     from reasonvqa.tasks.balance.hallucination_share import TOLERANCE
-    from reasonvqa.image_groups import image_groups
     from reasonvqa.tasks.balance.pipeline import balance_and_split
 
     def row(qid, image, task, halluc, answer):

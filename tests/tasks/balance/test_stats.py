@@ -117,8 +117,8 @@ def test_counts_of_row_views_equal_counts_of_tables(release_parts):
 
     import numpy as np
 
-    from reasonvqa.tasks.balance import stats
     from reasonvqa.row_views import TableRows
+    from reasonvqa.tasks.balance import stats
 
     pool, balanced, split = release_parts
     ids = {q: i for i, q in enumerate(pool["question_id"].to_pylist())}

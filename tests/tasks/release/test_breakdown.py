@@ -146,8 +146,8 @@ def many_questions() -> "pa.Table":
 def test_the_breakdown_counted_slice_by_slice_is_the_whole_tables(tmp_path):
     import pyarrow as pa
 
-    from reasonvqa.tasks.release.breakdown import BREAKDOWN_COLUMNS, ReleasedQuestions
     from reasonvqa.row_views import TableRows
+    from reasonvqa.tasks.release.breakdown import BREAKDOWN_COLUMNS, ReleasedQuestions
 
     table = many_questions()
     train, test = TableRows(table, list(range(39, 9, -1))), TableRows(table, list(range(10)))

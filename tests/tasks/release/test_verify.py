@@ -6,8 +6,8 @@ import pyarrow as pa
 
 from reasonvqa import schemas
 from reasonvqa.flows.config import sample_config
-from reasonvqa.tasks.release.verify import check_digest, check_manifest, scan_release, verify_release
 from reasonvqa.schemas import MANIFEST
+from reasonvqa.tasks.release.verify import check_digest, check_manifest, scan_release, verify_release
 from reasonvqa.tasks.release.writer import MANIFEST_DIGEST, digest_line, manifest_bytes, write_release
 from tests.tasks.release.conftest import question
 

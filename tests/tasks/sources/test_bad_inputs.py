@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from reasonvqa.flows.cli import app
+from reasonvqa.jsonstream import JsonSourceError, iter_json_array
 from reasonvqa.stage import stage_stats
 from reasonvqa.tasks.sources.gldv2_side import CsvColumnError
-from reasonvqa.jsonstream import JsonSourceError, iter_json_array
 from reasonvqa.tasks.sources.vg import ingest_vg
 
 from tests.tasks.sources.conftest import read_gldv2_folder

@@ -3,8 +3,8 @@ import gc
 import pyarrow as pa
 
 from reasonvqa import schemas
-from reasonvqa.tasks.sources.columns import ColumnBuffer
 from reasonvqa.gc_pause import gc_paused
+from reasonvqa.tasks.sources.columns import ColumnBuffer
 
 
 def test_rows_flushed_in_batches_come_back_sorted_with_constants_and_nulls():

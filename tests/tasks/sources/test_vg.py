@@ -4,8 +4,8 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from reasonvqa.stage import summarize
 from reasonvqa.jsonstream import JsonSourceError
+from reasonvqa.stage import summarize
 from reasonvqa.tasks.sources.vg import ingest_vg
 
 from tests.tasks.sources.conftest import assert_accounted, rejects_by_reason, rows, stage_bytes, write_json, write_text

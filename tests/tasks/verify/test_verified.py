@@ -1,6 +1,6 @@
 from reasonvqa.llm import judge_verdicts
-from reasonvqa.tasks.verify.verified import mentioned_entities, proves_breakdown, question_id
 from reasonvqa.tasks.verify.scene_graph import SceneGraph
+from reasonvqa.tasks.verify.verified import mentioned_entities, proves_breakdown, question_id
 
 GRAPH = SceneGraph("", {"dog": {"attributes": [], "relations_to": {"hot dog": ["near"]}}, "grass": {}})
 
