@@ -185,7 +185,6 @@ def run_questions(shards: list[SourceShard], link_dir: Path, question_dir: Path,
     return summarize(run_tasks(questions_shard, calls, False, in_flight=local_slots()))
 
 
-
 @flow(name="build-reasonvqa", log_prints=True)
 def build_reasonvqa(config: BuildConfig, out: str, work: str | None = None, overwrite: bool = False,
                     knowledge_as_of: datetime | None = None, knowledge_from: str | None = None) -> State:
