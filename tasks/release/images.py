@@ -179,7 +179,7 @@ def fetch_images(release: Path, dest: Path, *, workers: int = 8, timeout_s: floa
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool, _FetchedWriter(dest) as writer:
         for rows, embedded in _release_batches(parts, max(1, batch), held):
-            list(pool.map(lambda row: one(row, embedded), rows))
+            list(pool.map(lambda row: one(row, embedded), rows))  # noqa: B023 (run to the end within this pass)
             writer.write(rows, ledger, dest, report.failed, held)
     report.table = writer.path
     report.peak_held = held.peak

@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from reasonvqa.tasks.sources.jsonstream import JsonSourceError, StreamFailure, iter_json_array
+from reasonvqa.tasks.sources.jsonstream import JsonSourceError, iter_json_array
 
 from tests.tasks.sources.conftest import write_text
 
