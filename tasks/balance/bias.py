@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, cast
 
 import numpy as np
 import polars as pl
@@ -142,8 +142,8 @@ def _multiple_choice(train: pa.Table, test: pa.Table) -> tuple[pl.DataFrame, pl.
     # free-form kinds (verified, grounded) have no choices: null or [] (templated rows without choices are
     # removed before balancing, balance.no_choices)
     multiple_choice = pl.col("choices").list.len().fill_null(0) > 0
-    tr = pl.from_arrow(train.select(BIAS_COLUMNS)).filter(multiple_choice)
-    te = pl.from_arrow(test.select(BIAS_COLUMNS)).filter(multiple_choice)
+    tr = cast(pl.DataFrame, pl.from_arrow(train.select(BIAS_COLUMNS))).filter(multiple_choice)
+    te = cast(pl.DataFrame, pl.from_arrow(test.select(BIAS_COLUMNS))).filter(multiple_choice)
     return tr, te, _with_answer_index(pl.concat([tr, te]))
 
 
@@ -332,7 +332,7 @@ class _QuestionBuckets:
         if not path.exists():
             return pl.DataFrame(schema=columns)
         with pa.memory_map(str(path)) as source:
-            frame = pl.from_arrow(pa.ipc.open_file(source).read_all())
+            frame = cast(pl.DataFrame, pl.from_arrow(pa.ipc.open_file(source).read_all()))
         path.unlink()
         return frame
 

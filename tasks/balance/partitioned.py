@@ -29,7 +29,7 @@ from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterator, TypeVar, cast
 
 import numpy as np
 import polars as pl
@@ -385,7 +385,7 @@ def seen_in_bucket(bucket: Path) -> np.ndarray:
     sources = [pa.memory_map(str(f)) for f in sorted(bucket.glob("*.arrow"))]
     try:
         tables = [pa.ipc.open_file(source).read_all() for source in sources]
-        part = pl.from_arrow(pa.concat_tables(tables) if tables else PAIRS_SCHEMA.empty_table())
+        part = cast(pl.DataFrame, pl.from_arrow(pa.concat_tables(tables) if tables else PAIRS_SCHEMA.empty_table()))
         train = part.filter(pl.col("side") == TRAIN).select("pair").unique()
         test = part.filter(pl.col("side") == TEST)
         return test.join(train, on="pair", how="semi", nulls_equal=True)["row"].to_numpy().astype(np.int64, copy=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
+from typing import Callable, cast
 
 import numpy as np
 import polars as pl
@@ -189,7 +189,7 @@ def _pair_keys(pool: pa.Table, coded: codes.ColumnCodes) -> np.ndarray | None:
     """Per row: a 64-bit hash of (question, answer code), 0 when either is null (null pairs all
     match, as in ``pairs_seen_as_text``); None when a question or answer holds the separator
     "\x1f", where joined texts of different pairs can be equal."""
-    question = pl.from_arrow(pool["question"])
+    question = cast(pl.Series, pl.from_arrow(pool["question"]))
     answer, answers = coded.dense("answer")
     if question.str.contains("\x1f", literal=True).any() or pc.any(pc.match_substring(answers, "\x1f")).as_py():
         return None

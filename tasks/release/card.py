@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import yaml
 
 from reasonvqa import schemas
@@ -58,7 +60,7 @@ def render_card(
     notes: str = "",
     bias: dict | None = None,
     breakdown: dict | None = None,
-    tables: list[str] = (),
+    tables: Sequence[str] = (),
     images: dict | None = None,
 ) -> str:
     """Markdown dataset card; its YAML header lets `datasets.load_dataset` (and the Hub viewer) find the

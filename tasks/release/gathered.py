@@ -132,7 +132,7 @@ def write_joint(views: list[tuple[str, JointSource]], size: int, threads: Execut
     by_joint: dict[int, list[tuple[str, JointSource]]] = {}
     for folder, source in views:
         by_joint.setdefault(id(source.joint), []).append((folder, source))
-    written = set()
+    written: set[str] = set()
     for same in (pairs for pairs in by_joint.values() if len(pairs) > 1):
         sources = [source for _, source in same]
         members = [Member(folder, None) for folder, _ in same]
