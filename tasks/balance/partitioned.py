@@ -152,6 +152,9 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
     # the decision's image codes (-1 for null): the statistics count images per part on them
     balanced, result = decide(keys, balance, split, seed, seen_in_train=seen, keep_codes=("image_id",), groups=groups)
     del keys
+    # decide fills these (keep_codes asked for the image codes)
+    assert balanced.pool_codes is not None and balanced.question_id_order is not None
+    assert result.train_rows is not None and result.test_rows is not None
     order = balanced.question_id_order
     (image, distinct), balanced.pool_codes = balanced.pool_codes["image_id"], None
     n_images = len(distinct)

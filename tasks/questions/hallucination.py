@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import polars as pl
+import pyarrow as pa
 
 from reasonvqa.tasks.questions.absence import AbsentLabel
 from reasonvqa.tasks.questions.grounded import (Candidate, attribute_question, be, count_question, countable, flip,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import cast
 
 import polars as pl
 import pyarrow as pa
@@ -89,7 +88,7 @@ CORPUS_COLUMNS = ("subject_label", "object_label", "predicate", "images")
 
 def corpus_relation_counts(relations: list[pa.Table]) -> pa.Table:
     """(subject_label, object_label, predicate, images): in how many images each askable predicate joins two labels."""
-    frames = [cast(pl.DataFrame, pl.from_arrow(t.select(["image_id", "subject_label", "predicate", "object_label"]))) for t in relations if t.num_rows]
+    frames = [pl.from_arrow(t.select(["image_id", "subject_label", "predicate", "object_label"])) for t in relations if t.num_rows]
     if not frames:
         return pa.table({c: pa.array([], pa.int64() if c == "images" else pa.string()) for c in CORPUS_COLUMNS})
     frame = pl.concat(frames).with_columns(

@@ -157,7 +157,7 @@ def render_card(
     return "\n".join(lines)
 
 
-def table_configs(tables: list[str]) -> list[dict]:
+def table_configs(tables: Sequence[str]) -> list[dict]:
     """One card config per record table beside the questions: ``load_dataset(folder, "regions")``."""
     return [{"config_name": t, "data_files": [{"split": "train", "path": f"{t}/*.parquet"}]} for t in sorted(tables)]
 

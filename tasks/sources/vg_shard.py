@@ -273,7 +273,7 @@ class VgShardBuilder:
         for k, raw in enumerate(relations):
             parsed = status if isinstance(status, str) else parse_relation(raw)
             reason = parsed if isinstance(parsed, str) else None
-            if reason is None:
+            if not isinstance(parsed, str):
                 subject, obj = registry.resolve(parsed.subject_id), registry.resolve(parsed.object_id)
                 if subject is None or obj is None:
                     reason = "relation_endpoint_unknown"
