@@ -27,10 +27,9 @@ install: $(STAMP) $(TEST_CACHE_STAMP)
 sample: $(STAMP)
 	$(BIN)/reasonvqa build --sample --out out
 
-# ruff and mypy over the product (configured in pyproject.toml; .ci/run runs this before the tests).
+# ruff and mypy over the product (configured in pyproject.toml; .ci/run runs this before the tests); both run, either fails it.
 lint: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/mypy -p reasonvqa
+	status=0; $(BIN)/ruff check . || status=1; $(BIN)/mypy -p reasonvqa || status=1; exit $$status
 
 # The whole suite on every core; the 15 slowest tests are listed at the end.
 test: install
