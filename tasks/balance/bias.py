@@ -319,12 +319,12 @@ class _QuestionBuckets:
     def buckets(self) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
         if self.folder is None:
             if self.held:
-                yield tuple(pl.concat([part[i] for part in self.held]) for i in (0, 1))
+                yield pl.concat([part[0] for part in self.held]), pl.concat([part[1] for part in self.held])
             return
         for writer in self.writers.values():
             writer.close()
         for k in range(self.count):
-            yield tuple(self._read(side, k) for side in ("train", "test"))
+            yield self._read("train", k), self._read("test", k)
 
     def _read(self, side: str, k: int) -> pl.DataFrame:
         path = self.folder / f"{side}-{k:03d}.arrow"

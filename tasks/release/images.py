@@ -345,12 +345,14 @@ class _FetchedWriter:
                  pa.StructArray.from_arrays([images, paths], fields=list(self.schema.field("image").type))],
                 schema=self.schema)
             del images, data
+            assert self.writer is not None  # opened by __enter__
             self.writer.write_table(table)
             self.rows += len(kept)
         finally:
             held.drop(len(kept))
 
     def __exit__(self, kind, error, trace) -> None:
+        assert self.writer is not None  # opened by __enter__
         if error is None and self.rows == 0:  # an empty table, as pq.write_table writes one
             self.writer.write_table(self.schema.empty_table())
         self.writer.close()

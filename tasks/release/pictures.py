@@ -94,7 +94,7 @@ def _fill_masks(canvas, regions: list[dict]) -> None:
             continue
         bits = Image.fromarray(masks.coco_decode(r["mask"]) * 255)
         if bits.size != canvas.size:  # a mask of another size than the image (should not happen): fit it
-            bits = bits.resize(canvas.size, Image.NEAREST)
+            bits = bits.resize(canvas.size, Image.Resampling.NEAREST)
         canvas.paste(Image.blend(canvas, Image.new("RGB", canvas.size, COLOURS[n % len(COLOURS)]), ALPHA), mask=bits)
 
 
