@@ -180,7 +180,7 @@ def _candidates(tables: SourceTables, by_image: dict[str, list[str]], regions: d
     return out
 
 
-def _passes(c: dict, f: BatchFilters, image_domains: dict[str, str | None], decided: set[str]) -> bool:
+def _passes(c: dict, f: BatchFilters, image_domains: dict[str, str | None], decided: AbstractSet[str]) -> bool:
     if f.sources is not None and c["source"] not in f.sources:
         return False
     if f.domains is not None and not (set(f.domains) & (set(c["domains"]) | {image_domains.get(c["image_id"])})):

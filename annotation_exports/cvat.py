@@ -95,11 +95,11 @@ def _region_shape(image: ET.Element, region_id: str, region: dict) -> None:
     common: dict[str, str] = {"label": label, "source": "auto", "occluded": "0", "z_order": "0"}
     encoded = masks.cvat_encode_coco(region["mask"]) if region["mask"] is not None else None
     if encoded is not None:
-        shape = ET.SubElement(image, "mask", **common, rle=encoded.rle, left=str(encoded.left), top=str(encoded.top),
+        shape = ET.SubElement(image, "mask", common, rle=encoded.rle, left=str(encoded.left), top=str(encoded.top),
                               width=str(encoded.width), height=str(encoded.height))
     else:
         x, y, w, h = region["box"]
-        shape = ET.SubElement(image, "box", **common, xtl=f"{x:.2f}", ytl=f"{y:.2f}", xbr=f"{x + w:.2f}", ybr=f"{y + h:.2f}")
+        shape = ET.SubElement(image, "box", common, xtl=f"{x:.2f}", ytl=f"{y:.2f}", xbr=f"{x + w:.2f}", ybr=f"{y + h:.2f}")
     _attributes(shape, {"region_id": region_id, "decision": "undecided"})
 
 

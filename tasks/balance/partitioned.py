@@ -251,7 +251,7 @@ class SpilledRows:
         return self._by_rank(self.spill.schema.names, gather)
 
     @property
-    def scratch(self) -> Path:
+    def scratch(self) -> Path | None:
         return self.spill.scratch
 
     def select(self, columns: list[str]) -> pa.Table:
