@@ -10,7 +10,7 @@ TEST_CACHE_STAMP := $(VENV)/.test-cache
 # pytest-xdist workers: one per core (`make test TEST_WORKERS=0` runs in one process)
 TEST_WORKERS ?= auto
 
-.PHONY: sample test test-fast install bench bench-release clean
+.PHONY: sample test test-fast lint install bench bench-release clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,10 @@ install: $(STAMP) $(TEST_CACHE_STAMP)
 
 sample: $(STAMP)
 	$(BIN)/reasonvqa build --sample --out out
+
+# ruff and mypy over the product (configured in pyproject.toml; .ci/run runs this before the tests); both run, either fails it.
+lint: $(STAMP)
+	status=0; $(BIN)/ruff check . || status=1; $(BIN)/mypy -p reasonvqa || status=1; exit $$status
 
 # The whole suite on every core; the 15 slowest tests are listed at the end.
 test: install

@@ -15,6 +15,7 @@ import posixpath
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import AbstractSet
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -179,7 +180,7 @@ def _candidates(tables: SourceTables, by_image: dict[str, list[str]], regions: d
     return out
 
 
-def _passes(c: dict, f: BatchFilters, image_domains: dict[str, str | None], decided: set[str]) -> bool:
+def _passes(c: dict, f: BatchFilters, image_domains: dict[str, str | None], decided: AbstractSet[str]) -> bool:
     if f.sources is not None and c["source"] not in f.sources:
         return False
     if f.domains is not None and not (set(f.domains) & (set(c["domains"]) | {image_domains.get(c["image_id"])})):
@@ -204,7 +205,7 @@ def _answer_type(c: dict) -> str | None:
 
 
 def select_batch(tables: SourceTables, size: int, *, seed: int = 0, filters: BatchFilters | None = None,
-                 decided: set[str] = frozenset(), batch_id: str | None = None) -> Batch:
+                 decided: AbstractSet[str] = frozenset(), batch_id: str | None = None) -> Batch:
     """Choose up to ``size`` items of ``tables`` passing ``filters``, stratified and seeded.
 
     Items whose image has no known size or whose file name leaves the images folder are left

@@ -26,7 +26,7 @@ def coco_document(batch: Batch) -> dict:
     number = {image_id: k + 1 for k, image_id in enumerate(image_ids)}
     images = [{"id": number[i], "file_name": image_name(batch.images[i], i), "width": int(batch.images[i]["width"]),
                "height": int(batch.images[i]["height"]), "reasonvqa_image_id": i} for i in image_ids]
-    annotations = []
+    annotations: list[dict] = []
     for region_id in sorted(batch.regions):
         region = batch.regions[region_id]
         if region["mask"] is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -91,14 +92,14 @@ def export_cvat(batch: Batch, out: Path) -> list[Path]:
 
 def _region_shape(image: ET.Element, region_id: str, region: dict) -> None:
     label = region["label"] or "region"
-    common = {"label": label, "source": "auto", "occluded": "0", "z_order": "0"}
+    common: dict[str, str] = {"label": label, "source": "auto", "occluded": "0", "z_order": "0"}
     encoded = masks.cvat_encode_coco(region["mask"]) if region["mask"] is not None else None
     if encoded is not None:
-        shape = ET.SubElement(image, "mask", **common, rle=encoded.rle, left=str(encoded.left), top=str(encoded.top),
+        shape = ET.SubElement(image, "mask", common, rle=encoded.rle, left=str(encoded.left), top=str(encoded.top),
                               width=str(encoded.width), height=str(encoded.height))
     else:
         x, y, w, h = region["box"]
-        shape = ET.SubElement(image, "box", **common, xtl=f"{x:.2f}", ytl=f"{y:.2f}", xbr=f"{x + w:.2f}", ybr=f"{y + h:.2f}")
+        shape = ET.SubElement(image, "box", common, xtl=f"{x:.2f}", ytl=f"{y:.2f}", xbr=f"{x + w:.2f}", ybr=f"{y + h:.2f}")
     _attributes(shape, {"region_id": region_id, "decision": "undecided"})
 
 
@@ -108,10 +109,10 @@ def _region_shape(image: ET.Element, region_id: str, region: dict) -> None:
 def _shape_geometry(shape: ET.Element, width: int, height: int) -> tuple[np.ndarray | None, list[float] | None]:
     try:
         if shape.tag == "mask":
-            left, top, w, h = (int(round(float(shape.get(k)))) for k in ("left", "top", "width", "height"))
+            left, top, w, h = (int(round(float(shape.get(k, "")))) for k in ("left", "top", "width", "height"))
             return masks.cvat_decode(shape.get("rle") or "", left, top, w, h, width, height), None
         if shape.tag == "box":
-            x1, y1, x2, y2 = (float(shape.get(k)) for k in ("xtl", "ytl", "xbr", "ybr"))
+            x1, y1, x2, y2 = (float(shape.get(k, "")) for k in ("xtl", "ytl", "xbr", "ybr"))
             if float(shape.get("rotation") or 0) != 0:
                 raise BadRecord("malformed_geometry", "rotated boxes are not regions of the record model")
             if x2 < x1 or y2 < y1:
@@ -195,7 +196,7 @@ class _ImageContext:
     def __init__(self, batch: Batch, items: list[Item], width: int, height: int, who: str, when: str, where: str,
                  report: ImportReport):
         self.batch, self.items, self.width, self.height = batch, items, width, height
-        self.common = {"annotator": who, "time": when}
+        self.common: dict[str, Any] = {"annotator": who, "time": when}
         self.where, self.report, self.who = where, report, who
         self.region_item = {r: item for item in reversed(items) for r in item.region_ids}
         self.image_item = Item(item_id=items[0].item_id, image_id=items[0].image_id,
@@ -208,7 +209,7 @@ class _ImageContext:
         seen: set[str] = set()
         for k, shape in enumerate(image):
             source = f"{self.where}.{shape.tag}[{k}]"
-            attrs = {a.get("name"): (a.text or "") for a in shape.findall("attribute")}
+            attrs = {a.get("name", ""): (a.text or "") for a in shape.findall("attribute")}
             if shape.tag == "tag":
                 if shape.get("label") == QUESTION_LABEL:
                     self._question(attrs, source)
@@ -238,7 +239,7 @@ class _ImageContext:
         rle = masks.coco_encode(mask) if mask is not None else None
         if region_id is None:
             region_id = match_region(self.batch, self.image_item, mask, box, rle)
-        common = {**self.common, "source": source}
+        common: dict[str, Any] = {**self.common, "source": source}
         if region_id is None:
             if verdict == "reject":
                 return None
@@ -268,7 +269,7 @@ class _ImageContext:
             return
         verdict = attrs.get("verdict", "unchecked").strip() or "unchecked"
         answer = attrs.get("answer", "").strip()
-        common = {**self.common, "source": source}
+        common: dict[str, Any] = {**self.common, "source": source}
         if verdict not in VERDICTS:
             self.reject("unknown_choice", source, f"verdict {verdict!r}")
         elif answer != (item.answer or "").strip():

@@ -88,9 +88,9 @@ def check_values(batch: Batch, item: Item, *, target: str, answer: object, label
                                  or y + h > height + BOX_TOLERANCE):
             raise BadRecord("outside_image", f"box {[x, y, w, h]} is not inside the {width}x{height} image")
     if mask is not None:
-        size = mask.get("size") if isinstance(mask, dict) else None
-        if not isinstance(size, list) or not isinstance(mask.get("counts"), str):
+        if not isinstance(mask, dict) or not isinstance(mask.get("size"), list) or not isinstance(mask.get("counts"), str):
             raise BadRecord("malformed_rle", "mask is not COCO RLE (size and counts)")
+        size = mask["size"]
         if width and height and size != [int(height), int(width)]:
             raise BadRecord("size_mismatch", f"mask of size {size} (h, w) on a {width}x{height} image")
 
@@ -112,7 +112,7 @@ def match_region(batch: Batch, item: Item, mask: np.ndarray | None, box: list[fl
         rle = masks.coco_encode(mask)
     for region_id in item.region_ids:
         region = batch.regions[region_id]
-        if mask is not None and region["mask"] is not None:
+        if mask is not None and rle is not None and region["mask"] is not None:  # rle is set whenever mask is
             iou = masks.rle_iou(rle, region["mask"]) if rle["size"] == list(region["mask"]["size"]) else 0.0
         else:
             theirs = box if box is not None else _mask_box(rle)

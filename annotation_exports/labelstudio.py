@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from typing import Any, Mapping
 from xml.sax.saxutils import quoteattr
 
 import numpy as np
@@ -87,7 +88,7 @@ def _region_result(key: str, region: dict, width: int, height: int, brush: objec
                       "height": 100.0 * h / height, "rotation": 0, "rectanglelabels": [label]}}
 
 
-def task_for(batch: Batch, item: Item, url_prefix: str, cfg_hash: str, brushes: dict[str, object],
+def task_for(batch: Batch, item: Item, url_prefix: str, cfg_hash: str, brushes: Mapping[str, object],
              digests: dict[str, str]) -> dict:
     """One Label Studio task (data + one prediction) for ``item``.
 
@@ -301,7 +302,7 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], digests: d
             verdict = verdicts.get(rid, (k, None))[1]
             if region_id is None and mask is None and box is None and not unchanged:
                 raise BadRecord("unknown_region_id", f"region {rid!r} is not in the task and has no geometry to match")
-            common = {"annotator": who, "time": when, "source": source}
+            common: dict[str, Any] = {"annotator": who, "time": when, "source": source}
             if region_id is None:  # drawn by the annotator
                 if verdict == "reject":
                     continue  # drawn and rejected in the same annotation: nothing to add
@@ -343,7 +344,7 @@ def _question_decision(batch: Batch, item: Item, results: list[dict], who: str, 
         if len(verdicts) > 1:
             raise BadRecord("conflicting_decisions", f"question judged {sorted(verdicts)} in one annotation")
         verdict = next(iter(verdicts), None)
-        common = {"annotator": who, "time": when, "source": source}
+        common: dict[str, Any] = {"annotator": who, "time": when, "source": source}
         if text is not None and text != (item.answer or "").strip():
             if not text:
                 raise BadRecord("empty_answer", "the corrected answer is empty")

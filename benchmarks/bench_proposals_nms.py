@@ -117,14 +117,14 @@ def main() -> None:
         order = class_count_order(scores, labels)
         assert loop_greedy(boxes, order, args.iou) == result.keep.tolist()
         assert loop_greedy(boxes, score_order(scores), args.iou) == nms(boxes, scores, args.iou).tolist()
-        ours = median_ms(lambda: class_count_nms(boxes, scores, labels, args.iou), args.repeat)
-        plain = median_ms(lambda: nms(boxes, scores, args.iou), args.repeat)
-        loop = median_ms(lambda: loop_greedy(boxes, class_count_order(scores, labels), args.iou),
+        ours = median_ms(lambda: class_count_nms(boxes, scores, labels, args.iou), args.repeat)  # noqa: B023 (timed at once)
+        plain = median_ms(lambda: nms(boxes, scores, args.iou), args.repeat)  # noqa: B023 (timed at once)
+        loop = median_ms(lambda: loop_greedy(boxes, class_count_order(scores, labels), args.iou),  # noqa: B023 (timed at once)
                          max(3, args.repeat // (1 if n <= 1000 else 10)))
         tv_ms = "n/a (ops not loadable)"
         if tv is not None:
             assert tv(boxes, scores, args.iou).tolist() == nms(boxes, scores, args.iou).tolist()
-            tv_ms = f"{median_ms(lambda: tv(boxes, scores, args.iou), args.repeat):.3f}"
+            tv_ms = f"{median_ms(lambda: tv(boxes, scores, args.iou), args.repeat):.3f}"  # noqa: B023 (timed at once)
         print(f"| {n} | {len(result.keep)} | {ours:.3f} | {plain:.3f} | {loop:.2f} | {loop / ours:.1f}x | {tv_ms} |")
     print("load average after: %.2f %.2f %.2f" % os.getloadavg())
 

@@ -28,7 +28,7 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, cast
 
 import polars as pl
 
@@ -273,7 +273,7 @@ def linked_item_batches(link_dir: Path, batch_size: int) -> list[list[str]]:
 
 def merge_fact_shards(stage_dir: Path, out: Path) -> Path:
     """All fact shards of ``stage_dir`` as one file ``out``, deduplicated, each fact at its smallest hop."""
-    facts = pl.from_arrow(read_table(stage_dir, "facts", schemas.FACTS))
+    facts = cast(pl.DataFrame, pl.from_arrow(read_table(stage_dir, "facts", schemas.FACTS)))
     keys = [c for c in schemas.FACTS.names if c != "hop"]
     merged = facts.group_by(keys).agg(pl.col("hop").min()).select(schemas.FACTS.names).sort(
         ["subject_qid", "property_id", "value_qid", "value_label", "amount", "time"], nulls_last=True

@@ -240,7 +240,7 @@ def link_synset_names(
         with contextlib.ExitStack() as resources:
             client = client or _client_for(config, store_dir, resources)
             links = resolve_synsets(infos, wordnet, client, config)
-            labels = labels_for([l.qid for l in links.values()], client, config.batch_size, config.label_language)
+            labels = labels_for([link.qid for link in links.values()], client, config.batch_size, config.label_language)
         for entry in results:
             info = wordnet.lookup(entry["name"]) if entry["wn31_offset"] else None
             if info is None:

@@ -49,6 +49,7 @@ def require_rate_limit(config: KnowledgeConfig) -> None:
     that the Prefect server lacks or that has no slot decay."""
     if not needs_rate_limit(config):
         return
+    assert config.endpoint is not None  # needs_rate_limit checked it
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
 
@@ -71,6 +72,7 @@ def query_throttle(config: KnowledgeConfig) -> Callable[[], None] | None:
     (strict: a missing limit raises), or None when the endpoint needs no limit."""
     if not needs_rate_limit(config):
         return None
+    assert config.endpoint is not None  # needs_rate_limit checked it
     name = rate_limit_name(config.endpoint)
 
     def take_slot() -> None:

@@ -15,6 +15,7 @@ import functools
 import json
 import threading
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 import pyarrow as pa
@@ -81,7 +82,7 @@ def merge_answers(tables: list[pa.Table]) -> pa.Table:
     then replays that one for both)."""
     if not tables:
         return schemas.KNOWLEDGE_QUERIES.empty_table()
-    answers = pl.from_arrow(pa.concat_tables([schemas.conform(t, schemas.KNOWLEDGE_QUERIES) for t in tables]))
+    answers = cast(pl.DataFrame, pl.from_arrow(pa.concat_tables([schemas.conform(t, schemas.KNOWLEDGE_QUERIES) for t in tables])))
     merged = answers.group_by("query").agg(pl.col("answer").min()).sort("query")
     return schemas.conform(merged.to_arrow(), schemas.KNOWLEDGE_QUERIES)
 

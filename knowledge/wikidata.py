@@ -206,7 +206,7 @@ def query_cache(cache_dir: Path | None, name: str, clock: Callable[[], float] = 
 def _read_before(response, deadline: float, timeout_s: float, chunk: int = 1 << 16) -> bytes:
     """The whole body, or ``Retryable`` once ``deadline`` passes: the socket timeout bounds each read,
     not a server that sends its body a few bytes at a time."""
-    parts = []
+    parts: list[bytes] = []
     while True:
         if time.monotonic() > deadline:
             raise Retryable(f"no complete answer within timeout_s={timeout_s:g} s ({sum(map(len, parts))} bytes read)",

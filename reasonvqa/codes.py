@@ -12,6 +12,7 @@ from concurrent.futures import Executor, Future
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.typing import DTypeLike
 
 from reasonvqa.rows import row_dtype, row_numbers
 
@@ -327,7 +328,7 @@ def _scattered(order: np.ndarray, in_order: np.ndarray) -> np.ndarray:
 
 
 def unique_ints(values: np.ndarray, *, inverse: bool = False, counts: bool = False,
-                dtype: np.dtype = np.int64) -> tuple[np.ndarray, ...]:
+                dtype: DTypeLike = np.int64) -> tuple[np.ndarray, ...]:
     """``np.unique(values, return_inverse=inverse, return_counts=counts)`` of an integer array (inverse as ``dtype``,
     e.g. ``rows.row_dtype(len(values))``; values as int64 when counted). Booleans and floats are refused: a boolean array would index as a mask.
 

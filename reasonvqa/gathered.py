@@ -132,7 +132,7 @@ def write_joint(views: list[tuple[str, JointSource]], size: int, threads: Execut
     by_joint: dict[int, list[tuple[str, JointSource]]] = {}
     for folder, source in views:
         by_joint.setdefault(id(source.joint), []).append((folder, source))
-    written = set()
+    written: set[str] = set()
     for same in (pairs for pairs in by_joint.values() if len(pairs) > 1):
         sources = [source for _, source in same]
         members = [Member(folder, None) for folder, _ in same]
@@ -158,7 +158,7 @@ def write_pieces(members: list[Member], chunks: Iterator[list[pa.Table]], size: 
         pieces = next(chunks, None)
         last = pieces is None
         for member in members:
-            if not last:  # taken out of the list: a chunk is freed once its files are written
+            if pieces is not None:  # taken out of the list: a chunk is freed once its files are written
                 member.pending.append(pieces.pop(0))
                 member.held += member.pending[-1].num_rows
             while member.held >= size or (last and (member.held or not member.files)):  # an empty view: one empty file
@@ -216,7 +216,8 @@ class _SourceOrder:
     random gather (1.03 s per 1 M rows), the shared sort included; fixed-width columns gain nothing."""
 
     def __init__(self, rows: np.ndarray):
-        self.rows, self._steps = rows, None
+        self.rows = rows
+        self._steps: tuple[pa.Array, pa.Array] | None = None
         self._lock = threading.Lock()  # the columns' tasks ask at once
 
     def take(self, column: pa.ChunkedArray) -> pa.ChunkedArray:

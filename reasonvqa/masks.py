@@ -40,13 +40,13 @@ def coco_decode(rle: dict) -> np.ndarray:
         if isinstance(counts, list):
             if sum(counts) != height * width or any(c < 0 for c in counts):
                 raise MaskError(f"uncompressed RLE runs sum to {sum(counts)}, not {height}x{width}")
-            rle = coco_mask.frPyObjects({"size": [height, width], "counts": counts}, height, width)
+            rle = coco_mask.frPyObjects({"size": [height, width], "counts": counts}, height, width)  # type: ignore[call-overload]  # pycocotools stubs: RLE as private TypedDict _EncodedRLE with str counts (C code takes/returns bytes)
         else:
             runs = _coco_counts(counts) if isinstance(counts, str) else None
             if runs is not None and int(runs.sum()) != height * width:  # pycocotools would read past them
                 raise MaskError(f"RLE runs sum to {int(runs.sum())}, not {height}x{width}")
             rle = {"size": [height, width], "counts": counts.encode("ascii") if isinstance(counts, str) else counts}
-        mask = coco_mask.decode(rle)
+        mask = coco_mask.decode(rle)  # type: ignore[arg-type]  # pycocotools stubs (see above)
     except MaskError:
         raise
     except Exception as exc:  # pycocotools raises bare Exceptions and TypeErrors on garbage
@@ -72,7 +72,7 @@ def coco_encode_stack(masks: np.ndarray) -> list[dict]:
     for start in range(0, len(masks), MASKS_PER_CALL):
         # one copy into the (H, W, N) column-major uint8 pycocotools reads (none for one Fortran-order mask)
         layers = np.asfortranarray(masks[start:start + MASKS_PER_CALL].transpose(1, 2, 0)).view(np.uint8)
-        out += [{"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")}
+        out += [{"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")}  # type: ignore[index, attr-defined]  # pycocotools stubs (see above)
                 for rle in coco_mask.encode(layers)]
     return out
 
@@ -81,7 +81,7 @@ def coco_areas(rles: Sequence[dict]) -> np.ndarray:
     """Pixels covered by each compressed COCO RLE (``counts`` str or bytes), as float64 (pycocotools, unchecked)."""
     if not len(rles):
         return np.zeros(0, dtype=np.float64)
-    parts = [coco_mask.area(list(rles[i:i + MASKS_PER_CALL])) for i in range(0, len(rles), MASKS_PER_CALL)]
+    parts = [coco_mask.area(list(rles[i:i + MASKS_PER_CALL])) for i in range(0, len(rles), MASKS_PER_CALL)]  # type: ignore[arg-type]  # pycocotools stubs (see above)
     return np.concatenate(parts).astype(np.float64, copy=False)
 
 
@@ -111,19 +111,19 @@ def coco_area(rle: dict) -> int:
 def coco_area_and_box(rle: dict) -> tuple[float, list[float]]:
     """Pixel area and pycocotools XYWH box of a compressed COCO RLE."""
     raw = _compressed(rle)
-    return float(coco_mask.area(raw)), [float(v) for v in coco_mask.toBbox(raw)]
+    return float(coco_mask.area(raw)), [float(v) for v in coco_mask.toBbox(raw)]  # type: ignore[call-overload, arg-type]  # pycocotools stubs (see above)
 
 
 def rle_iou(a: dict, b: dict) -> float:
     """Intersection over union of two same-size compressed COCO RLEs, computed on their runs (0 when both are empty)."""
-    return float(coco_mask.iou([_compressed(a)], [_compressed(b)], [0])[0][0])
+    return float(coco_mask.iou([_compressed(a)], [_compressed(b)], [0])[0][0])  # type: ignore[arg-type]  # pycocotools stubs (see above)
 
 
 def polygon_mask(points: Sequence[float], height: int, width: int) -> np.ndarray:
     """A polygon ``[x1, y1, x2, y2, ...]`` (pixel coordinates) rasterized as COCO does, as an HxW uint8 0/1 array."""
     if len(points) < 6 or len(points) % 2:
         raise MaskError("a polygon needs at least three x,y points")
-    return coco_mask.decode(coco_mask.merge(coco_mask.frPyObjects([list(points)], height, width)))
+    return coco_mask.decode(coco_mask.merge(coco_mask.frPyObjects([list(points)], height, width)))  # type: ignore[arg-type]  # pycocotools stubs (see above)
 
 
 def _compressed(rle: dict) -> dict:

@@ -15,6 +15,7 @@ Each client turns the two errors into its own one-line error naming its endpoint
 from __future__ import annotations
 
 import email.utils
+from email.message import Message
 import logging
 import random
 import threading
@@ -85,7 +86,7 @@ def retry_after_seconds(value: str | None, now: float) -> float | None:
     return max(0.0, when.timestamp() - now)
 
 
-def retry_after_from_headers(headers: Mapping[str, str] | None, now: float) -> float | None:
+def retry_after_from_headers(headers: Mapping[str, str] | Message | None, now: float) -> float | None:
     """The wait a response's headers ask for: ``retry-after-ms`` (OpenAI-compatible servers), else
     ``Retry-After``; None when neither is there or valid. ``headers`` must look names up case-insensitively
     (``http.client.HTTPMessage``, ``httpx.Headers``)."""

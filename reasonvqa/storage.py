@@ -45,7 +45,7 @@ def filesystem(url: str):
     try:
         fs, path = fsspec.core.url_to_fs(url)
     except ImportError:
-        extra, package = BACKEND_EXTRAS.get(scheme, (None, None))
+        extra, package = BACKEND_EXTRAS.get(scheme or "") or (None, None)
         hint = (f"pip install 'reasonvqa-pipeline[{extra}]' (installs {package})" if extra
                 else f"install the fsspec backend for {scheme}://")
         raise MissingBackend(f"{url}: no {scheme}:// filesystem installed; {hint}") from None

@@ -33,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-_STATE: dict[str, bool | None] = {"real_ops": None}
+_STATE: dict[str, object] = {"real_ops": None}
 
 
 def real_ops_loaded() -> bool:
@@ -63,7 +63,10 @@ def _cpu_nms(dets, scores, iou_threshold: float):
 
 
 def _compiled_library() -> Path | None:
-    folder = Path(importlib.util.find_spec("torchvision").origin).parent
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or spec.origin is None:
+        return None
+    folder = Path(spec.origin).parent
     libraries = sorted(folder.glob("_C*.so"))
     return libraries[0] if libraries else None
 

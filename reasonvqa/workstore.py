@@ -153,7 +153,7 @@ def rebase(value: Any) -> Any:
     changes = {name: new for name, old in _fields(value) if (new := rebase(old)) is not old}
     if not changes:
         return value
-    if dataclasses.is_dataclass(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.replace(value, **changes)
     return value.model_copy(update=changes)
 

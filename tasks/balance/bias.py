@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, cast
 
 import numpy as np
 import polars as pl
@@ -142,8 +142,8 @@ def _multiple_choice(train: pa.Table, test: pa.Table) -> tuple[pl.DataFrame, pl.
     # free-form kinds (verified, grounded) have no choices: null or [] (templated rows without choices are
     # removed before balancing, balance.no_choices)
     multiple_choice = pl.col("choices").list.len().fill_null(0) > 0
-    tr = pl.from_arrow(train.select(BIAS_COLUMNS)).filter(multiple_choice)
-    te = pl.from_arrow(test.select(BIAS_COLUMNS)).filter(multiple_choice)
+    tr = cast(pl.DataFrame, pl.from_arrow(train.select(BIAS_COLUMNS))).filter(multiple_choice)
+    te = cast(pl.DataFrame, pl.from_arrow(test.select(BIAS_COLUMNS))).filter(multiple_choice)
     return tr, te, _with_answer_index(pl.concat([tr, te]))
 
 
@@ -319,12 +319,12 @@ class _QuestionBuckets:
     def buckets(self) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
         if self.folder is None:
             if self.held:
-                yield tuple(pl.concat([part[i] for part in self.held]) for i in (0, 1))
+                yield pl.concat([part[0] for part in self.held]), pl.concat([part[1] for part in self.held])
             return
         for writer in self.writers.values():
             writer.close()
         for k in range(self.count):
-            yield tuple(self._read(side, k) for side in ("train", "test"))
+            yield self._read("train", k), self._read("test", k)
 
     def _read(self, side: str, k: int) -> pl.DataFrame:
         path = self.folder / f"{side}-{k:03d}.arrow"
@@ -332,7 +332,7 @@ class _QuestionBuckets:
         if not path.exists():
             return pl.DataFrame(schema=columns)
         with pa.memory_map(str(path)) as source:
-            frame = pl.from_arrow(pa.ipc.open_file(source).read_all())
+            frame = cast(pl.DataFrame, pl.from_arrow(pa.ipc.open_file(source).read_all()))
         path.unlink()
         return frame
 

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Mapping, Sequence
+from typing import Literal, Mapping, Sequence, cast
 
 import numpy as np
 import polars as pl
@@ -50,7 +50,7 @@ def filter_rows(
     """
     if domains is not None and domain_match == "route" and property_domains is None:
         raise ValueError('domain_match="route" needs property_domains (the template bank\'s property -> domains map)')
-    frame = pl.from_arrow(pool.select([c for c in FILTER_COLUMNS if c in pool.column_names]))
+    frame = cast(pl.DataFrame, pl.from_arrow(pool.select([c for c in FILTER_COLUMNS if c in pool.column_names])))
     available = _available(frame)
     checks: list[tuple[str, list, pl.Expr]] = []
     if domains is not None:
@@ -58,6 +58,7 @@ def filter_rows(
         inside = pl.col("domains").list.eval(pl.element().is_in(selected.implode()))
         match = inside.list.all() if domain_match == "all" else inside.list.any()
         if domain_match == "route":
+            assert property_domains is not None  # checked above
             allowed = sorted(pid for pid, tags in property_domains.items() if set(tags) & set(domains))
             on_route = pl.col("route").list.eval(pl.element().is_in(pl.lit(pl.Series(allowed, dtype=pl.String)).implode()))
             match = on_route.list.all() & (pl.col("route").list.len() > 0)
@@ -103,7 +104,7 @@ def narrow_selected(table: pa.Table, domains: list[str] | None, domain_match: Do
 def _narrow_domains(table: pa.Table, selected: list[str]) -> pa.Table:
     """Keep only the selected tags in ``domains`` (the other tags came from properties' other domains)."""
     wanted = pl.lit(pl.Series(selected, dtype=pl.String)).implode()
-    narrowed = pl.from_arrow(table.select(["domains"])).select(
+    narrowed = cast(pl.DataFrame, pl.from_arrow(table.select(["domains"]))).select(
         pl.col("domains").list.eval(pl.element().filter(pl.element().is_in(wanted)))
     )
     column = narrowed.to_arrow()["domains"].cast(table.schema.field("domains").type)

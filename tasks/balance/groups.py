@@ -11,6 +11,8 @@ type, form), as templated answers are per property.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -41,7 +43,7 @@ def forms(table: pa.Table, rows: pa.Array | None = None) -> pa.ChunkedArray | pa
     out = pa.nulls(table.num_rows, pa.string())
     if not len(at):
         return out
-    first = pl.from_arrow(table["template_ids"].take(pa.array(at))).list.first().to_arrow().cast(pa.string())
+    first = cast(pl.Series, pl.from_arrow(table["template_ids"].take(pa.array(at)))).list.first().to_arrow().cast(pa.string())
     mask = np.zeros(table.num_rows, dtype=bool)
     mask[at] = True
     return pc.replace_with_mask(out, pa.array(mask), first)

@@ -29,7 +29,7 @@ from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterator, TypeVar, cast
 
 import numpy as np
 import polars as pl
@@ -152,6 +152,9 @@ def plan_partitioned(paths: list[Path], balance: BalanceConfig, split: SplitConf
     # the decision's image codes (-1 for null): the statistics count images per part on them
     balanced, result = decide(keys, balance, split, seed, seen_in_train=seen, keep_codes=("image_id",), groups=groups)
     del keys
+    # decide fills these (keep_codes asked for the image codes)
+    assert balanced.pool_codes is not None and balanced.question_id_order is not None
+    assert result.train_rows is not None and result.test_rows is not None
     order = balanced.question_id_order
     (image, distinct), balanced.pool_codes = balanced.pool_codes["image_id"], None
     n_images = len(distinct)
@@ -248,7 +251,7 @@ class SpilledRows:
         return self._by_rank(self.spill.schema.names, gather)
 
     @property
-    def scratch(self) -> Path:
+    def scratch(self) -> Path | None:
         return self.spill.scratch
 
     def select(self, columns: list[str]) -> pa.Table:
@@ -385,7 +388,7 @@ def seen_in_bucket(bucket: Path) -> np.ndarray:
     sources = [pa.memory_map(str(f)) for f in sorted(bucket.glob("*.arrow"))]
     try:
         tables = [pa.ipc.open_file(source).read_all() for source in sources]
-        part = pl.from_arrow(pa.concat_tables(tables) if tables else PAIRS_SCHEMA.empty_table())
+        part = cast(pl.DataFrame, pl.from_arrow(pa.concat_tables(tables) if tables else PAIRS_SCHEMA.empty_table()))
         train = part.filter(pl.col("side") == TRAIN).select("pair").unique()
         test = part.filter(pl.col("side") == TEST)
         return test.join(train, on="pair", how="semi", nulls_equal=True)["row"].to_numpy().astype(np.int64, copy=True)

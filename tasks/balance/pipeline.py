@@ -5,7 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
+from typing import Callable, cast
 
 import numpy as np
 import polars as pl
@@ -84,11 +84,14 @@ def decide(pool: pa.Table, balance: BalanceConfig, split: SplitConfig, seed: int
         apply_hallucination_share(keyed, balanced, balance.hallucination_share, seed, partial(_add_removed, coded=coded),
                                   domains=_row_domains(keyed, coded, groups))
         result = split_images(keyed, split, seed, rows=balanced.kept_rows, materialize=False, coded=coded, groups=groups)
+        assert result.train_rows is not None and result.test_rows is not None  # materialize=False fills the rows
         if split.drop_test_pairs_seen_in_train:
+            assert seen_in_train is not None  # set above when the caller had none
             _drop_test_rows(keyed, balanced, result, seen_in_train(result.test_rows, result.train_rows), coded)
         gather_removed(balanced, coded)  # after the split: the removed rows' strings are not held through it
         if keep_codes:
             balanced.pool_codes = {name: coded.dense(name) for name in keep_codes if name in keyed.column_names}
+    assert result.train_rows is not None and result.test_rows is not None and balanced.removed_rows is not None
     check_partition(pool.num_rows, result.train_rows, result.test_rows, balanced.removed_rows)
     return balanced, result
 
@@ -143,6 +146,7 @@ def balance_and_split(pool: pa.Table, balance: BalanceConfig, split: SplitConfig
     should drop their own reference and keep using ``result.pool`` (same rows, new order).
     """
     balanced, result = decide(pool, balance, split, seed, groups=groups)
+    assert result.train_rows is not None and result.test_rows is not None  # decide fills the rows
     order = np.concatenate([result.train_rows, result.test_rows, balanced.removed_rows])
     reordered = codes.take_rows(pool, order)
     n_train, n_test = len(result.train_rows), len(result.test_rows)
@@ -190,7 +194,7 @@ def _pair_keys(pool: pa.Table, coded: codes.ColumnCodes) -> np.ndarray | None:
     """Per row: a 64-bit hash of (question, answer code), 0 when either is null (null pairs all
     match, as in ``pairs_seen_as_text``); None when a question or answer holds the separator
     "\x1f", where joined texts of different pairs can be equal."""
-    question = pl.from_arrow(pool["question"])
+    question = cast(pl.Series, pl.from_arrow(pool["question"]))
     answer, answers = coded.dense("answer")
     if question.str.contains("\x1f", literal=True).any() or pc.any(pc.match_substring(answers, "\x1f")).as_py():
         return None
@@ -213,6 +217,7 @@ def _drop_test_rows(pool: pa.Table, balanced: BalanceResult, split: SplitResult,
                     coded: codes.ColumnCodes) -> None:
     """Move the ``seen`` test rows to the removed rows (reason ``seen_in_train``); the split
     report's test counts follow."""
+    assert split.test_rows is not None  # a split with materialize=False
     dropped = split.test_rows[seen]
     split.test_rows = split.test_rows[~seen]
     _add_removed(pool, balanced, dropped, SEEN_IN_TRAIN, coded)
@@ -251,6 +256,7 @@ def _apply_hop_mix(pool: pa.Table, balanced: BalanceResult, shares: dict[int, fl
     for h in counts:  # each hop keeps its first ``quota`` rows in seeded random order
         mine = np.flatnonzero(hops == h)
         keep[mine] = keys.first_by_key(random_key[mine], quota.get(h, 0))
+    assert balanced.kept_rows is not None  # balanced with materialize=False
     dropped = balanced.kept_rows[~keep]
     balanced.kept_rows = balanced.kept_rows[keep]
     _add_removed(pool, balanced, dropped, HOP_MIX, coded)

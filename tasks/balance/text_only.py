@@ -23,6 +23,7 @@ image folds) are polars' seeded hashes: a pure function of the text for a given 
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import cast
 
 import polars as pl
 import pyarrow as pa
@@ -78,7 +79,7 @@ class TextOnly:
     def add(self, train: pa.Table, test: pa.Table) -> None:
         for table, is_test in ((train, False), (test, True)):
             if table.num_rows and "question" in table.column_names and "answer" in table.column_names:
-                self.parts.append(_rows(pl.from_arrow(table.select([c for c in TEXT_COLUMNS if c in table.column_names])),
+                self.parts.append(_rows(cast(pl.DataFrame, pl.from_arrow(table.select([c for c in TEXT_COLUMNS if c in table.column_names]))),
                                         is_test))
 
     def report(self) -> dict:
@@ -158,6 +159,7 @@ def answer_first(rows: pl.DataFrame) -> dict | None:
     if not len(sides):
         return None
     share = exact_mean(sides.cast(pl.Float64))
+    assert share is not None  # sides is not empty
     low, high = FIRST_OPTION_BAND
     return {"share_first": share, "n": len(sides), "chance": 0.5, "band": list(FIRST_OPTION_BAND),
             "scored_on": "train+test", "check": _check(share, len(sides), low <= share <= high)}

@@ -100,7 +100,7 @@ class ProposalsConfig(_Strict):
         def fix(path: Path | None) -> Path | None:
             return path if path is None or path.is_absolute() else base / path
 
-        self.image_roots = {k: fix(v) for k, v in self.image_roots.items()}
+        self.image_roots = {k: v if v.is_absolute() else base / v for k, v in self.image_roots.items()}
         for model, names in ((self.tagging, ("stop_list", "open_clip_weights", "ram_checkout", "ram_weights")),
                              (self.detector, ("config_file", "weights", "text_encoder")),
                              (self.segmenter, ("weights",))):

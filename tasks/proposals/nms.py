@@ -7,7 +7,6 @@ whose union is 0 has IoU NaN, which never exceeds a threshold, so it never suppr
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 

@@ -41,7 +41,8 @@ def load_stop_list(path: Path, extra: Sequence[str] = ()) -> frozenset[str]:
 
 def apply_stop_list(tags: Sequence[str], stop: frozenset[str]) -> tuple[list[str], list[str]]:
     """Split normalized, de-duplicated tags into (kept, stop-listed), both in input order."""
-    kept, dropped = [], []
+    kept: list[str] = []
+    dropped: list[str] = []
     for tag in unique_tags(tags):
         (dropped if tag in stop else kept).append(tag)
     return kept, dropped

@@ -472,7 +472,8 @@ def _parse_choices(raw) -> tuple[Choice, ...]:
     """A closed set of at least 4 labels (or {label, aliases}) no two of which normalize alike."""
     if not isinstance(raw, (list, tuple)) or len(raw) < 4:
         raise ValueError("a fixed property needs a closed set of at least 4 choices")
-    choices, seen = [], {}
+    choices: list[Choice] = []
+    seen: dict[str, int] = {}
     for i, entry in enumerate(raw):
         try:
             choice = Choice(label=entry) if isinstance(entry, str) else Choice.model_validate(entry)

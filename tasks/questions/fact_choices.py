@@ -66,7 +66,8 @@ def _claim(index, seed: int, config: QuestionConfig) -> tuple[tuple, Future, boo
     with _LOCK:
         if key in index.choice_cache:
             return key, index.choice_cache[key], False
-        future = index.choice_cache[key] = Future()
+        future: Future = Future()
+        index.choice_cache[key] = future
         return key, future, True
 
 

@@ -15,6 +15,7 @@ table from the item the asked object links to:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -30,7 +31,7 @@ def release_questions(release: Path) -> pl.DataFrame:
     """The templated questions of a release's train and test splits."""
     parts = [pl.read_parquet(p) for split in ("train", "test") for p in sorted((Path(release) / split).glob("*.parquet"))]
     if not parts:
-        return pl.from_arrow(schemas.QUESTIONS.empty_table())
+        return cast(pl.DataFrame, pl.from_arrow(schemas.QUESTIONS.empty_table()))
     questions = pl.concat(parts, how="diagonal_relaxed")
     return questions.filter(pl.col("kind").is_null() | (pl.col("kind") == "template"))  # null: before kinds existed
 
@@ -39,7 +40,7 @@ def scan_release(release: Path, work: Path, bank: TemplateBank) -> dict:
     """Problems of ``release`` against the facts and entity links under the build's ``work`` folder."""
     questions = release_questions(release)
     facts = pl.read_parquet(Path(work) / "facts_merged.parquet")
-    links = pl.from_arrow(read_table(Path(work) / "link", "entity_links", schemas.ENTITY_LINKS))
+    links = cast(pl.DataFrame, pl.from_arrow(read_table(Path(work) / "link", "entity_links", schemas.ENTITY_LINKS)))
     return scan_questions(questions, facts, links, bank)
 
 

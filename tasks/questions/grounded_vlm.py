@@ -220,7 +220,7 @@ class GroundedVLMStage(Stage):
                                                                 "prompt_versions": prompt_versions()})
 
     def _image_path(self, image: dict) -> Path | None:
-        root = self.config.image_roots.get(image["source"])  # type: ignore[attr-defined]
+        root = self.config.image_roots.get(image["source"])  # type: ignore[union-attr]  # ModelStage.config is typed BaseModel | None (reasonvqa/model_stage.py)
         if root is None or not image.get("file_path"):
             return None
         path = Path(root) / image["file_path"]
@@ -287,7 +287,7 @@ class GroundedVLMStage(Stage):
             group = kept[start:end]
             if self.embedder is not None:
                 vectors = self.embedder.encode([f"{c.question} {c.answer}" for c in group])
-                verdict = near_duplicates(vectors, self.config.near_duplicate_threshold)  # type: ignore[attr-defined]
+                verdict = near_duplicates(vectors, self.config.near_duplicate_threshold)  # type: ignore[union-attr]  # ModelStage.config is typed BaseModel | None
             else:
                 first: dict[tuple[str, str], int] = {}
                 verdict = [first.setdefault((c.question.lower(), c.answer.lower()), i) for i, c in enumerate(group)]

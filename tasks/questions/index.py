@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -160,7 +161,7 @@ def _asked_facts(routes: pl.DataFrame, templates: dict) -> pl.DataFrame:
 
 def truthy_facts(facts: pa.Table | pl.DataFrame, properties: set[str]) -> pl.DataFrame:
     """Facts of ``properties`` with best-rank semantics, a value kind and a value key, deduplicated."""
-    df = facts if isinstance(facts, pl.DataFrame) else pl.from_arrow(schemas.conform(facts, schemas.FACTS))
+    df = facts if isinstance(facts, pl.DataFrame) else cast(pl.DataFrame, pl.from_arrow(schemas.conform(facts, schemas.FACTS)))
     if "point_in_time" not in df.columns:
         df = df.with_columns(point_in_time=pl.lit(None, dtype=pl.String))
     df = df.filter(pl.col("property_id").is_in(sorted(properties)), pl.col("rank").fill_null("normal") != "deprecated")

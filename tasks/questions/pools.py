@@ -21,8 +21,9 @@ import polars as pl
 from reasonvqa.tasks.questions.choice_frame import choice_frame
 from reasonvqa.tasks.questions.hashing import draw, sample3
 
-WEIGHTED_DRAWS = 16  # weighted draws per row before falling back to uniform ones
 from reasonvqa.tasks.questions.text import clean_phrase_expr, normalize_expr
+
+WEIGHTED_DRAWS = 16  # weighted draws per row before falling back to uniform ones
 
 
 def pool_choices(df: pl.DataFrame, seeds: np.ndarray, index, method: str = "exchangeable") -> pl.DataFrame:

@@ -26,6 +26,8 @@ have the same objects but not the same object_ids, so not the same question id.
 
 from __future__ import annotations
 
+from typing import cast
+
 import polars as pl
 import pyarrow as pa
 
@@ -82,7 +84,7 @@ def object_word_expr(synset: pl.Expr, label: pl.Expr) -> pl.Expr:
 
 def columns(table: pa.Table, names: list[str]) -> pl.DataFrame:
     """Only the named columns of an Arrow table as a polars frame (the others are never converted)."""
-    return pl.from_arrow(table.select(names))
+    return cast(pl.DataFrame, pl.from_arrow(table.select(names)))
 
 
 def _named_links(objects: pa.Table, links: pa.Table, class_names: pl.DataFrame, config: QuestionConfig) -> pl.DataFrame:

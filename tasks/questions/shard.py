@@ -69,7 +69,7 @@ def shard_links(link_dir: Path, shard: SourceShard) -> pa.Table:
 def questions_for_shard(shard: SourceShard, link_dir: Path, facts_path: Path, config: QuestionConfig,
                         seed: int, knowledge_snapshot: str) -> StageResult:
     """Templated questions for the images of one source shard (written as questions shard ``shard.number``)."""
-    tables = [shard.table("images"), shard.table("objects"), shard.table("relations"), shard_links(link_dir, shard)]
+    tables = (shard.table("images"), shard.table("objects"), shard.table("relations"), shard_links(link_dir, shard))
     bank, index = shared_bank(), shared_index(facts_path, config)
     prefetch(index, seed, bank, config)
     return generate_questions(*tables, None, bank, config, seed=seed, shard=shard.number,

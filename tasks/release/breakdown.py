@@ -159,7 +159,8 @@ def _examples_of_slice(questions: pa.Table, per_task: int) -> list[dict]:
 
 def _first_per_task(rows: list[dict], per_task: int) -> list[dict]:
     """The ``per_task`` rows of smallest question_id per task type, by (task type, question_id)."""
-    out, taken = [], Counter()
+    out: list[dict] = []
+    taken: Counter[str] = Counter()
     for row in sorted(rows, key=lambda r: (r["question_id"] is None, r["question_id"] or "")):  # Arrow's order
         if taken[row["task_type"]] < per_task:
             taken[row["task_type"]] += 1

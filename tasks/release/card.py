@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import yaml
 
 from reasonvqa import schemas
@@ -58,7 +60,7 @@ def render_card(
     notes: str = "",
     bias: dict | None = None,
     breakdown: dict | None = None,
-    tables: list[str] = (),
+    tables: Sequence[str] = (),
     images: dict | None = None,
 ) -> str:
     """Markdown dataset card; its YAML header lets `datasets.load_dataset` (and the Hub viewer) find the
@@ -155,7 +157,7 @@ def render_card(
     return "\n".join(lines)
 
 
-def table_configs(tables: list[str]) -> list[dict]:
+def table_configs(tables: Sequence[str]) -> list[dict]:
     """One card config per record table beside the questions: ``load_dataset(folder, "regions")``."""
     return [{"config_name": t, "data_files": [{"split": "train", "path": f"{t}/*.parquet"}]} for t in sorted(tables)]
 

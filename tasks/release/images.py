@@ -179,7 +179,7 @@ def fetch_images(release: Path, dest: Path, *, workers: int = 8, timeout_s: floa
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool, _FetchedWriter(dest) as writer:
         for rows, embedded in _release_batches(parts, max(1, batch), held):
-            list(pool.map(lambda row: one(row, embedded), rows))
+            list(pool.map(lambda row: one(row, embedded), rows))  # noqa: B023 (run to the end within this pass)
             writer.write(rows, ledger, dest, report.failed, held)
     report.table = writer.path
     report.peak_held = held.peak
@@ -345,12 +345,14 @@ class _FetchedWriter:
                  pa.StructArray.from_arrays([images, paths], fields=list(self.schema.field("image").type))],
                 schema=self.schema)
             del images, data
+            assert self.writer is not None  # opened by __enter__
             self.writer.write_table(table)
             self.rows += len(kept)
         finally:
             held.drop(len(kept))
 
     def __exit__(self, kind, error, trace) -> None:
+        assert self.writer is not None  # opened by __enter__
         if error is None and self.rows == 0:  # an empty table, as pq.write_table writes one
             self.writer.write_table(self.schema.empty_table())
         self.writer.close()

@@ -15,10 +15,14 @@ from __future__ import annotations
 import io
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from reasonvqa import masks
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 GREY = (128, 128, 128)
 COLOURS = [(230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30, 180), (70, 240, 240),
@@ -90,7 +94,7 @@ def _fill_masks(canvas, regions: list[dict]) -> None:
             continue
         bits = Image.fromarray(masks.coco_decode(r["mask"]) * 255)
         if bits.size != canvas.size:  # a mask of another size than the image (should not happen): fit it
-            bits = bits.resize(canvas.size, Image.NEAREST)
+            bits = bits.resize(canvas.size, Image.Resampling.NEAREST)
         canvas.paste(Image.blend(canvas, Image.new("RGB", canvas.size, COLOURS[n % len(COLOURS)]), ALPHA), mask=bits)
 
 

@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence, cast
 
 import polars as pl
 import pyarrow as pa
@@ -110,11 +110,11 @@ def verify_release(path: Path, *, published_as: Path | None = None) -> list[str]
         questions = _QuestionChecks() if split != "pool" else None
         tally = EvidenceTally() if not (listed and regions is None) else None  # unreadable regions: already reported
 
-        def check(part: pa.Table) -> None:
-            if questions is not None:
-                questions.add(part)
-            if tally is not None:
-                tally.add(part, regions)
+        def check(part: pa.Table) -> None:  # called only within this pass of the loop
+            if questions is not None:  # noqa: B023
+                questions.add(part)  # noqa: B023
+            if tally is not None:  # noqa: B023
+                tally.add(part, regions)  # noqa: B023
 
         errors = _each_part(path, split, schemas.QUESTIONS, check)
         problems += errors
@@ -271,7 +271,7 @@ def _check_files(listed: object, found: ReleaseFiles) -> list[str]:
     return problems
 
 
-def _check_splits(splits: object, counts: object, found: ReleaseFiles, record_tables: list[str] = ()) -> list[str]:
+def _check_splits(splits: object, counts: object, found: ReleaseFiles, record_tables: Sequence[str] = ()) -> list[str]:
     if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits) or len(set(splits)) != len(splits):
         return [f"{MANIFEST}: splits is not a list of distinct names"]
     if not isinstance(counts, dict):
@@ -342,7 +342,7 @@ class _QuestionChecks:
         self.image_ids.append(pc.unique(table["image_id"]))
         answers = pc.utf8_trim_whitespace(table["answer"].fill_null(""))
         self.empty_answers += pc.sum(pc.equal(pc.utf8_length(answers), 0)).as_py() or 0
-        choices = pl.from_arrow(table.select(["answer", "choices", "kind"]))
+        choices = cast(pl.DataFrame, pl.from_arrow(table.select(["answer", "choices", "kind"])))
         good = (
             (pl.col("choices").list.len() == 4)
             & (pl.col("choices").list.n_unique() == 4)

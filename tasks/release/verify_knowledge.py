@@ -10,6 +10,7 @@ dated as the manifest's ``knowledge_date`` input says.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 import pyarrow as pa
@@ -35,13 +36,13 @@ def check_knowledge(root: Path, manifest: dict, records: dict[str, pa.Table | No
     facts, links = records.get(FACTS_TABLE), records.get(LINKS_TABLE)
     if facts is None or links is None:
         return problems
-    facts_pl = pl.from_arrow(facts.select(["subject_qid", "property_id", "value_qid", "fetched_on"]))
+    facts_pl = cast(pl.DataFrame, pl.from_arrow(facts.select(["subject_qid", "property_id", "value_qid", "fetched_on"])))
     date = manifest.get("inputs", {}).get("knowledge_date")
     if date is not None:
         dated = facts_pl.filter(pl.col("fetched_on") != date).height
         if dated:
             problems.append(f"{FACTS_TABLE}: {dated} facts fetched on another date than the knowledge_date input {date!r}")
-    uncovered = uncovered_questions(questions, facts_pl, pl.from_arrow(links.select(["object_id", "qid"])))
+    uncovered = uncovered_questions(questions, facts_pl, cast(pl.DataFrame, pl.from_arrow(links.select(["object_id", "qid"]))))
     if uncovered.height:
         first = uncovered.row(0, named=True)
         problems.append(f"{FACTS_TABLE}: {uncovered.height} template questions whose facts it does not hold (first: "
@@ -53,7 +54,7 @@ def template_questions(root: Path, splits: list[str]) -> pl.DataFrame:
     """The distinct template questions of ``splits`` (kind ``template``), with their objects, route and item answer."""
     frames = []
     for split in splits:
-        table = pl.from_arrow(read_columns(root, split, QUESTION_COLUMNS))
+        table = cast(pl.DataFrame, pl.from_arrow(read_columns(root, split, QUESTION_COLUMNS)))
         frames.append(table.filter(pl.col("kind") == "template"))
     return pl.concat(frames).unique("question_id", maintain_order=True).drop("kind")
 

@@ -38,7 +38,7 @@ from reasonvqa.tasks.sources.video_keyframes import VideoDecodeError, frame_at, 
 
 STAGE = "sources_droid"
 LICENSE = "CC BY 4.0"
-CAMERAS = ("ext1", "ext2", "wrist")
+CAMERAS: tuple[Literal["ext1", "ext2", "wrist"], ...] = ("ext1", "ext2", "wrist")
 INSTRUCTION_KEYS = ("language_instruction1", "language_instruction2", "language_instruction3")
 
 
@@ -190,7 +190,7 @@ class _Episode:
             return None, path.name
         return metadata, path.name
 
-    def _trajectory(self, rejects: Rejects) -> Trajectory | None | bool:
+    def _trajectory(self, rejects: Rejects) -> Trajectory | None | Literal[False]:
         """The episode's trajectory; None when it has no trajectory.h5; False when it was refused."""
         path = self.folder / TRAJECTORY_FILE
         if not path.is_file():

@@ -13,7 +13,7 @@ import re
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Generator, Iterator
 from urllib.parse import unquote
 
 import numpy as np
@@ -79,7 +79,7 @@ def require_columns(path: Path, header: list[str], names: tuple[str, ...]) -> No
         raise CsvColumnError(f"{path}: required column {missing[0]!r} missing (header: {','.join(header) or 'empty'})")
 
 
-def csv_rows(path: Path) -> Iterator:
+def csv_rows(path: Path) -> Generator:
     """Yield the lower-cased header, then ``(line number, row)`` for each non-blank data row; the
     line is where the record starts (a quote left open swallows the lines after it: the fault
     is on its first line).

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator, Literal
+from typing import Any, ClassVar, Iterator, Literal, TypeGuard
 
 import numpy as np
 from pydantic import Field
@@ -341,6 +341,6 @@ def _geometry_problem(row: dict) -> str | None:
     return None
 
 
-def _positive_int(value: Any) -> bool:
+def _positive_int(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0 or (
         isinstance(value, float) and math.isfinite(value) and value > 0 and value.is_integer())

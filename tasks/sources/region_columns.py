@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from itertools import chain
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -217,7 +218,7 @@ def encode_struct(fields: dict[str, pa.Array]) -> pa.Array | None:
     values = pa.StructArray.from_arrays([fields[k] for k in names], names=names)
     if not _plain(values, len(fields[names[0]])):
         return None
-    return pl.from_arrow(values).struct.json_encode().to_arrow().cast(pa.string())
+    return cast(pl.Series, pl.from_arrow(values)).struct.json_encode().to_arrow().cast(pa.string())
 
 
 def json_objects(objects: list[dict]) -> list[str]:
@@ -236,7 +237,7 @@ def json_objects(objects: list[dict]) -> list[str]:
         return [_ENCODER.encode(o) for o in objects]
     names = sorted(field.name for field in values.type)
     ordered = pa.StructArray.from_arrays([values.field(n) for n in names], names=names)
-    return pl.from_arrow(ordered).struct.json_encode().to_list()
+    return cast(pl.Series, pl.from_arrow(ordered)).struct.json_encode().to_list()
 
 
 def _to_arrow(values: list) -> pa.Array:

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from itertools import chain
-from typing import IO, Any, ClassVar, Iterator, Literal, NamedTuple, Sequence
+from typing import IO, Any, ClassVar, Iterator, Literal, NamedTuple, Sequence, TypeGuard
 
 import numpy as np
 import orjson
@@ -497,7 +497,7 @@ def _annotation_problem(ann: Any, width: int, height: int, seen: set[int]) -> st
     return None
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

@@ -91,7 +91,7 @@ def walk(path: Path) -> Iterator[Member | Problem]:
                 if problem is not None:
                     yield problem
                 return
-            archive.members.clear()  # tarfile keeps every header it read; a walk needs only this one
+            archive.members.clear()  # type: ignore[attr-defined]  # tarfile keeps every header it read (an attribute typeshed omits); a walk needs only this one
             reason = member_problem(info)
             if reason is not None:
                 yield Problem(reason, info.name, info.offset, _describe(info))
@@ -100,7 +100,9 @@ def walk(path: Path) -> Iterator[Member | Problem]:
                               f"member data ends at byte {info.offset_data + info.size}, the file at {file_size}")
                 return
             else:
-                yield Member(plain_name(info.name), info.size, info.offset, archive.extractfile(info))
+                data = archive.extractfile(info)
+                assert data is not None  # member_problem lets only regular files through
+                yield Member(plain_name(info.name), info.size, info.offset, data)
 
 
 def _end_problem(archive: tarfile.TarFile, name: str, file_size: int) -> Problem | None:

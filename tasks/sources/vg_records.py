@@ -95,9 +95,9 @@ def object_names(record: dict) -> list[str]:
         return [name] if name else []
     names: list[str] = []
     for value in raw if isinstance(raw, list) else [raw]:
-        name = normalize_label(value)
-        if name is not None and name not in names:
-            names.append(name)
+        label = normalize_label(value)
+        if label is not None and label not in names:
+            names.append(label)
     return names
 
 
@@ -160,7 +160,7 @@ def parse_object(record: object, image: ImageEntry) -> ObjectEntry | str:
     if w <= 0 or h <= 0:
         return "box_nonpositive_size"
     fitted = clip_box(x, y, w, h, image.width, image.height)
-    if type(fitted) is str:
+    if isinstance(fitted, str):
         return fitted
     merged = record.get("merged_object_ids")
     merged_ids = [i for i in (as_int_id(v) for v in merged) if i is not None] if isinstance(merged, list) else []

@@ -191,13 +191,13 @@ class VgShardBuilder:
         add = kept.append
         for j, obj in enumerate(objects):
             parsed = parse_object(obj, image)
-            duplicate = type(parsed) is not str and parsed.object_id in registry.labels
+            duplicate = not isinstance(parsed, str) and parsed.object_id in registry.labels
             has_values = type(obj) is dict and obj.get("attributes") is not None
-            if type(parsed) is str or duplicate or has_values:
+            if isinstance(parsed, str) or duplicate or has_values:
                 source = f"{file}#[{index}].objects[{j}]"
                 values = self._embedded_values(source, obj)
-                if type(parsed) is str or duplicate:
-                    self._reject("duplicate_object_id" if duplicate else parsed, source, obj)
+                if isinstance(parsed, str) or duplicate:
+                    self._reject(parsed if isinstance(parsed, str) else "duplicate_object_id", source, obj)
                     self._reject_each("attribute_object_rejected", values)
                     continue
             else:
@@ -273,7 +273,7 @@ class VgShardBuilder:
         for k, raw in enumerate(relations):
             parsed = status if isinstance(status, str) else parse_relation(raw)
             reason = parsed if isinstance(parsed, str) else None
-            if reason is None:
+            if not isinstance(parsed, str):
                 subject, obj = registry.resolve(parsed.subject_id), registry.resolve(parsed.object_id)
                 if subject is None or obj is None:
                     reason = "relation_endpoint_unknown"
@@ -284,6 +284,7 @@ class VgShardBuilder:
             if reason is not None:
                 self._reject(reason, f"{file}#[{index}].relationships[{k}]", raw)
                 continue
+            assert not isinstance(parsed, str) and subject is not None and obj is not None  # reason is None
             registry.relation_ids.add(parsed.relationship_id)
             registry.triples.add((subject, parsed.predicate, obj))
             self.rows_in += 1

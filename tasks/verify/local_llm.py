@@ -76,6 +76,7 @@ class LlamaServer:
         return self
 
     def _wait_ready(self) -> None:
+        assert self.process is not None  # started by __enter__
         try:
             wait_answering(f"{self.base_url}/models", self.process, self.startup_seconds, poll_s=0.5,
                            ready=lambda answer: bool(json.load(answer).get("data")),

@@ -117,24 +117,24 @@ def parse_program(source: str) -> tuple[str, ast.Module]:
         kind = type(node)
         if kind not in ALLOWED_NODE_TYPES:
             raise ProgramRejected("forbidden_syntax", f"line {getattr(node, 'lineno', 0)}: {kind.__name__}")
-        if kind is ast.Name:
+        if isinstance(node, ast.Name):
             if _is_private(node.id) or node.id in FORBIDDEN_NAMES:
                 raise ProgramRejected("forbidden_name", f"line {node.lineno}: {node.id}")
-        elif kind is ast.Attribute:
+        elif isinstance(node, ast.Attribute):
             if node.attr not in ALLOWED_ATTRIBUTES:
                 reason = "dunder_attribute" if _is_private(node.attr) else "forbidden_attribute"
                 raise ProgramRejected(reason, f"line {node.lineno}: .{node.attr}")
-        elif kind is ast.Constant:
+        elif isinstance(node, ast.Constant):
             if isinstance(node.value, str) and _looks_like_dunder(node.value):
                 raise ProgramRejected("dunder_string", f"line {node.lineno}: string names a dunder")
-        elif kind is ast.FunctionDef:
+        elif isinstance(node, ast.FunctionDef):
             if node.decorator_list or _is_private(node.name):
                 raise ProgramRejected("forbidden_syntax",
                                       f"line {node.lineno}: decorated or private function {node.name!r}")
-        elif kind is ast.arg:
+        elif isinstance(node, ast.arg):
             if _is_private(node.arg):
                 raise ProgramRejected("forbidden_name", f"line {node.lineno}: {node.arg}")
-        elif kind is ast.ExceptHandler:
+        elif isinstance(node, ast.ExceptHandler):
             if node.name and _is_private(node.name):
                 raise ProgramRejected("forbidden_name", f"line {node.lineno}: {node.name}")
     return entry.name, tree

@@ -126,6 +126,7 @@ class _Worker:
 
     def send(self, message: dict) -> None:
         data = json.dumps(message, sort_keys=True).encode()
+        assert self.proc.stdin is not None  # opened with PIPE
         self.proc.stdin.write(HEADER.pack(len(data)) + data)
 
     def receive(self, timeout: float) -> dict:
@@ -133,6 +134,7 @@ class _Worker:
         return json.loads(self._read(length, timeout))
 
     def _read(self, n: int, timeout: float) -> bytes:
+        assert self.proc.stdout is not None  # opened with PIPE
         fd = self.proc.stdout.fileno()
         data = b""
         while len(data) < n:
@@ -148,7 +150,8 @@ class _Worker:
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.close()
+                if self.proc.stdin is not None:
+                    self.proc.stdin.close()
                 self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 self.kill()

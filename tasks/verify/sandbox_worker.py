@@ -47,7 +47,7 @@ import sys
 import time
 from contextlib import closing
 from types import CodeType
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator
 
 from reasonvqa.tasks.verify.program_check import SAFE_BUILTINS, ProgramRejected, parse_program
 from reasonvqa.tasks.verify.scene_graph import SceneGraph, describe_graph
@@ -249,7 +249,7 @@ def run_alone(item: tuple[str, CodeType, bool], graph: SceneGraph, limits: dict,
 
 
 def run_shared(items: list[tuple[str, CodeType, bool]], graph: SceneGraph, limits: dict, filt: Any, devnull: int,
-               single_threaded: bool) -> Iterator[dict]:
+               single_threaded: bool) -> Generator[dict, None, None]:
     """Results of prepared programs on one graph, in order, from children that run several each.
 
     A shared child stops at the first program that does not end plainly (CPU timer, memory or
@@ -274,7 +274,7 @@ def run_shared(items: list[tuple[str, CodeType, bool]], graph: SceneGraph, limit
 
 
 def _shared_results(items: list[tuple[str, CodeType, bool]], graph: SceneGraph, limits: dict, filt: Any,
-                    devnull: int, single_threaded: bool) -> Iterator[dict]:
+                    devnull: int, single_threaded: bool) -> Generator[dict, None, None]:
     """Fork one shared child for ``items``; yield the results it sends until it stops."""
     read_fd, write_fd = os.pipe()
     pid = fork(single_threaded)
@@ -345,7 +345,7 @@ def graph_state(graph: SceneGraph) -> str:
     their data, graph attributes, and which object each instance attribute holds (a program may
     rebind ``caption`` or shadow a method). Reads the internals only: no program code runs here."""
     attributes = vars(graph)
-    return repr((graph._node, graph._succ, graph._pred, graph.graph, attributes.get("caption"),
+    return repr((graph._node, graph._succ, graph._pred, graph.graph,  # type: ignore[attr-defined]  # networkx internals, not in its stubs attributes.get("caption"),
                  [(name, id(value)) for name, value in attributes.items()]))
 
 
@@ -442,7 +442,7 @@ def serve(in_fd: int, out_fd: int, seccomp: bool = True) -> None:
         except EOFError:
             return
         limits = {**DEFAULT_LIMITS, **request.get("limits", {})}
-        graphs = {}
+        graphs: dict[str, SceneGraph | None] = {}
         for key, value in request.get("graphs", {}).items():
             try:
                 graphs[key] = cache_views(SceneGraph.from_json(value))

@@ -261,7 +261,7 @@ class VerifiedQAStage(Stage):
                 conversations.append(render(prompt, pairs=pairs, description=description))
         replies = self.judge.complete_many(conversations, ctx.cache)
         survivors = []
-        for (image_id, group), reply in zip(by_image.items(), replies):
+        for group, reply in zip(by_image.values(), replies):
             verdicts = judge_verdicts(parse_json_output(reply), len(group))
             for n, c in enumerate(group, 1):
                 verdict = verdicts.get(n)

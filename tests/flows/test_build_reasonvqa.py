@@ -221,7 +221,7 @@ def test_grounded_questions_of_the_sample_are_proved_by_the_release_regions(two_
         if q["template_ids"] == ["hallucination:impossible_relation"]:
             # "No seats are white is to the right of ...": real labels may hold "is"/"are"; the subject is the
             # longest present label the answer starts with
-            said = [l for l in present if re.match(rf"No {re.escape(l)} (?:is|are) .+ in the image\.$", q["answer"])]
+            said = [label for label in present if re.match(rf"No {re.escape(label)} (?:is|are) .+ in the image\.$", q["answer"])]
             assert said, q["answer"]
             subject = max(said, key=len)
             assert sum(r["label"] == subject for r in here) == 1

@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from reasonvqa.jsonstream import JsonSourceError, StreamFailure, iter_json_array
+from reasonvqa.jsonstream import JsonSourceError, iter_json_array
 
 from tests.tasks.sources.conftest import write_text
 

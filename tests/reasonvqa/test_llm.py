@@ -77,18 +77,18 @@ def test_batch_export_and_import_fill_the_cache(tmp_path):
         cache = CallCache(tmp_path / "calls.jsonl")
         conversations = [[{"role": "user", "content": f"p{i}"}] for i in range(3)]
         assert export_batch(client, conversations, cache, tmp_path / "batch.jsonl") == 3
-        lines = [json.loads(l) for l in (tmp_path / "batch.jsonl").read_text().splitlines()]
-        assert {l["url"] for l in lines} == {"/v1/chat/completions"} and lines[0]["body"]["model"] == "fixture-model"
-        results = [{"custom_id": l["custom_id"], "error": None,
-                    "response": {"status_code": 200, "body": {"choices": [{"message": {"content": l["body"]["messages"][0]["content"].upper()}}]}}}
-                   for l in lines[:2]]
+        lines = [json.loads(line) for line in (tmp_path / "batch.jsonl").read_text().splitlines()]
+        assert {line["url"] for line in lines} == {"/v1/chat/completions"} and lines[0]["body"]["model"] == "fixture-model"
+        results = [{"custom_id": line["custom_id"], "error": None,
+                    "response": {"status_code": 200, "body": {"choices": [{"message": {"content": line["body"]["messages"][0]["content"].upper()}}]}}}
+                   for line in lines[:2]]
         results.append({"custom_id": lines[2]["custom_id"], "error": {"message": "expired"}, "response": None})
         results.append({"custom_id": "nope", "error": None, "response": {"status_code": 200}})
         (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
         counts = import_batch(tmp_path / "batch.jsonl", tmp_path / "results.jsonl", cache)
         assert counts == {"imported": 2, "failed": 1, "unknown": 1}
         assert export_batch(client, conversations, cache, tmp_path / "batch2.jsonl") == 1  # only the failed one is left
-        imported = sorted(l["body"]["messages"][0]["content"] for l in lines[:2])
+        imported = sorted(line["body"]["messages"][0]["content"] for line in lines[:2])
         replies = client.complete_many([[{"role": "user", "content": c}] for c in imported], cache)
         assert replies == [c.upper() for c in imported] and server.requests == []
 

@@ -38,7 +38,7 @@ def test_number_distractors(amounts, unit, decimals, seed):
     )
     out = number_choices(df, np.arange(seed, seed + n, dtype=np.uint64) % np.uint64(2**63), UNITS)
     suffix = {None: "", "Q11573": " m", "Q712226": " km²", "Q11229": "%"}[unit]
-    for amount, row in zip(amounts, out.iter_rows(named=True)):
+    for _amount, row in zip(amounts, out.iter_rows(named=True)):
         if row["reason"] is not None:
             assert row["reason"] == "number_out_of_range"
             continue

@@ -189,7 +189,7 @@ def test_hallucination_questions_ask_about_absent_cooccurring_objects(shard):
                                                       "hallucination:impossible_relation"}
     for q in (q for q in halluc if q["template_ids"] == ["hallucination:absent_object"]):
         assert q["image_id"] != "sa1b:9"  # unlabeled masks may show anything: absence cannot be checked
-        labels = {l for i, l in zip(pairs["image_id"], pairs["label"]) if i == q["image_id"]}
+        labels = {label for i, label in zip(pairs["image_id"], pairs["label"]) if i == q["image_id"]}
         absent = re.fullmatch(r"There (?:is|are) no (.+) in the image\.", q["answer"]).group(1)
         absent = absent[:-1] if q["task_type"] == "counting" else absent  # "dogs"
         assert absent in q["question"] and absent not in labels

@@ -3,7 +3,6 @@ Visual Genome scene in the record model (objects, attributes, relations as the V
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 
 from reasonvqa import schemas

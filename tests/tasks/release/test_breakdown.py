@@ -3,6 +3,7 @@ import json
 import tarfile
 
 import numpy as np
+import pyarrow as pa
 from PIL import Image
 from pycocotools import mask as mask_utils
 
