@@ -168,10 +168,10 @@ class Stage(ABC):
                                          bool(getattr(config, "allow_cpu_fallback", False)))
         self.batch_size = getattr(config, "batch_size", None) or type(self).batch_size
 
-    def setup(self) -> None:
+    def setup(self) -> None:  # noqa: B027 (optional hook: function stages have nothing to load)
         """Load weights or open clients (once per worker process). Default: nothing."""
 
-    def teardown(self) -> None:
+    def teardown(self) -> None:  # noqa: B027 (optional hook, as setup)
         """Release what ``setup`` took. Default: nothing."""
 
     def read(self, unit: Any) -> dict[str, pa.Table]:
