@@ -1,6 +1,6 @@
 """Read the record tables an annotation batch is drawn from: a release folder or a stage output.
 
-The source is a folder or an fsspec URL (a work folder on s3://, read through ``reasonvqa.workstore``).
+The source is a folder or an fsspec URL (a work folder on s3://, read through ``reasonvqa.work_files``).
 A release (``manifest.json`` beside it) gives its pre-balancing ``pool/`` as the questions and
 its record tables (``regions/``, ``images/``) where it has them. Any other folder is read as
 stage output: every ``<table>/part-*.parquet`` below it (hidden and ``_`` folders skipped).
@@ -17,9 +17,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reasonvqa import storage, workstore
+from reasonvqa import storage
 from reasonvqa.schemas import MANIFEST
 from reasonvqa.stage import fetched, shard_paths
+from reasonvqa.work_files import drop_local_copies, files_below, present, subfolders
 
 
 @dataclass
@@ -44,7 +45,7 @@ def source_root(source: str | Path) -> Path:
 
 def _parts(root: Path, table: str) -> list[Path]:
     found = []
-    for path in workstore.find(root, f"{table}/part-*.parquet"):
+    for path in files_below(root, f"{table}/part-*.parquet"):
         rel = path.relative_to(root).parts[:-2]
         if not any(p.startswith((".", "_")) for p in rel):
             found.append(path)
@@ -64,14 +65,14 @@ def read_source_tables(source: str | Path) -> SourceTables:
     try:
         return _source_tables(source, root)
     finally:
-        workstore.forget(root)  # a URL: the copies fetched into this read's mirror (the tables are in memory)
+        drop_local_copies(root)  # a URL: the copies fetched into this read's mirror (the tables are in memory)
 
 
 def _source_tables(source: str | Path, root: Path) -> SourceTables:
-    if not (root.is_dir() or workstore.subfolders(root, "")):
+    if not (root.is_dir() or subfolders(root, "")):
         raise FileNotFoundError(f"{source}: not a folder (give a release or stage output folder)")
     manifest_path = root / MANIFEST
-    if workstore.fetch(manifest_path) and manifest_path.is_file():
+    if present(manifest_path) and manifest_path.is_file():
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         tables = set(manifest.get("tables", []))
         return SourceTables(

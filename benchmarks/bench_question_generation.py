@@ -136,7 +136,7 @@ def write_flow_layout(folder: Path, shard_size: int) -> tuple[list, Path]:
     """The synthetic build as the flow's stages leave it: one source stage folder of Parquet shards
     (images, objects, relations) and the linking stage's ``entity_links`` shards, numbered alike."""
     from reasonvqa.stage import part_name, write_parquet
-    from reasonvqa.tasks.sources.ingest import SourceShard
+    from reasonvqa.shards import SourceShard
 
     root = folder / f"flow-{shard_size}"
     source_dir, link_dir = root / "source", root / "links"

@@ -21,12 +21,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect.context import FlowRunContext
 
-from reasonvqa import schemas, workstore
+from reasonvqa import schemas
 from reasonvqa.annotation_exports.apply import DECISIONS_FILE, apply_store, write_decisions_file
 from reasonvqa.flows.config import BuildConfig
 from reasonvqa.flows.artifacts import publish_artifacts, publish_run_report
 from reasonvqa.flows.run_report import RUN_REPORT, release_stage_counts
 from reasonvqa.flows.work_session import always_held
+from reasonvqa.shards import SourceShard, prefetch
 from reasonvqa.stage import read_table, shard_paths, write_json
 from reasonvqa.image_groups import groups_of
 from reasonvqa.tasks.balance.kind_filters import select_kinds
@@ -40,7 +41,7 @@ from reasonvqa.tasks.release.embed import EmbeddedImages, embedded_lookup
 from reasonvqa.tasks.release.images import release_images
 from reasonvqa.tasks.release.pixels import PixelReader
 from reasonvqa.tasks.release.writer import require_nonempty_splits, write_release
-from reasonvqa.tasks.sources.ingest import SourceShard, prefetch
+from reasonvqa.work_files import is_remote, location
 
 PARTITIONED = "partitioned"  # the work folder's on-disk balance + split: input pool files and the spill
 
@@ -126,7 +127,7 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
         paths = write_pool_files(pool, partition_dir / "input") if on_disk else None
     if paths is not None:
         del pool
-        on_runner = FlowRunContext.get() is not None and not workstore.is_mirrored(work_dir)
+        on_runner = FlowRunContext.get() is not None and not is_remote(work_dir)
         done = plan_partitioned(paths, config.balance, config.split, config.seed, partition_dir / "work",
                                 run=run_steps if on_runner else in_process, groups=groups)
     else:
@@ -149,8 +150,8 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
             # an empty split cannot be loaded by `datasets`: fail, pointing at the stage counts and rejects
             require_nonempty_splits(config.release.name, config.release.version,
                                     {"train": done.split.train, "test": done.split.test}, done.pool.num_rows,
-                                    f"; stage counts in {workstore.url_of(work_dir / RUN_REPORT)}, dropped records in "
-                                    f"{workstore.url_of(work_dir)}/*/_rejects/")
+                                    f"; stage counts in {location(work_dir / RUN_REPORT)}, dropped records in "
+                                    f"{location(work_dir)}/*/_rejects/")
             release = write_release(
                 out_dir, config.release.name, config.release.version,
                 {"train": done.split.train, "test": done.split.test},
@@ -163,7 +164,7 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
                 verify_first=applied is not None,  # human decisions applied: publish only what verify accepts
             )
     finally:  # a work folder URL: the local temporary stats folder, also when the release is refused
-        if workstore.is_mirrored(work_dir):
+        if is_remote(work_dir):
             shutil.rmtree(stats_dir.parent, ignore_errors=True)
     shutil.rmtree(partition_dir, ignore_errors=True)
     publish_artifacts(release, "build")
@@ -173,6 +174,6 @@ def finish_release(pool: pa.Table | PoolFiles, config: BuildConfig, out_dir: Pat
 def release_stats_dir(work_dir: Path) -> Path:
     """Where the release's stats files are written first: ``<work>/stats``, or for a work folder URL a
     local temporary folder outside the mirror (nothing reads them back from the URL: no upload)."""
-    if not workstore.is_mirrored(work_dir):
+    if not is_remote(work_dir):
         return work_dir / "stats"
     return Path(tempfile.mkdtemp(prefix="rvqa-stats.")) / "stats"

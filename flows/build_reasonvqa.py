@@ -32,6 +32,7 @@ from reasonvqa.knowledge.facts import linked_item_batches, merge_fact_shards
 from reasonvqa.knowledge.refresh import utc_now
 from reasonvqa.knowledge.release_knowledge import release_knowledge_tables, replay_file
 from reasonvqa.knowledge.stages import FactsStage, KnowledgeShardConfig, LinkStage
+from reasonvqa.shards import list_shards, write_shard_manifest
 from reasonvqa.stage import read_table, summarize
 from reasonvqa.tasks.proposals.shards import proposal_regions, proposal_units
 from reasonvqa.tasks.proposals.stage import ProposalsStage
@@ -40,9 +41,7 @@ from reasonvqa.tasks.questions.grounded_stage import GroundedStage, grounded_con
 from reasonvqa.tasks.questions.grounded_vlm import GroundedVLMStage
 from reasonvqa.tasks.questions.questions_stage import QuestionsStage, QuestionsStageConfig
 from reasonvqa.tasks.release.knowledge_source import SourceKnowledge, open_release_knowledge
-from reasonvqa.tasks.sources.ingest import (
-    SourcesStage, SourceStageConfig, list_shards, source_stage_dir, unit_dir, write_shard_manifest,
-)
+from reasonvqa.tasks.sources.ingest import SourcesStage, SourceStageConfig, source_stage_dir, unit_dir
 
 
 @flow(name="build-reasonvqa", log_prints=True)

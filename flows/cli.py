@@ -285,13 +285,14 @@ def _absence_bases(text: str, extra: tuple[str, ...] = ()) -> list[str]:
 
 def _print_summary(release: Path, work: Path) -> None:
     """The one-screen summary on stderr (stdout keeps only the release path, for scripts)."""
-    from reasonvqa import progress, workstore
+    from reasonvqa import progress
     from reasonvqa.flows.run_report import latest_run_report
+    from reasonvqa.work_files import drop_local_copies
 
     try:
         progress.console.print(progress.build_summary(release, latest_run_report(work)))
     finally:
-        workstore.forget(work)  # a work folder URL: the copy of its report fetched here; nothing for a local folder
+        drop_local_copies(work)  # a work folder URL: the copy of its report fetched here; nothing for a local folder
 
 
 def _check_out_folder(out: Path) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reasonvqa import workstore
+from reasonvqa.shards import source_stats, unit_dirs
 from reasonvqa.stage import fetched, stage_stats, summarize
-from reasonvqa.tasks.sources.ingest import source_stats, unit_dirs
+from reasonvqa.work_files import files, subfolders
 
 RUN_REPORT = "run_report.json"
 RUN_DEPENDENT = ("requests", "cache_hits", "retries", "seconds")  # vary with cache state and machine
@@ -26,8 +26,8 @@ def stage_report(work_dir: Path) -> dict[str, dict]:
     """Totals per stage folder of a build's work directory (a source's units summed under its folder);
     a work folder URL's mirror is read at the URL."""
     report = {}
-    for folder in workstore.subfolders(work_dir, ""):
-        if any(d.name == "_stats" for d in workstore.subfolders(folder, "_stats")):
+    for folder in subfolders(work_dir, ""):
+        if any(d.name == "_stats" for d in subfolders(folder, "_stats")):
             report[folder.name] = summarize(stage_stats(folder))
         elif unit_dirs(folder):
             report[folder.name] = summarize(source_stats(folder))
@@ -37,6 +37,6 @@ def stage_report(work_dir: Path) -> dict[str, dict]:
 def latest_run_report(work: Path) -> Path | None:
     """The run report of a build's work folder, else the newest of the builds' under it (``OUT/.work``),
     present locally (fetched from a work folder URL); None when there is none."""
-    found = workstore.listing(work, RUN_REPORT) or [
-        report for folder in workstore.subfolders(work, "") for report in workstore.listing(folder, RUN_REPORT)]
+    found = files(work, RUN_REPORT) or [
+        report for folder in subfolders(work, "") for report in files(folder, RUN_REPORT)]
     return max(fetched(found), key=lambda p: p.stat().st_mtime, default=None)

@@ -19,11 +19,11 @@ def knowledge_endpoint(config: KnowledgeConfig, work: Path) -> Iterator[str]:
     if config.endpoint:
         yield config.endpoint
         return
-    from reasonvqa import workstore
     from reasonvqa.knowledge.mirror import serve_mirror
+    from reasonvqa.work_files import reusable_dir
 
     # for a work folder URL: in this process's scratch, so a later build in the process reuses the store
-    with serve_mirror(config.mirror_entities, workstore.scratch(work / "mirror")) as endpoint:
+    with serve_mirror(config.mirror_entities, reusable_dir(work / "mirror")) as endpoint:
         yield endpoint
 
 

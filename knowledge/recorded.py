@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from reasonvqa import schemas
 from reasonvqa.knowledge.wikidata import Binding, SparqlClient
-from reasonvqa.stage import StageResult
+from reasonvqa.stage import StageResult, write_parquet
 
 TABLE = schemas.QUERIES_TABLE
 
@@ -126,9 +126,7 @@ def _replay(path: str, size: int, mtime_ns: int) -> ReplayClient:
 
 
 def write_replay_file(answers: pa.Table, path: Path) -> Path:
-    """Write the answers a rebuild replays as one Parquet file (read by every linking and facts shard)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(schemas.conform(answers, schemas.KNOWLEDGE_QUERIES), tmp, compression="zstd")
-    tmp.replace(path)
+    """Write the answers a rebuild replays as one Parquet file (read by every linking and facts shard; put
+    to a work folder URL, like every file ``reasonvqa.stage`` writes)."""
+    write_parquet(schemas.conform(answers, schemas.KNOWLEDGE_QUERIES), path)
     return path

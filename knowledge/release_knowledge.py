@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from reasonvqa import schemas, workstore
+from reasonvqa import schemas
 from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.knowledge.recorded import merge_answers, write_replay_file
 from reasonvqa.schemas import FACTS_TABLE, LINKS_TABLE, QUERIES_TABLE
@@ -49,9 +49,7 @@ def links_of_images(links: pa.Table, images: pa.Array | pa.ChunkedArray) -> pa.T
 
 def replay_file(answers: pa.Table, work_dir: Path) -> Path:
     """A release's recorded answers as one file of the work folder, which every knowledge shard reads."""
-    path = write_replay_file(answers, work_dir / "knowledge_replay.parquet")
-    workstore.push(path)
-    return path
+    return write_replay_file(answers, work_dir / "knowledge_replay.parquet")
 
 
 def release_knowledge_tables(config: KnowledgeConfig, inputs: dict[str, str], facts_path: Path, link_dir: Path,

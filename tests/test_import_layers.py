@@ -4,7 +4,8 @@ Layers, lowest first: the core (``reasonvqa/``), the data packages (``templates/
 (``tasks/<stage>/``, ``knowledge/``, ``annotation_exports/``) and the composition layer (``flows/``). The core
 imports no other layer; a data package imports the core and itself; a stage imports the core, the data
 packages and itself, never a sibling stage; ``flows/`` may import anything. Every ``import`` statement
-counts, those inside functions too.
+counts, those inside functions too. Work-folder URLs (``reasonvqa.workstore``) are known to the core and the
+stage runner only.
 """
 
 from __future__ import annotations
@@ -18,21 +19,10 @@ STAGES = ("tasks/sources", "tasks/proposals", "tasks/questions", "tasks/verify",
 DATA_PACKAGES = ("templates", "data")
 PRODUCT_FOLDERS = ("reasonvqa", "flows", "tasks", "knowledge", "annotation_exports", "templates", "data")
 
-# Modules outside the core that still reach ``reasonvqa.workstore`` (work-folder URLs) and are being rewritten
-# onto the one stage runner (issue 31, item 1). Remove an entry when its module stops importing workstore.
-WORKSTORE_PENDING = {
-    "flows/build_reasonvqa.py", "tasks/proposals/task.py", "tasks/questions/grounded_task.py",
-    "tasks/sources/ingest.py", "tasks/questions/grounded_shard.py", "knowledge/endpoint.py",
-    "annotation_exports/tables.py", "flows/cli.py",
-}
-# Sibling imports left while the one stage runner is written (issue 31, item 1): ``SourceShard`` and the shard
-# numbering live in tasks/sources/ingest.py, which that work rewrites; they move to the core with the runner.
-# (file, imported module); remove an entry when the import goes.
-SIBLING_PENDING = {
-    ("tasks/proposals/task.py", "reasonvqa.tasks.sources.ingest"),
-    ("tasks/questions/grounded_task.py", "reasonvqa.tasks.sources.ingest"),
-    ("tasks/questions/shard.py", "reasonvqa.tasks.sources.ingest"),
-}
+# The stage runner: the only modules outside the core that may use work-folder URLs (``reasonvqa.workstore``).
+# stage_runner.py moves each task's paths onto its process's mirror; work_session.py, beside it, holds the
+# build's work folder (lock or lease) and forgets the build's mirrors when the build ends.
+RUNNER = ("flows/stage_runner.py", "flows/work_session.py")
 
 
 def layer_of_file(relative: str) -> str:
@@ -97,33 +87,37 @@ def product_files() -> list[Path]:
 
 
 def test_every_import_follows_the_layer_rules():
-    broken, pending = [], set()
+    broken = []
     for path in product_files():
         relative = path.relative_to(ROOT).as_posix()
         source = layer_of_file(relative)
         for line, module in imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
             target = layer_of_module(module)
             rule = None if target is None else allowed(source, target)
-            if rule and (relative, module) in SIBLING_PENDING:
-                pending.add((relative, module))
-            elif rule:
+            if rule:
                 broken.append(f"{relative}:{line}: imports {module} ({source} -> {target}): {rule}")
     assert not broken, "import rules broken (ARCHITECTURE.md, Import rules):\n" + "\n".join(broken)
-    assert pending == SIBLING_PENDING, f"no longer imported: remove from SIBLING_PENDING {sorted(SIBLING_PENDING - pending)}"
 
 
-def test_only_the_core_imports_the_workstore():
-    users = set()
+def workstore_users() -> list[str]:
+    """``file:line`` of each import of ``reasonvqa.workstore`` (or of the name from ``reasonvqa``) outside the
+    core and the stage runner."""
+    users = []
     for path in product_files():
         relative = path.relative_to(ROOT).as_posix()
-        modules = [module for _, module in imported_modules(ast.parse(path.read_text(encoding="utf-8")))]
-        if layer_of_file(relative) != "core" and "reasonvqa.workstore" in modules:
-            users.add(relative)
-    assert users <= WORKSTORE_PENDING, (
-        f"work-folder URLs belong to the core and the stage runner; these modules import reasonvqa.workstore: "
-        f"{sorted(users - WORKSTORE_PENDING)}")
-    assert WORKSTORE_PENDING <= users, (
-        f"no longer import reasonvqa.workstore: remove from WORKSTORE_PENDING {sorted(WORKSTORE_PENDING - users)}")
+        if layer_of_file(relative) == "core" or relative in RUNNER:
+            continue
+        users += [f"{relative}:{line}" for line, module in imported_modules(ast.parse(path.read_text(encoding="utf-8")))
+                  if module == "reasonvqa.workstore"]
+    return users
+
+
+def test_only_the_core_and_the_stage_runner_use_work_folder_urls():
+    users = workstore_users()
+    assert not users, (
+        "work-folder URLs belong to the core and the stage runner (ARCHITECTURE.md, Import rules): use "
+        "reasonvqa.work_files or reasonvqa.stage instead of reasonvqa.workstore at:\n" + "\n".join(users))
+    assert all((ROOT / runner).is_file() for runner in RUNNER), f"the stage runner moved: update RUNNER {RUNNER}"
 
 
 def test_the_rules_see_a_sibling_import_and_a_core_import_of_a_stage():
@@ -141,3 +135,5 @@ def test_the_rules_see_a_sibling_import_and_a_core_import_of_a_stage():
     assert allowed("templates", "tasks/questions") == "a data package imports only the core and itself"
     assert layer_of_file("tasks/balance/balance.py") == "tasks/balance"
     assert layer_of_file("reasonvqa/schemas.py") == "core"
+    assert imported_modules(ast.parse("from reasonvqa import workstore\nfrom reasonvqa.workstore import fetch\n")) == [
+        (1, "reasonvqa.workstore"), (2, "reasonvqa.workstore")]

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from reasonvqa import schemas, workstore
+from reasonvqa import schemas
+from reasonvqa.shards import SourceShard
 from reasonvqa.stage import read_table
 from reasonvqa.tasks.proposals.config import ProposalsConfig
-from reasonvqa.tasks.sources.ingest import SourceShard
 
 
 def proposal_units(config: ProposalsConfig, shards: list[SourceShard]) -> dict[int, dict[str, Path | pa.Table | None]]:
@@ -18,10 +18,9 @@ def proposal_units(config: ProposalsConfig, shards: list[SourceShard]) -> dict[i
     and that has images: its images, its objects (None when it has none) and the root."""
     units: dict[int, dict[str, Path | pa.Table | None]] = {}
     for shard in shards:
-        if shard.source not in config.image_roots or not workstore.exists(shard.file("images")):
+        if shard.source not in config.image_roots or not shard.has("images"):
             continue
-        objects = shard.file("objects")
-        units[shard.number] = {"images": shard.file("images"), "objects": objects if workstore.exists(objects) else None,
+        units[shard.number] = {**shard.inputs(["images", "objects"]),
                                "root": pa.table({"root": [str(config.image_roots[shard.source])]})}
     return units
 

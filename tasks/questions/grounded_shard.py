@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reasonvqa import sources, workstore
+from reasonvqa import sources
 from reasonvqa.stage import Rejects, StageResult, part_name
 from reasonvqa.tasks.questions.grounded import (STAGE, add_rejects, form_weights, image_candidates, mark_duplicates,
                                                 references, to_rows)
@@ -27,6 +27,7 @@ from reasonvqa.tasks.questions.hallucination_relation import predicate_index, re
 from reasonvqa.tasks.questions.object_classes import lexname
 from reasonvqa.tasks.questions.regions import classify_regions, regions_by_image, shard_regions, unlabeled_images
 from reasonvqa.tasks.questions.relation_questions import relation_questions
+from reasonvqa.work_files import present
 
 
 def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa.Table | None,
@@ -102,7 +103,7 @@ def grounded_for_shard(images: pa.Table, objects: pa.Table, attributes: pa.Table
                        corpus_relations_path: Path, config: GroundedConfig, shard: int, source_file: str,
                        taxonomies: dict[str, list[str]] | None = None) -> StageResult:
     """Read the shard's proposal regions (if the proposals stage wrote any) and generate."""
-    proposals = pq.read_table(proposals_file) if proposals_file is not None and workstore.fetch(proposals_file) else None
+    proposals = pq.read_table(proposals_file) if proposals_file is not None and present(proposals_file) else None
     regions = shard_regions(objects, attributes, source_regions, proposals)
     return generate_grounded(images, objects, attributes, regions, pq.read_table(corpus_path), config, shard, source_file,
                              relations=relations, corpus_relations=pq.read_table(corpus_relations_path), taxonomies=taxonomies)

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
-from reasonvqa import schemas, workstore
+from reasonvqa import schemas
+from reasonvqa.shards import SourceShard, prefetch
 from reasonvqa.stage import StageResult, part_name, read_table, write_parquet
 from reasonvqa.stage_contract import ShardContext, Stage
 from reasonvqa.tasks.questions.absence import corpus_taxonomies
@@ -20,7 +21,7 @@ from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.grounded_shard import grounded_for_shard, proposals_part
 from reasonvqa.tasks.questions.hallucination_relation import corpus_relation_counts
 from reasonvqa.tasks.questions.regions import image_labels
-from reasonvqa.tasks.sources.ingest import SourceShard, prefetch
+from reasonvqa.work_files import present
 
 
 def write_corpus_labels(shards: list[SourceShard], proposals_dir: Path | None, path: Path) -> Path:
@@ -29,7 +30,7 @@ def write_corpus_labels(shards: list[SourceShard], proposals_dir: Path | None, p
     for shard in prefetch(shards, ["objects", "regions"]):
         parts.append(image_labels(shard.table("objects"), shard.table("regions")))
         proposals = proposals_part(proposals_dir, shard.number)
-        if proposals is not None and workstore.fetch(proposals):
+        if proposals is not None and present(proposals):
             parts.append(image_labels(None, pq.read_table(proposals)))
     table = pa.concat_tables(parts) if parts else image_labels(None, None)
     write_parquet(table.sort_by([("image_id", "ascending"), ("label", "ascending")]), path)
@@ -100,6 +101,6 @@ def vlm_units(shards: list[SourceShard], grounded_dir: Path) -> dict[int, dict[s
     units = {}
     for shard in shards:
         regions = grounded_dir / "regions" / f"{part_name(shard.number)}.parquet"
-        if workstore.exists(shard.file("images")) and workstore.fetch(regions) and pq.ParquetFile(regions).metadata.num_rows:
+        if shard.has("images") and present(regions) and pq.ParquetFile(regions).metadata.num_rows:
             units[shard.number] = {"images": shard.file("images"), "regions": regions}
     return units

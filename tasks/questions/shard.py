@@ -14,13 +14,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from reasonvqa.shards import SourceShard
 from reasonvqa.stage import StageResult, fetched, part_name
 from reasonvqa.tasks.questions.bank import TEMPLATES_DIR, TemplateBank, load_bank
 from reasonvqa.tasks.questions.config import QuestionConfig
 from reasonvqa.tasks.questions.fact_choices import prefetch
 from reasonvqa.tasks.questions.index import KnowledgeIndex, build_index
 from reasonvqa.tasks.questions.templated import generate_questions
-from reasonvqa.tasks.sources.ingest import SourceShard
 
 _INDEX_LOCK = threading.Lock()
 _BANK_LOCK = threading.Lock()
