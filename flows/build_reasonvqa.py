@@ -1,12 +1,11 @@
-"""The `build-reasonvqa` flow: sources -> linking -> facts -> questions -> balance -> split -> release.
+"""The `build-reasonvqa` flow: sources -> proposals -> grounded -> linking -> facts -> questions -> release.
 
-Each step is one Prefect task per shard over the stage functions in tasks/ and knowledge/;
-tasks pass file paths and small stats dicts, never data. Shard markers (reasonvqa.stage)
-make a rerun skip finished work; Prefect's own cache is not used. What is not a stage lives
-beside it in flows/: the inputs and work key (build_inputs.py), the work folder held while the
-stages run (work_session.py), the release's assembly (assemble_release.py), the run report
-(run_report.py).
-"""
+Only the wiring: which stages run, in what order, with which config. Every stage is a `Stage`
+(reasonvqa/stage_contract.py) run by the one runner (flows/stage_runner.py): one Prefect task per
+shard, paths and small stats dicts between tasks, shard markers for resume, teardown when a stage
+ends. What is not a stage lives beside it in flows/: the inputs and work key (build_inputs.py), the
+work folder held while the stages run (work_session.py), the release's assembly (assemble_release.py),
+the run report (run_report.py)."""
 
 from __future__ import annotations
 
