@@ -20,10 +20,12 @@ def knowledge_endpoint(config: KnowledgeConfig, work: Path) -> Iterator[str]:
         yield config.endpoint
         return
     from reasonvqa import workstore
-    from reasonvqa.knowledge.mirror import serve_mirror
+    from reasonvqa.knowledge.mirror import serve_mirror, shared_store
 
-    # for a work folder URL: in this process's scratch, so a later build in the process reuses the store
-    with serve_mirror(config.mirror_entities, workstore.scratch(work / "mirror")) as endpoint:
+    # the store: one per entity content in the user cache (shared by every build); its server's log in the
+    # work folder (for a work folder URL: in this process's scratch, never uploaded)
+    with serve_mirror(config.mirror_entities, workstore.scratch(work / "mirror"),
+                      location=shared_store(config.mirror_entities)) as endpoint:
         yield endpoint
 
 

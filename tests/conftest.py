@@ -102,14 +102,28 @@ def _seconds_per_file(config) -> dict[str, float]:
     return per_file
 
 
+# --- make test: the slowest work first, on both cores ---------------------------------------------------------
+# Before any record (a fresh clone), units are ordered by these seconds, measured on the 2-core machine
+# (`pytest -n 2 --dist loadfile --durations=0`, setup included), the rest after them in collection order.
+ESTIMATED_S = {}
+# Files whose tests share no module fixture: under --dist loadfile each of their tests is a unit of its own,
+# so two long tests of one file run on two workers at once instead of one after the other.
+PER_TEST_FILES = ("tests/test_readme.py",)
+
+
+def _unit(nodeid: str) -> str:
+    """The unit of work --dist loadfile hands to one worker: the test file, or the test in PER_TEST_FILES."""
+    return nodeid if _test_file(nodeid) in PER_TEST_FILES else _test_file(nodeid)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     per_file = _seconds_per_file(config)
-    # Slowest files first: xdist (--dist loadfile, Makefile) hands whole files to the next free worker, so
-    # the long ones start at once and the short ones fill in at the end (before any record: SLOW_PATHS first).
-    known = {f: seconds for f, seconds in per_file.items()}
-    items.sort(key=lambda item: -known.get(_test_file(item.nodeid), 1000.0 if item.nodeid.startswith(SLOW_PATHS)
-                                            else 0.0))
+    # Slowest units first: xdist (--dist loadfile, Makefile) hands each to the next free worker, so the long
+    # ones start at once and the short ones fill in at the end (before any record: ESTIMATED_S).
+    recorded = cache.get(DURATIONS_KEY, {}) if (cache := getattr(config, "cache", None)) else {}
+    known = {**ESTIMATED_S, **per_file} | {n: s for n, s in recorded.items() if _unit(n) == n}
+    items.sort(key=lambda item: -known.get(_unit(item.nodeid), known.get(_test_file(item.nodeid), 0.0)))
     if not config.getoption("fast"):
         return
     if per_file:
@@ -136,6 +150,24 @@ class _DurationRecorder:
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) keeps the record
         config.pluginmanager.register(_DurationRecorder(), "reasonvqa-durations")
+        # xdist's default (--loadscope-reorder) queues files by their number of tests, most first, which puts
+        # the few long end-to-end tests last, on one worker while the other idles: keep the order above
+        if hasattr(config.option, "loadscopereorder"):
+            config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, with each test of PER_TEST_FILES a unit of its own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class _Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if _test_file(nodeid) in PER_TEST_FILES else super()._split_scope(nodeid)
+
+    return _Scheduling(config, log)
 
 
 def pytest_sessionfinish(session):
