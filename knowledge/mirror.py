@@ -195,6 +195,7 @@ def serve_mirror(entities_path: Path, work_dir: Path, *, location: Path | None =
     """
     location = location or build_store(entities_path, Path(work_dir) / "knowledge_mirror")
     log_file = Path(work_dir) / "knowledge_mirror.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
     last_error: Exception | None = None
     for _ in range(3):  # a port taken between probe and bind: try another
         port = free_port()

@@ -61,6 +61,11 @@ def test_the_shared_store_is_one_folder_per_content_built_once(entities, tmp_pat
     other = shared_store(entities, tmp_path / "cache")
     assert other.parent != location.parent and json.loads((other.parent / "build_report.json").read_text())["entities"] == 1
     assert json.loads(report.read_text())["entities"] == 2
+    with serve_mirror(entities, tmp_path / "new" / "work", location=location) as endpoint:  # a build's new work folder
+        client = WikidataClient(endpoint, KnowledgeConfig(), None)
+        assert client.select("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")[0]["n"]["value"] != "0"
+    assert (tmp_path / "new" / "work" / "knowledge_mirror.log").exists()
+    assert not (tmp_path / "new" / "work" / "knowledge_mirror").exists()  # the store is the shared one
 
 
 def test_without_a_writable_cache_there_is_no_shared_store(entities, tmp_path):
