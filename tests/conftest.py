@@ -111,8 +111,39 @@ def _seconds_per_file(config) -> dict[str, float]:
 
 # --- make test: the slowest work first, on both cores ---------------------------------------------------------
 # Before any record (a fresh clone), units are ordered by these seconds, measured on the 2-core machine
-# (`pytest -n 2 --dist loadfile --durations=0`, setup included), the rest after them in collection order.
-ESTIMATED_S = {}
+# (`pytest -n 2 --dist loadfile --durations=0`, setup included; a shared build counts where it was made),
+# the rest after them in collection order.
+ESTIMATED_S = {
+    "tests/test_prefect_yaml.py": 125,
+    "tests/flows/test_build_models_url.py": 95,
+    "tests/test_readme.py::test_journey_runs_as_written[deployments]": 87,
+    "tests/flows/test_build_reasonvqa.py": 75,
+    "tests/tasks/proposals/test_stage.py": 65,
+    "tests/flows/test_build_work_url.py": 62,
+    "tests/test_readme.py::test_journey_runs_as_written[sample]": 62,
+    "tests/reasonvqa/test_processes.py": 57,
+    "tests/annotation_exports/test_labelstudio_server.py": 50,
+    "tests/test_packaging.py": 40,
+    "tests/flows/test_review_roundtrip.py": 32,
+    "tests/flows/test_build_remote_cluster.py": 30,
+    "tests/reasonvqa/test_prefect_api.py": 25,
+    "tests/flows/test_resplit.py": 25,
+    "tests/flows/test_build_partitioned.py": 25,
+    "tests/flows/test_deployments.py": 25,
+    "tests/flows/test_knowledge_rebuild.py": 24,
+    "tests/flows/test_absence_review.py": 21,
+    "tests/flows/test_sample_wording.py": 20,
+    "tests/flows/test_rate_limit.py": 20,
+    "tests/tasks/balance/test_partitioned.py": 16,
+    "tests/tasks/verify/test_sandbox.py": 15,
+    "tests/flows/test_new_source.py": 12,
+    "tests/tasks/questions/test_grounded_wording.py": 12,
+    "tests/flows/test_build_grounded.py": 10,
+    "tests/flows/test_build_verified_qa.py": 10,
+    "tests/tasks/proposals/test_models.py": 8,
+    "tests/knowledge/test_wordnet.py": 8,
+    "tests/reasonvqa/test_lease.py": 8,
+}
 # Files whose tests share no module fixture: under --dist loadfile each of their tests is a unit of its own,
 # so two long tests of one file run on two workers at once instead of one after the other.
 PER_TEST_FILES = ("tests/test_readme.py",)
