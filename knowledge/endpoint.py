@@ -19,11 +19,13 @@ def knowledge_endpoint(config: KnowledgeConfig, work: Path) -> Iterator[str]:
     if config.endpoint:
         yield config.endpoint
         return
-    from reasonvqa.knowledge.mirror import serve_mirror
+    from reasonvqa.knowledge.mirror import serve_mirror, shared_store
     from reasonvqa.work_files import reusable_dir
 
-    # for a work folder URL: in this process's scratch, so a later build in the process reuses the store
-    with serve_mirror(config.mirror_entities, reusable_dir(work / "mirror")) as endpoint:
+    # the store: one per entity content in the user cache (shared by every build); its server's log in the
+    # work folder (for a work folder URL: in this process's scratch, never uploaded)
+    with serve_mirror(config.mirror_entities, reusable_dir(work / "mirror"),
+                      location=shared_store(config.mirror_entities)) as endpoint:
         yield endpoint
 
 

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from pathlib import Path
 
 import pytest
+
+# One OpenMP thread per xdist worker (torch, and the build subprocesses that inherit it): with a worker per core,
+# torch's default of a thread per core has 2 workers x 2 threads spinning on 2 cores; measured on the proposals
+# tests (test_stage.py, test_models.py) at load ~6: 107 -> 55 CPU s, 259 -> 110 s wall. Before torch is imported.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from tests.prefect_harness import prefect_environment, reopen_prefect_consoles
 from tests.tool_cache import locked
@@ -102,14 +109,59 @@ def _seconds_per_file(config) -> dict[str, float]:
     return per_file
 
 
+# --- make test: the slowest work first, on both cores ---------------------------------------------------------
+# Before any record (a fresh clone), units are ordered by these seconds, measured on the 2-core machine
+# (`pytest -n 2 --dist loadfile --durations=0`, setup included; a shared build counts where it was made),
+# the rest after them in collection order.
+ESTIMATED_S = {
+    "tests/test_prefect_yaml.py": 125,
+    "tests/flows/test_build_models_url.py": 95,
+    "tests/test_readme.py::test_journey_runs_as_written[deployments]": 87,
+    "tests/flows/test_build_reasonvqa.py": 75,
+    "tests/tasks/proposals/test_stage.py": 65,
+    "tests/flows/test_build_work_url.py": 62,
+    "tests/test_readme.py::test_journey_runs_as_written[sample]": 62,
+    "tests/reasonvqa/test_processes.py": 57,
+    "tests/annotation_exports/test_labelstudio_server.py": 50,
+    "tests/test_packaging.py": 40,
+    "tests/flows/test_review_roundtrip.py": 32,
+    "tests/flows/test_build_remote_cluster.py": 30,
+    "tests/reasonvqa/test_prefect_api.py": 25,
+    "tests/flows/test_resplit.py": 25,
+    "tests/flows/test_build_partitioned.py": 25,
+    "tests/flows/test_deployments.py": 25,
+    "tests/flows/test_knowledge_rebuild.py": 24,
+    "tests/flows/test_absence_review.py": 21,
+    "tests/flows/test_sample_wording.py": 20,
+    "tests/flows/test_rate_limit.py": 20,
+    "tests/tasks/balance/test_partitioned.py": 16,
+    "tests/tasks/verify/test_sandbox.py": 15,
+    "tests/flows/test_new_source.py": 12,
+    "tests/tasks/questions/test_grounded_wording.py": 12,
+    "tests/flows/test_build_grounded.py": 10,
+    "tests/flows/test_build_verified_qa.py": 10,
+    "tests/tasks/proposals/test_models.py": 8,
+    "tests/knowledge/test_wordnet.py": 8,
+    "tests/reasonvqa/test_lease.py": 8,
+}
+# Files whose tests share no module fixture: under --dist loadfile each of their tests is a unit of its own,
+# so two long tests of one file run on two workers at once instead of one after the other.
+PER_TEST_FILES = ("tests/test_readme.py",)
+
+
+def _unit(nodeid: str) -> str:
+    """The unit of work --dist loadfile hands to one worker: the test file, or the test in PER_TEST_FILES."""
+    return nodeid if _test_file(nodeid) in PER_TEST_FILES else _test_file(nodeid)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     per_file = _seconds_per_file(config)
-    # Slowest files first: xdist (--dist loadfile, Makefile) hands whole files to the next free worker, so
-    # the long ones start at once and the short ones fill in at the end (before any record: SLOW_PATHS first).
-    known = {f: seconds for f, seconds in per_file.items()}
-    items.sort(key=lambda item: -known.get(_test_file(item.nodeid), 1000.0 if item.nodeid.startswith(SLOW_PATHS)
-                                            else 0.0))
+    # Slowest units first: xdist (--dist loadfile, Makefile) hands each to the next free worker, so the long
+    # ones start at once and the short ones fill in at the end (before any record: ESTIMATED_S).
+    recorded = cache.get(DURATIONS_KEY, {}) if (cache := getattr(config, "cache", None)) else {}
+    known = {**ESTIMATED_S, **per_file} | {n: s for n, s in recorded.items() if _unit(n) == n}
+    items.sort(key=lambda item: -known.get(_unit(item.nodeid), known.get(_test_file(item.nodeid), 0.0)))
     if not config.getoption("fast"):
         return
     if per_file:
@@ -136,6 +188,24 @@ class _DurationRecorder:
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) keeps the record
         config.pluginmanager.register(_DurationRecorder(), "reasonvqa-durations")
+        # xdist's default (--loadscope-reorder) queues files by their number of tests, most first, which puts
+        # the few long end-to-end tests last, on one worker while the other idles: keep the order above
+        if hasattr(config.option, "loadscopereorder"):
+            config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, with each test of PER_TEST_FILES a unit of its own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class _Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if _test_file(nodeid) in PER_TEST_FILES else super()._split_scope(nodeid)
+
+    return _Scheduling(config, log)
 
 
 def pytest_sessionfinish(session):

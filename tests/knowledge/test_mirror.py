@@ -10,7 +10,9 @@ import pytest
 
 from reasonvqa.knowledge import queries
 from reasonvqa.knowledge.config import KnowledgeConfig
-from reasonvqa.knowledge.mirror import MirrorError, build_store, mirror_cache_key, serve_mirror, snapshot_date, snapshot_id
+from reasonvqa.knowledge.rdf_mapping import MAPPING_VERSION
+from reasonvqa.knowledge.mirror import (MirrorError, build_store, mirror_cache_key, serve_mirror, shared_store,
+                                        snapshot_date, snapshot_id)
 from reasonvqa.knowledge.wikidata import WikidataClient, query_cache
 from tests.knowledge.helpers import item_entity, statement, write_jsonl
 
@@ -45,6 +47,30 @@ def test_store_is_reused_while_entities_are_unchanged(entities, tmp_path):
     write_jsonl(entities / "objects.jsonl", [DOG])
     build_store(entities, tmp_path / "store")
     assert json.loads(report.read_text())["entities"] == 1
+
+
+def test_the_shared_store_is_one_folder_per_content_built_once(entities, tmp_path):
+    location = shared_store(entities, tmp_path / "cache")
+    assert location.parent.parent == tmp_path / "cache" and location.parent.name.endswith("-mapping-" + MAPPING_VERSION)
+    report = location.parent / "build_report.json"
+    built_at = report.stat().st_mtime_ns
+    assert json.loads(report.read_text())["entities"] == 2
+    assert shared_store(entities, tmp_path / "cache") == location and report.stat().st_mtime_ns == built_at
+
+    write_jsonl(entities / "objects.jsonl", [DOG])  # other content: its own folder, the first one kept
+    other = shared_store(entities, tmp_path / "cache")
+    assert other.parent != location.parent and json.loads((other.parent / "build_report.json").read_text())["entities"] == 1
+    assert json.loads(report.read_text())["entities"] == 2
+    with serve_mirror(entities, tmp_path / "new" / "work", location=location) as endpoint:  # a build's new work folder
+        client = WikidataClient(endpoint, KnowledgeConfig(), None)
+        assert client.select("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")[0]["n"]["value"] != "0"
+    assert (tmp_path / "new" / "work" / "knowledge_mirror.log").exists()
+    assert not (tmp_path / "new" / "work" / "knowledge_mirror").exists()  # the store is the shared one
+
+
+def test_without_a_writable_cache_there_is_no_shared_store(entities, tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    assert shared_store(entities, tmp_path / "file" / "cache") is None
 
 
 def test_no_usable_entity_is_a_clear_error(tmp_path):
