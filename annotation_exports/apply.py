@@ -127,7 +127,7 @@ def _grounded_evidence(questions: pa.Table, question_decisions: dict[str, dict],
         if kind[i] == "grounded" and task_type[i] == "counting":
             new += [r for r in sorted(drawn.get(q, [])) if r not in new]
             decided = question_decisions.get(q)
-            count = decided["answer"] if q in edited else answer[i]
+            count = question_decisions[q]["answer"] if q in edited else answer[i]
             if count != str(len(new)):
                 reason = "count edited without evidence" if q in edited else "evidence edited without the count"
                 set_aside.append({"question_id": q, "reason": reason, "decision_id": decided["decision_id"] if decided else None,

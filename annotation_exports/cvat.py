@@ -243,7 +243,11 @@ class _ImageContext:
         if region_id is None:
             if verdict == "reject":
                 return None
-            geometry = rle["counts"] if rle else json.dumps([round(v, 4) for v in box])
+            if rle:
+                geometry = rle["counts"]
+            else:
+                assert box is not None, "a shape without a mask has a box (_shape_geometry)"
+                geometry = json.dumps([round(v, 4) for v in box])
             self.report.decisions.append(decision(
                 self.batch, self.items[0], target="region", action="add", label=shape.get("label") or "region",
                 region_id=added_region_id(self.items[0].image_id, self.who, geometry),

@@ -252,7 +252,8 @@ def _geometry(result: dict, width: int, height: int) -> tuple[np.ndarray | None,
         if value.get("format", "rle") != "rle":
             raise BadRecord("malformed_rle", f"brush format {value.get('format')!r:.40} is not rle")
         try:
-            mask = masks.labelstudio_decode(value.get("rle"), width, height)
+            rle: Any = value.get("rle")  # any JSON value: labelstudio_decode checks it is a list of bytes
+            mask = masks.labelstudio_decode(rle, width, height)
         except masks.MaskError as exc:
             raise BadRecord("malformed_rle", str(exc)) from None
         return mask, None, next(iter(_texts(value, "brushlabels")), None)
@@ -306,7 +307,11 @@ def _region_decisions(batch: Batch, item: Item, keys: dict[str, str], digests: d
             if region_id is None:  # drawn by the annotator
                 if verdict == "reject":
                     continue  # drawn and rejected in the same annotation: nothing to add
-                geometry = rle["counts"] if rle else json.dumps([round(v, 4) for v in box])
+                if rle:
+                    geometry = rle["counts"]
+                else:
+                    assert box is not None, "a region drawn without a mask has a box (checked above)"
+                    geometry = json.dumps([round(v, 4) for v in box])
                 box = masks.coco_area_and_box(rle)[1] if rle else box
                 report.decisions.append(decision(batch, item, target="region", action="add", label=label or "region",
                                                  region_id=added_region_id(item.image_id, who, geometry),

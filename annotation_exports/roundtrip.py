@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Callable
 
 from reasonvqa.annotation_exports.batches import Batch, BatchFilters, select_batch
 from reasonvqa.annotation_exports.decisions import DecisionStore, ImportReport
@@ -41,7 +42,7 @@ def export_batch(source: str | Path, out: Path, fmt: str, size: int, *, store: P
     batch = select_batch(read_source_tables(source), size, seed=seed, filters=filters,
                          decided=decision_store.decided_items(), batch_id=batch_id)
     out = Path(out)
-    writers = {"labelstudio": partial(labelstudio.export_labelstudio,
+    writers: dict[str, Callable[[Batch, Path], list[Path]]] = {"labelstudio": partial(labelstudio.export_labelstudio,
                                       url_prefix=labelstudio.LOCAL_FILES_PREFIX if url_prefix is None else url_prefix),
                "cvat": cvat.export_cvat, "coco": coco.export_coco}
     files = writers[fmt](batch, out)

@@ -103,7 +103,7 @@ def vg_graph_shards(path: Path, work: Path, shard_size: int, max_images: int | N
     graphs = from_tables(read_table(stage, "objects", schemas.OBJECTS), read_table(stage, "attributes", schemas.ATTRIBUTES),
                          read_table(stage, "relations", schemas.RELATIONS))
     items = sorted(graphs.items())
-    results = []
+    results: list[StageResult] = []
     for start in range(0, max(len(items), 1), shard_size):
         chunk = items[start:start + shard_size]
         rows = [{"image_id": k, "image_source": "vg", "graph": g.dumps()} for k, g in chunk]

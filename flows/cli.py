@@ -6,10 +6,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, cast
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from reasonvqa.errors import DATA_EXIT, USAGE_EXIT, UsageError, one_line
 
@@ -26,7 +26,7 @@ class OneLineErrors(TyperGroup):
                 raise
             _click_error(exc)
 
-    def invoke(self, ctx: typer.Context):
+    def invoke(self, ctx: typer.Context):  # type: ignore[override]  # typer's group passes its typer.Context; the base type is typer's private _click
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, KeyboardInterrupt):  # exits
@@ -51,7 +51,7 @@ def _click_error(exc: typer.TyperException) -> None:
     command without arguments shows stays as it is."""
     if type(exc).__name__ == "NoArgsIsHelpError":
         raise exc
-    typer.echo(f"error: {one_line(exc.format_message())}", err=True)
+    typer.echo(f"error: {one_line(UsageError(exc.format_message()))}", err=True)
     raise typer.Exit(exc.exit_code)
 
 
@@ -172,8 +172,13 @@ def build(
     else:
         _check_out_folder(Path(out))
     work_dir = storage.work_folder(work) if work is not None else None  # a URL: its mirror; a bad one exits 2
-    cfg = (sample_config() if sample else _load_config_or_exit(config) if config is not None
-           else _release_config_or_exit(knowledge_from, recorded.config))
+    if sample:
+        cfg = sample_config()
+    elif config is not None:
+        cfg = _load_config_or_exit(config)
+    else:
+        assert knowledge_from is not None and recorded is not None  # --knowledge-from alone (checked above)
+        cfg = _release_config_or_exit(knowledge_from, recorded.config)
     if domains is not None:
         cfg.questions.domains = _domain_list(domains, strict=True)
     if version is not None:
@@ -212,9 +217,10 @@ def build(
     runner = make_task_runner(dask_workers, dask_address)
     try:
         with local_prefect_api(), progress.bars(not _debug()):  # a local API unless one is configured
-            release = build_reasonvqa.with_options(task_runner=runner)(
-                cfg, out, (work if storage.protocol(work) else str(work_dir)) if work_dir else None, overwrite,
-                knowledge_from=str(knowledge_from) if knowledge_from is not None else None)
+            # the flow returns a State; calling it returns that state's result, the release folder
+            release = cast(str, build_reasonvqa.with_options(task_runner=runner)(
+                cfg, out, (work if storage.protocol(work) else str(work_dir)) if work is not None else None, overwrite,
+                knowledge_from=str(knowledge_from) if knowledge_from is not None else None))
     except (FileNotFoundError, ReleaseExistsError, EmptySplitError) as exc:  # missing input, version taken, no questions
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
@@ -264,11 +270,12 @@ def _tell_busy_work_folders(out: Path, work: Optional[Path]) -> None:
 
 def _kind_selection(kinds: Optional[str], task_types: Optional[str], hallucination: Optional[str]):
     """The --kinds / --task-types / --hallucination flags as a KindSelection (bad values exit 2)."""
-    from reasonvqa.tasks.balance.kind_filters import KindSelection
+    from reasonvqa.tasks.balance.kind_filters import Hallucination, KindSelection
 
     if hallucination not in (None, "only", "exclude"):
         raise typer.BadParameter("is one of only, exclude", param_hint="--hallucination")
-    return KindSelection(kinds=_split_list(kinds), task_types=_split_list(task_types), hallucination=hallucination)
+    return KindSelection(kinds=_split_list(kinds), task_types=_split_list(task_types),
+                         hallucination=cast("Hallucination | None", hallucination))  # checked above
 
 
 def _absence_bases(text: str, extra: tuple[str, ...] = ()) -> list[str]:
@@ -374,7 +381,7 @@ def resplit(
 ) -> None:
     """Filter, re-balance and re-split a release without touching the network."""
     from reasonvqa.flows.resplit import SourceReleaseError, resplit as run_resplit
-    from reasonvqa.tasks.balance.filters import EmptySelectionError
+    from reasonvqa.tasks.balance.filters import DomainMatch, EmptySelectionError
     from reasonvqa.tasks.release.writer import EmptySplitError
 
     if domain_match not in ("route", "any", "all"):
@@ -387,7 +394,7 @@ def resplit(
         check_version_length(out, _checked_version(version))  # before the source is read (its name: after)
     try:
         path = run_resplit(source, out, domains=_domain_list(domains, strict=False), sources=_split_list(sources),
-                           hops=hop_list, version=version, seed=seed, domain_match=domain_match,
+                           hops=hop_list, version=version, seed=seed, domain_match=cast(DomainMatch, domain_match),
                            kinds=_kind_selection(kinds, task_types, hallucination), decisions=decisions,
                            absence_bases=_absence_bases(absence_basis) if absence_basis is not None else None,
                            allow_empty=allow_empty)
@@ -432,7 +439,7 @@ def serve(
 
     if sample == (config is not None):
         raise typer.BadParameter("give exactly one of --sample or --config FILE (they are mutually exclusive)")
-    cfg = sample_config() if sample else _load_config_or_exit(config)
+    cfg = _load_config_or_exit(config) if config is not None else sample_config()  # exactly one (checked above)
     _quiet_prefect()
     from reasonvqa.flows.deployments import serve_build
 
@@ -509,7 +516,7 @@ class _NamesSourceKinds(TyperCommand):
         from reasonvqa.sources import kinds
 
         for param in self.params:
-            if param.name == "source":
+            if param.name == "source" and isinstance(param, TyperOption):
                 param.help = f"Source kind, one of: {', '.join(kinds())}."
         super().format_help(ctx, formatter)
 

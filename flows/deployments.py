@@ -92,6 +92,7 @@ def serve_build(name: str, config: BuildConfig, out: str, cron: str | None = Non
     deployment of either name that a work pool runs (from prefect.yaml) is refused (UsageError); with it,
     that deployment is deleted and the served one registered in its place (a new id, no work pool).
     """
+    from prefect.deployments.runner import RunnerDeployment
     from prefect.schedules import Cron
 
     from reasonvqa.flows.build_reasonvqa import build_reasonvqa
@@ -108,4 +109,6 @@ def serve_build(name: str, config: BuildConfig, out: str, cron: str | None = Non
         parameters={"config": config.model_dump(mode="json"), "out": out},
     )
     resplit = resplit_flow.to_deployment(name=name)
+    # to_deployment is async-dispatched (typed deployment | coroutine): called outside an event loop it returns the deployment
+    assert isinstance(build, RunnerDeployment) and isinstance(resplit, RunnerDeployment)
     serve(build, resplit)

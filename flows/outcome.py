@@ -53,18 +53,17 @@ def announce(outcome: str, message: str) -> None:
 
     from prefect.context import FlowRunContext
     from prefect.events.clients import get_events_client
-    from prefect.events.schemas.events import Event
-    from prefect.types._datetime import now
+    from prefect.events.schemas.events import Event, RelatedResource, Resource
     from prefect.utilities.asyncutils import run_coro_as_sync
 
     context = FlowRunContext.get()
     if context is None or context.flow_run is None:
         return
     run = context.flow_run
-    event = Event(id=uuid4(), occurred=now("UTC"), event=f"reasonvqa.run.{outcome}",
-                  resource={"prefect.resource.id": f"reasonvqa.run-outcome.{run.id}", "prefect.resource.name": message},
-                  related=[{"prefect.resource.id": f"prefect.flow-run.{run.id}", "prefect.resource.role": "flow-run",
-                            "prefect.resource.name": run.name}])
+    event = Event(id=uuid4(), event=f"reasonvqa.run.{outcome}",  # occurred: now, in UTC (the field's default)
+                  resource=Resource({"prefect.resource.id": f"reasonvqa.run-outcome.{run.id}", "prefect.resource.name": message}),
+                  related=[RelatedResource({"prefect.resource.id": f"prefect.flow-run.{run.id}", "prefect.resource.role": "flow-run",
+                                            "prefect.resource.name": run.name})])
 
     async def send() -> None:  # at once, not through the events worker's queue
         async with get_events_client() as client:

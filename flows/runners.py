@@ -45,5 +45,6 @@ def runner_for_endpoint(runner: Any, endpoint: str) -> Iterator[ThreadPoolTaskRu
     if not (is_loopback(endpoint) and may_run_elsewhere(runner)):
         yield None
         return
+    local: ThreadPoolTaskRunner[Any]
     with ThreadPoolTaskRunner(max_workers=(os.cpu_count() or 1) + 1) as local:
         yield local

@@ -90,11 +90,13 @@ def start_stage(stage: type[Stage], config: BaseModel | None, stage_dir: Path, u
     label = label or stage.name.replace("_", "-")
     task_name = f"{label}-unit" if stage.streams else f"{label}-shard"
     shard_task = stage_shard.with_options(name=task_name, task_run_name=f"{task_name}-{{number:05d}}")
+    submit: Callable[..., Any]
     if runner is None:
         submit = shard_task.submit
     else:
-        def submit(*args):
+        def submit_on_runner(*args: Any) -> Any:
             return runner.submit(shard_task, get_call_parameters(shard_task.fn, args, {}))
+        submit = submit_on_runner
     bar = contextlib.ExitStack()
     advance = bar.enter_context(progress.stage(label, len(numbered)))
     run = StageRun(stage, [], [], advance, bar, runner is None and dask_client() is not None)
@@ -136,7 +138,8 @@ def _partition_step_name(parameters: dict[str, Any]) -> str:
     return f"partition-{getattr(parameters['fn'], '__name__', 'step')}"
 
 
-@task(name="partition-step", task_run_name=_partition_step_name, cache_policy=NO_CACHE)
+@task(name="partition-step", task_run_name=_partition_step_name,  # type: ignore[arg-type]  # Prefect's callback protocol has a classmethod no function has
+      cache_policy=NO_CACHE)
 def partition_step(fn: Callable, args: tuple) -> Any:
     """One per-file or per-partition step of the on-disk release path (tasks/balance/partitioned.py)."""
     return fn(*args)

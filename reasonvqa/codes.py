@@ -343,7 +343,7 @@ def unique_ints(values: np.ndarray, *, inverse: bool = False, counts: bool = Fal
     low, high = int(values.min()), int(values.max())
     span = high - low + 1
     if span > max(8 * len(values), 1 << 16):
-        out = np.unique(values, return_inverse=inverse, return_counts=counts)
+        out = np.unique(values, return_inverse=inverse, return_counts=counts)  # type: ignore[call-overload]  # numpy's stubs overload literal flags only
         if not isinstance(out, tuple):
             return (out,)
         return (out[0], out[1].astype(dtype, copy=False), *out[2:]) if inverse else out

@@ -63,8 +63,9 @@ def groups_of(images: object) -> pa.Table | None:
         return None
     if isinstance(images, pa.Table):
         return image_groups(images)
-    if isinstance(getattr(images, "images", None), pa.Table):
-        return image_groups(images.images)
+    table = getattr(images, "images", None)
+    if isinstance(table, pa.Table):
+        return image_groups(table)
     parts = getattr(images, "parts", None)
     return groups_of_files(parts) if parts is not None else None
 

@@ -37,12 +37,16 @@ def bars(enabled: bool = True) -> Iterator[None]:
             _active = None
 
 
+def _no_bar(n: int = 1) -> None:
+    """``advance`` when no bars are shown: nothing to do."""
+
+
 @contextlib.contextmanager
 def stage(name: str, total: int) -> Iterator[Callable[[int], None]]:
     """A bar of ``total`` units for stage ``name``; yields ``advance(n)`` (a no-op without bars)."""
     progress = _active
     if progress is None:
-        yield lambda n=1: None
+        yield _no_bar
         return
     task = progress.add_task(name, total=total)
 

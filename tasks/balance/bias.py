@@ -327,6 +327,7 @@ class _QuestionBuckets:
             yield self._read("train", k), self._read("test", k)
 
     def _read(self, side: str, k: int) -> pl.DataFrame:
+        assert self.folder is not None, "only buckets spilled to a folder are read back"
         path = self.folder / f"{side}-{k:03d}.arrow"
         columns = {"question": pl.String, "answer": pl.String} | ({"nc": pl.UInt32} if side == "test" else {})
         if not path.exists():
@@ -341,7 +342,7 @@ class _Tally:
     """Credits per baseline as {credit value: questions}, and the question-length histogram."""
 
     def __init__(self) -> None:
-        self.credits: dict[str, dict[float, int]] = {}
+        self.credits: dict[str, dict[float | None, int]] = {}  # None: a null credit (not scored)
         self.histogram: dict[int, int] = {}
         self.test_questions = 0
 
@@ -356,7 +357,8 @@ class _Tally:
             self.histogram[w] = self.histogram.get(w, 0) + n
 
     def n(self, name: str) -> int:
-        return sum(self.credits.get(name, {}).values())
+        """The number of questions the baseline is scored on: its non-null credits (the mean's denominator)."""
+        return sum(c for v, c in self.credits.get(name, {}).items() if v is not None)
 
     def mean(self, name: str) -> float | None:
         """The exact mean of the non-null credits, rounded once to a float (independent of order and parts)."""
@@ -369,18 +371,22 @@ class _Tally:
         chance = self.mean("chance")
         report: dict = {"test_questions": self.test_questions, "questions": self.n("chance"),
                         "chance": None if chance is None else round(chance, 4)}
-        if not self.n("chance"):
+        if chance is None:
             return report | {"baselines": {}, "intervals": {}, "targets": _targets({}, {}, report["chance"])}
+        # a baseline whose credits are all null is not scored (no mean), like one that was never counted
+        means = {name: mean for name in ("closest_to_mean", "median", "most_frequent_choice", "question_prior",
+                                         "numeric_chance", "question_prior_coverage")
+                 if (mean := self.mean(name)) is not None}
         baselines: dict = {}
-        if self.n("closest_to_mean"):
+        if "closest_to_mean" in means and "numeric_chance" in means:
             baselines["numeric_questions"] = self.n("closest_to_mean")
-            baselines["numeric_chance"] = round(self.mean("numeric_chance"), 4)
-        scored = [name for name in ("closest_to_mean", "median", "most_frequent_choice", "question_prior") if self.n(name)]
-        if self.n("question_prior"):
-            baselines["question_prior_coverage"] = round(self.mean("question_prior_coverage"), 4)
-        baselines |= {name: round(self.mean(name), 4) for name in scored}
+            baselines["numeric_chance"] = round(means["numeric_chance"], 4)
+        scored = [name for name in ("closest_to_mean", "median", "most_frequent_choice", "question_prior") if name in means]
+        if "question_prior" in means and "question_prior_coverage" in means:
+            baselines["question_prior_coverage"] = round(means["question_prior_coverage"], 4)
+        baselines |= {name: round(means[name], 4) for name in scored}
         report["baselines"] = dict(sorted(baselines.items()))
-        report["intervals"] = {name: _interval(self.mean(name), self.n(name), "test" if name == "question_prior" else "train+test")
+        report["intervals"] = {name: _interval(means[name], self.n(name), "test" if name == "question_prior" else "train+test")
                                for name in sorted(scored)}
         report["question_words"] = question_words(self.histogram)
         report["targets"] = _targets(baselines, report["intervals"], report["chance"])
@@ -421,10 +427,16 @@ def question_words(histogram: dict[int, int]) -> dict:
     words = pl.Series("w", np.repeat(np.array(lengths, dtype=np.uint32), [histogram[w] for w in lengths]))
     return {
         "mean": round(sum(w * c for w, c in histogram.items()) / n, 2),
-        "quartiles": [float(words.quantile(q, "nearest")) for q in (0.25, 0.5, 0.75)],
+        "quartiles": [_nearest_quantile(words, q) for q in (0.25, 0.5, 0.75)],
         "histogram": {str(w): int(histogram[w]) for w in lengths},
         "paper_mean": PAPER_AVG_QUESTION_WORDS,
     }
+
+
+def _nearest_quantile(values: pl.Series, q: float) -> float:
+    value = values.quantile(q, "nearest")
+    assert value is not None, "a non-empty series has every quantile"
+    return float(value)
 
 
 def _targets(baselines: dict, intervals: dict, chance: float | None) -> dict:

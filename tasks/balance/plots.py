@@ -13,12 +13,13 @@ import math
 import threading
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
 
-RC = {
+RC: dict[RcKeyType, Any] = {
     "font.family": "DejaVu Sans",
     "font.size": 7,
     "axes.titlesize": 8,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Union
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +28,8 @@ from reasonvqa.tasks.balance.summary import entropy_bits, js_divergence_bits, ra
 TOP_GROUPS = 6  # groups shown in the top-answer figures (the largest by pool size)
 TOP_ANSWERS = 10
 DIVERGENCE_GROUPS = 30
+
+TableOrView = Union[pa.Table, TableRows]  # the unpartitioned path's pool, train and test (``plan_release``)
 
 BREAKDOWNS = {  # stats key -> column
     "by_source": "image_source",
@@ -91,7 +93,7 @@ def start_stats(pool: Rows, balance: BalanceResult, split: SplitResult, out_dir:
     return dict(sorted(files.items())), rendered
 
 
-def _bias(train: Rows, test: Rows, label: np.ndarray | None = None) -> dict:
+def _bias(train: TableOrView, test: TableOrView, label: np.ndarray | None = None) -> dict:
     """``bias_report`` over parts of at most BIAS_ROWS rows: the gathered columns and polars frames of one part at
     a time instead of whole train and test (same report: it does not depend on parts or row order).
 
@@ -122,19 +124,20 @@ def _bias(train: Rows, test: Rows, label: np.ndarray | None = None) -> dict:
 
 def _one_ahead(work, items: list) -> Iterator:
     """``work(item)`` of each item in order, the next one computed on a thread while the caller uses this one."""
+    if not items:
+        return
     with ThreadPoolExecutor(max_workers=1) as thread:
-        pending = thread.submit(work, items[0]) if items else None
+        pending = thread.submit(work, items[0])
         for item in items[1:]:
             done, pending = pending.result(), thread.submit(work, item)
             yield done
-        if pending is not None:
-            yield pending.result()
+        yield pending.result()
 
 
 BIAS_ROWS = 524_288
 
 
-def _slices(table: Rows, size: int) -> list[Rows]:
+def _slices(table: TableOrView, size: int) -> list[TableOrView]:
     """``table`` in slices of ``size`` rows (at least one, maybe empty; ``size`` 0: one empty slice); views stay
     views, gathered when the bias report selects its columns."""
     starts = range(0, table.num_rows, size) if size else []
@@ -152,7 +155,7 @@ def _bias_partwise(pool) -> dict:
     return bias_report_parts(parts, spill_dir=pool.scratch / "bias_questions")
 
 
-def _stats(pool: Rows, balance: BalanceResult, split: SplitResult,
+def _stats(pool: TableOrView, balance: BalanceResult, split: SplitResult,
            label: np.ndarray | None = None) -> tuple[dict, list[str]]:
     """The stats.json content and the property groups by pool size (largest first); ``label``: ``_view_labels`` of
     train and test when the caller has it."""
@@ -241,14 +244,14 @@ def _labels(n: int, train_rows: np.ndarray, test_rows: np.ndarray) -> np.ndarray
     return label
 
 
-def _view_labels(train: Rows, test: Rows) -> np.ndarray | None:
+def _view_labels(train: TableOrView, test: TableOrView) -> np.ndarray | None:
     """``_labels`` of train and test views of one table, per row of that table; None for other inputs."""
     if isinstance(train, TableRows) and isinstance(test, TableRows) and train.table is test.table:
         return _labels(train.table.num_rows, train.rows, test.rows)
     return None
 
 
-def _labelled(pool: Rows, train: Rows, test: Rows, one_table: bool,
+def _labelled(pool: TableOrView, train: TableOrView, test: TableOrView, one_table: bool,
               label: np.ndarray | None = None) -> tuple[pa.Table, np.ndarray, dict]:
     """(table, label per row, subsets) to count pool, balanced, train and test in one pass per column.
 
@@ -258,6 +261,7 @@ def _labelled(pool: Rows, train: Rows, test: Rows, one_table: bool,
     views' ``_view_labels``, if at hand."""
     if one_table:
         label = _view_labels(train, test) if label is None else label
+        assert label is not None, "views of one table have labels"
         return pool.table.select(_present(pool.table)), label, SUBSETS
     columns = [c for c in COUNT_COLUMNS if all(c in (t.table if isinstance(t, TableRows) else t).column_names
                                                for t in (pool, train, test))]
@@ -267,7 +271,7 @@ def _labelled(pool: Rows, train: Rows, test: Rows, one_table: bool,
     return pa.concat_tables(tables, promote_options="permissive"), label, CONCATENATED
 
 
-def _one_table(pool: Rows, train: Rows, test: Rows) -> bool:
+def _one_table(pool: TableOrView, train: TableOrView, test: TableOrView) -> bool:
     """True for views of one table whose pool view holds every row of it once (``plan_release``)."""
     if not (all(isinstance(t, TableRows) for t in (pool, train, test)) and pool.table is train.table is test.table):
         return False

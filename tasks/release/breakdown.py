@@ -221,6 +221,7 @@ def write_breakdown(questions: "pa.Table | ReleasedQuestions", regions: pa.Table
     report = counts.report()
     examples = []
     if with_examples:
+        assert regions is not None  # with_examples: regions has rows
         wanted = _first_per_task(found, EXAMPLES_PER_TASK)
         ids = sorted({rid for q in wanted for rid in q["evidence_region_ids"]})
         found = {r["region_id"]: r for r in regions.filter(pc.is_in(regions["region_id"], pa.array(ids, pa.string())))
@@ -231,7 +232,10 @@ def write_breakdown(questions: "pa.Table | ReleasedQuestions", regions: pa.Table
                 continue
             name = f"examples/{q['task_type']}-{q['question_id']}.png"
             photo = pixels(q["image_id"]) if pixels is not None else Pixels(None, "no_pixels: no pixel source given")
-            why = None if photo.data is not None else photo.reason.split(":")[0]
+            why = None
+            if photo.data is None:
+                assert photo.reason is not None, "Pixels without bytes carry the reason"
+                why = photo.reason.split(":")[0]
             drawn = draw_example(shown, stats_dir / name, photo.data, size=photo.size, why_blank=why,
                                  caption=f"Q: {q['question']}  A: {q['answer']}")
             examples.append({"file": name, "task_type": q["task_type"], "question": q["question"], "answer": q["answer"],

@@ -62,6 +62,8 @@ def draw_example(regions: list[dict], path: Path, photo: bytes | None = None, *,
     width, height = image.size if image is not None else (size or canvas_size(regions))
     canvas = image if image is not None else Image.new("RGB", (width, height), GREY)
     font = ImageFont.load_default(size=font_size(width))
+    if not isinstance(font, ImageFont.FreeTypeFont):  # Pillow without FreeType falls back to a fixed bitmap font
+        raise RuntimeError("the example pictures need Pillow built with FreeType (its scalable default font)")
     if image is None:
         note = f"no pixels here ({why_blank or 'none given'}); a blank canvas of the image's size, {width} x {height}"
         # at the bottom edge: the tags sit above their boxes, so they meet the top edge more often

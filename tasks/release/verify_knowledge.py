@@ -65,7 +65,7 @@ def uncovered_questions(questions: pl.DataFrame, facts: pl.DataFrame, links: pl.
              .join(links, on="object_id").select("question_id", pl.col("qid").alias("node")))
     routes = questions.select("question_id", "route", "answer_qid", pl.col("route").list.len().alias("hops"))
     covered = []
-    for step in range(int(routes["hops"].max() or 0)):
+    for step in range(int(cast("int | None", routes["hops"].max()) or 0)):  # hops: list lengths (UInt32)
         asked = routes.filter(pl.col("hops") > step).select("question_id", "hops", "answer_qid",
                                                              pl.col("route").list.get(step).alias("property_id"))
         reached = (nodes.join(asked, on="question_id")

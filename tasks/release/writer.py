@@ -13,7 +13,7 @@ import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeGuard
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from reasonvqa import schemas
 from reasonvqa.errors import DataError, ReleaseExistsError
-from reasonvqa.gathered import plan_groups, write_group, write_joint
+from reasonvqa.gathered import JointSource, plan_groups, write_group, write_joint
 from reasonvqa.locks import exclusive_lock
 from reasonvqa.row_views import ROWS_PER_FILE, Rows, RowSource, TableRows, one_chunk_per_column
 from reasonvqa.schemas import MANIFEST
@@ -300,7 +300,7 @@ def write_folders(root: Path, jobs: list[tuple[str, Rows, pa.Schema]]) -> None:
 
     questions = [(folder, rows) for folder, rows, schema in jobs if schema is schemas.QUESTIONS]
     groups = plan_groups([(folder, rows) for folder, rows in questions if isinstance(rows, TableRows)])
-    joint = [(folder, rows) for folder, rows in questions if hasattr(rows, "joint")]  # gathered.JointSource
+    joint = [(folder, rows) for folder, rows in questions if _is_joint(rows)]
     grouped = {member.folder for group in groups for member in group.members}
     for folder in grouped | {folder for folder, _ in joint}:
         (root / folder).mkdir(parents=True, exist_ok=True)
@@ -314,6 +314,11 @@ def write_folders(root: Path, jobs: list[tuple[str, Rows, pa.Schema]]) -> None:
         grouped |= write_joint(joint, ROWS_PER_FILE, threads, part)
         rest = [job for job in jobs if job[0] not in grouped]
         list(threads.map(write, sorted(rest, key=lambda job: -job[1].num_rows)))
+
+
+def _is_joint(rows: Rows) -> TypeGuard[JointSource]:
+    """True for a source written with the others of its ``joint`` (the partitioned path's spill)."""
+    return hasattr(rows, "joint")
 
 
 def _ordered(splits: dict[str, Rows]) -> list[str]:

@@ -73,7 +73,7 @@ def image_boxes(corners_cam: np.ndarray, intrinsic: np.ndarray, width: float, he
         if lo[0] >= 0 and lo[1] >= 0 and hi[0] <= width and hi[1] <= height:
             out[i] = (lo[0], lo[1], hi[0], hi[1])  # wholly inside: the hull's bounds are the points' bounds
             continue
-        clipped = shapely.intersection(shapely.multipoints(pixels).convex_hull, shapely.box(0, 0, width, height))
+        clipped = shapely.intersection(shapely.MultiPoint(pixels).convex_hull, shapely.box(0, 0, width, height))
         if clipped.is_empty or clipped.area <= 0:
             continue
         out[i] = shapely.bounds(clipped)

@@ -142,8 +142,9 @@ class RegionColumns:
         n = len(no_mask)
         sizes = np.zeros((n, 2), dtype=np.int32)
         if n and not no_mask.all():
-            sizes[~no_mask, 0] = [h for h, c in zip(self.mask_heights, self.mask_counts) if c is not None]
-            sizes[~no_mask, 1] = [w for w, c in zip(self.mask_widths, self.mask_counts) if c is not None]
+            # a mask gives its height, width and counts together: the sizes present are those of the masks
+            sizes[~no_mask, 0] = [h for h in self.mask_heights if h is not None]
+            sizes[~no_mask, 1] = [w for w in self.mask_widths if w is not None]
         return _mask_struct(sizes, pa.array(self.mask_counts, type=pa.string()), no_mask)
 
 

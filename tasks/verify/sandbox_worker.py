@@ -466,7 +466,7 @@ def answer(jobs: list[dict], graphs: dict[str, SceneGraph | None], limits: dict,
         while end < len(jobs) and end - start < size and (jobs[end].get("graph"), bool(jobs[end].get("check", True))) == key:
             end += 1
         run, start = jobs[start:end], end
-        graph = graphs.get(key[0])
+        graph = graphs.get(key[0]) if key[0] is not None else None  # a job may name no graph
         if len(run) == 1 or graph is None:
             for job in run:
                 yield job, run_job(job, graph, limits, filt, devnull, single_threaded)

@@ -98,6 +98,7 @@ class VerifiedQAStage(Stage):
         config: VerifiedQAConfig = self.config  # type: ignore[assignment]
         self.generator = LLMClient(config.llm)
         self.judge = LLMClient(config.judge_llm or config.llm)
+        assert self.device is not None  # a stage with resources has its device resolved in __init__
         self.embedder = Embedder(config.filters.embedding_model, config.filters.embedding_batch_size, device=self.device)
         self.sandbox = Sandbox(config.sandbox).__enter__()
         self.taboo = load_taboo_words(config.filters.taboo_file)
@@ -110,6 +111,7 @@ class VerifiedQAStage(Stage):
         config: VerifiedQAConfig = self.config  # type: ignore[assignment]
         fc = config.filters
         rejects = Rejects(self.name, ctx.shard)
+        assert ctx.cache is not None, "a model stage's shards get its call cache"
         images = sorted(inputs["graphs"].to_pylist(), key=lambda r: r["image_id"])
         graphs = {r["image_id"]: SceneGraph.from_json(json.loads(r["graph"])) for r in images}
         sources = {r["image_id"]: r["image_source"] for r in images}
@@ -259,6 +261,7 @@ class VerifiedQAStage(Stage):
                 graph = graphs[image_id]
                 description = graph.caption if options["context"] == "caption" and graph.caption else graph.describe()
                 conversations.append(render(prompt, pairs=pairs, description=description))
+        assert ctx.cache is not None, "a model stage's shards get its call cache"
         replies = self.judge.complete_many(conversations, ctx.cache)
         survivors = []
         for group, reply in zip(by_image.values(), replies):

@@ -208,3 +208,20 @@ def test_question_prior_is_the_same_without_the_hash_filter(monkeypatch):
     assert filtered.credits == unfiltered.credits
     assert filtered.credits["question_prior"] == {0.5: 2, 0.0: 1, 0.2: 1, 1.0: 1}  # q ties a/b; r wrong; s, null: chance; x hit
     assert filtered.credits["question_prior_coverage"] == {1.0: 3, 0.0: 2}
+
+
+def test_a_baseline_whose_credits_are_all_null_is_not_scored():
+    """Null credits are not scored: a baseline with only null credits has no mean (it was round(None) -> TypeError),
+    and one with some null credits is measured on its non-null ones."""
+    import polars as pl
+
+    from reasonvqa.tasks.balance.bias import _Tally
+
+    tally = _Tally()
+    tally.add("chance", pl.DataFrame({"c": [0.25, 0.25, 0.5, None]}))
+    tally.add("median", pl.DataFrame({"c": [None, None]}, schema={"c": pl.Float64}))
+    tally.add("most_frequent_choice", pl.DataFrame({"c": [1.0, 0.0, None]}))
+    report = tally.report()
+    assert report["questions"] == 3 and report["chance"] == round(1 / 3, 4)
+    assert report["baselines"] == {"most_frequent_choice": 0.5}
+    assert set(report["intervals"]) == {"most_frequent_choice"} and report["intervals"]["most_frequent_choice"]["n"] == 2
