@@ -39,9 +39,13 @@ class SharedTable(Protocol):
 class View(Protocol):
     """A row view (the writer's ``TableRows``): ``rows`` of the table ``shared`` holds."""
 
-    shared: SharedTable
     rows: np.ndarray
     num_rows: int
+
+    @property
+    def shared(self) -> SharedTable:
+        """The table the rows are of (read-only: a view never changes its table)."""
+        ...
 
 
 @dataclass
