@@ -8,7 +8,7 @@ and free text (Commons category names) is emitted only as an escaped literal.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Iterator, Sequence, TypeVar
+from typing import Iterable, Iterator, Sequence, TypeGuard, TypeVar
 
 WD = "http://www.wikidata.org/entity/"
 _QID = re.compile(r"Q[1-9][0-9]*")
@@ -22,34 +22,34 @@ class MalformedId(ValueError):
     """An identifier that does not have the exact expected form."""
 
 
-def is_qid(value: object) -> bool:
+def is_qid(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and _QID.fullmatch(value) is not None
 
 
-def is_pid(value: object) -> bool:
+def is_pid(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and _PID.fullmatch(value) is not None
 
 
-def is_wordnet_id(value: object) -> bool:
+def is_wordnet_id(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and _WORDNET_ID.fullmatch(value) is not None
 
 
 def check_qid(value: object) -> str:
     if not is_qid(value):
         raise MalformedId(f"not a Wikidata item id (Q<digits>): {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def check_pid(value: object) -> str:
     if not is_pid(value):
         raise MalformedId(f"not a Wikidata property id (P<digits>): {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def check_wordnet_id(value: object) -> str:
     if not is_wordnet_id(value):
         raise MalformedId(f"not a WordNet synset id (8 digits, '-', pos letter): {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def qid_from_iri(iri: str) -> str | None:

@@ -19,6 +19,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -60,9 +61,10 @@ def resolve_synsets(
         wanted = [h.wn31_offset for hs in frontier.values() for h in hs if h.wn31_offset]
         found = items_for_wordnet31(wanted, client, config.batch_size) if wanted else {}
         for name, hypernyms in sorted(frontier.items()):
-            hits = [h for h in sorted(hypernyms, key=lambda h: h.wn30_offset) if h.wn31_offset in found]
-            if hits:
-                links[name] = SynsetLink(found[hits[0].wn31_offset], "wordnet:p8814:hypernym", depth, hits[0].name)
+            for hypernym in sorted(hypernyms, key=lambda h: h.wn30_offset):
+                if hypernym.wn31_offset in found:
+                    links[name] = SynsetLink(found[hypernym.wn31_offset], "wordnet:p8814:hypernym", depth, hypernym.name)
+                    break
         frontier = {
             n: sorted({x for h in hs for x in _hypernyms(h, wordnet)}, key=lambda s: s.wn30_offset)
             for n, hs in frontier.items()
@@ -222,8 +224,8 @@ def link_synset_names(
     infos: dict[str, SynsetInfo] = {}
     results: list[dict] = []
     for name in names:
-        entry = {"name": name, "wn30_offset": None, "wn31_offset": None, "qid": None, "label": None,
-                 "method": None, "hypernym_depth": None, "via": None, "reason": None}
+        entry: dict[str, Any] = {"name": name, "wn30_offset": None, "wn31_offset": None, "qid": None, "label": None,
+                                 "method": None, "hypernym_depth": None, "via": None, "reason": None}
         info = wordnet.lookup(name) if canonical_name(name) else None
         if parse_name(name) is None:
             entry["reason"] = "malformed_synset"

@@ -201,7 +201,7 @@ def _infer_datatype(snak: dict) -> str | None:
     if kind == "wikibase-entityid":
         value = datavalue.get("value", {})
         return "wikibase-property" if value.get("entity-type") == "property" else "wikibase-item"
-    return _VALUE_TYPE_TO_DATATYPE.get(kind)
+    return _VALUE_TYPE_TO_DATATYPE.get(kind) if isinstance(kind, str) else None
 
 
 def _simple_value(snak: dict, datatype: str | None, stats: MappingStats) -> NamedNode | Literal | None:

@@ -61,10 +61,13 @@ class EndpointUnavailable(SparqlError):
 
 
 class SparqlClient(Protocol):
-    """What the linking and facts stages need from a SPARQL endpoint."""
+    """What the linking and facts stages need from a SPARQL endpoint (the counters are only read)."""
 
-    requests: int
-    cache_hits: int
+    @property
+    def requests(self) -> int: ...
+
+    @property
+    def cache_hits(self) -> int: ...
 
     def select(self, query: str) -> list[Binding]: ...
 

@@ -10,6 +10,7 @@ rerun of a killed shard repeats no finished batch.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -66,10 +67,12 @@ class ProposalsStage(Stage):
         from reasonvqa.tasks.proposals.tagging import build_tagger
 
         config = self.config
+        device = self.device
+        assert device is not None, "a stage that declares resources has its device resolved in __init__"
         self.stop_list = load_stop_list(config.tagging.stop_list, config.tagging.extra_stop_tags)
-        self.tagger = build_tagger(config.tagging, self.device)
-        self.detector = GroundingDinoDetector(config.detector, self.device)
-        self.segmenter = build_segmenter(config.segmenter, self.device) if config.segmenter else None
+        self.tagger = build_tagger(config.tagging, device)
+        self.detector = GroundingDinoDetector(config.detector, device)
+        self.segmenter = build_segmenter(config.segmenter, device) if config.segmenter else None
         self.origin = "model:" + "+".join([self.detector.name] + ([self.segmenter.name] if self.segmenter else []))
         self.model_seconds = 0.0
 
@@ -89,11 +92,13 @@ class ProposalsStage(Stage):
         rows: list[dict] = []
         stats: Counter[str] = Counter()
         per_call = self.config.images_per_call
+        cache = ctx.cache
+        assert cache is not None, "a stage that declares resources gets a call cache (run_stage_shard)"
         for start in range(0, len(items), per_call):
             batch = items[start : start + per_call]
             key = {"images": [(i.image_id, str(i.path), _digest_or_none(i.path)) for i in batch],
                    "config": self.config.model_dump(mode="json", exclude={"device", "image_roots"})}
-            result = ctx.cache.call("proposals", key, lambda batch=batch: self.propose(batch))
+            result = cache.call("proposals", key, functools.partial(self.propose, batch))
             for image in result:
                 rows += image["regions"]
                 for drop in image["drops"]:

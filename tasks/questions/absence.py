@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import cast
 
 import polars as pl
 import pyarrow as pa
@@ -61,7 +62,7 @@ def corpus_taxonomies(corpus: pa.Table, declared: dict[str, list[str] | None]) -
     out = {kind: sorted(set(labels)) for kind, labels in declared.items() if labels is not None}
     own = [kind for kind, labels in declared.items() if labels is None]
     if own and corpus.num_rows:
-        frame = pl.from_arrow(corpus).with_columns(source=pl.col("image_id").str.split(":").list.first())
+        frame = cast(pl.DataFrame, pl.from_arrow(corpus)).with_columns(source=pl.col("image_id").str.split(":").list.first())
         for kind in own:
             out[kind] = sorted(set(frame.filter(pl.col("source") == kind)["label"].to_list()))
     return {kind: labels for kind, labels in sorted(out.items()) if labels}
@@ -84,7 +85,7 @@ def absent_labels(corpus: pa.Table, images: list[str], per_image: int, taxonomie
     if corpus.num_rows == 0 or not images or per_image == 0:
         return {}
     cap = 3 * per_image
-    pairs = pl.from_arrow(corpus.select(["image_id", "label"])).unique()
+    pairs = cast(pl.DataFrame, pl.from_arrow(corpus.select(["image_id", "label"]))).unique()
     mine = pairs.filter(pl.col("image_id").is_in(images))
     # images of the corpus that share a label with each of ours, and how many of them hold each label
     neighbours = (mine.join(pairs, on="label").filter(pl.col("image_id") != pl.col("image_id_right"))

@@ -67,7 +67,7 @@ def scan_questions(questions: pl.DataFrame, facts: pl.DataFrame, links: pl.DataF
 
     problems: list[pl.DataFrame] = []
     subject = rows.select("question_id", "route", "answer", "choices", "answer_category", subject_qid="start_qid")
-    max_hops = int(rows["route"].list.len().max() or 0)
+    max_hops = cast(int | None, rows["route"].list.len().max()) or 0  # polars types max() as any scalar
     for hop in range(max_hops):
         here = subject.filter(pl.col("route").list.len() > hop).with_columns(property_id=pl.col("route").list.get(hop))
         here = here.join(fitting, on=["subject_qid", "property_id"], how="left")  # fits: true or null

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import inflect
 import pyarrow as pa
@@ -196,7 +197,8 @@ def pick_form(options: list[tuple[str, str, str]], weights: dict[str, int] | Non
     """One (task type, form, question) option, drawn by a stable hash in proportion to ``weights[form]`` (how many
     real questions of the image take that form), so hallucination questions take each form about as often as real
     ones do and the form carries no signal; uniform where no option's form has a real question."""
-    total = sum((weights or {}).get(o[1], 0) for o in options)
+    weights = weights or {}
+    total = sum(weights.get(o[1], 0) for o in options)
     if not total:
         return pick(options, *parts)
     point = int(stable_order(*parts), 16) % total
@@ -258,6 +260,7 @@ def counting(regions: list[Region], config: GroundedConfig) -> list[Candidate]:
     out = []
     by_label: dict[str, list[Region]] = {}
     for r in subject_regions(regions):
+        assert r.label is not None  # subject regions are labeled
         by_label.setdefault(r.label, []).append(r)
     for label, rs in sorted(by_label.items()):
         c = Candidate(rs[0].image_id, "counting", count_question(plural(label)), str(len(rs)),
@@ -315,6 +318,7 @@ def spatial_answer(a: Region, b: Region, axis: str, width: float, height: float,
     if axis == "vertical":
         gap = config.spatial_margin * height
         return "above" if a.bottom + gap <= b.y else "below" if b.bottom + gap <= a.y else None
+    assert a.depth is not None and b.depth is not None, "the depth axis is asked only of regions with depth"
     if abs(a.depth - b.depth) < config.depth_margin_m:
         return None
     return "in front of" if a.depth < b.depth else "behind"
@@ -327,6 +331,7 @@ def nearest_of_class(regions: list[Region], image: dict, config: GroundedConfig)
     by_label: dict[str, list[Region]] = {}
     subjects = subject_regions(regions)
     for r in subjects:
+        assert r.label is not None  # subject regions are labeled
         if r.depth is not None:
             by_label.setdefault(r.label, []).append(r)
     for label, rs in sorted(by_label.items()):
@@ -337,13 +342,15 @@ def nearest_of_class(regions: list[Region], image: dict, config: GroundedConfig)
         shown = names[::-1] if flip(rs[0].image_id, label, "nearest") else names
         options = ", the ".join(shown[:-1]) + f" or the {shown[-1]}"
         question = f"Which of the {len(rs)} {plural(label)} is nearest to the camera: the {options} one?"
-        by_depth = sorted(range(len(rs)), key=lambda i: rs[i].depth)
+        depths = [r.depth for r in rs if r.depth is not None]
+        assert len(depths) == len(rs)  # by_label holds regions with depth only
+        by_depth = sorted(range(len(rs)), key=lambda i: depths[i])
         c = Candidate(rs[0].image_id, "spatial", question, f"the {names[by_depth[0]]} one", [r.region_id for r in rs],
                       detail={"axis": "nearest"}, form="nearest")
         gap = config.spatial_margin * (image.get("width") or 0)
         if any(left.right + gap > right.x for left, right in zip(rs, rs[1:])):
             c.reason = "ambiguous_spatial"
-        elif rs[by_depth[1]].depth - rs[by_depth[0]].depth < config.depth_margin_m:
+        elif depths[by_depth[1]] - depths[by_depth[0]] < config.depth_margin_m:
             c.reason = "ambiguous_spatial"
         out.append(c)
     return out
@@ -402,6 +409,7 @@ def attribute_questions(regions: list[Region], refs: dict[str, str]) -> list[Can
     words = attribute_words()
     out = []
     for r in subject_regions(regions):
+        assert r.label is not None  # subject regions are labeled
         ref = refs.get(r.region_id)
         if ref is None or _MARKER.search(ref):
             continue
@@ -425,14 +433,16 @@ def attribute_questions(regions: list[Region], refs: dict[str, str]) -> list[Can
             if a in words:
                 holders.setdefault(a, []).append(r)
     for attr, rs in sorted(holders.items()):
+        label = rs[0].label
+        assert label is not None  # holders are subject regions, which are labeled
         noun = "object" if words[attr] == "color" else "thing"
-        c = Candidate(rs[0].image_id, "identification", f"What is the {attr} {noun} in the image?", rs[0].label,
+        c = Candidate(rs[0].image_id, "identification", f"What is the {attr} {noun} in the image?", label,
                       [r.region_id for r in rs], form="identify")
         if len({r.label for r in rs}) > 1:
             c.reason = "ambiguous_identification"
         elif len(rs) > 1:
             c.question = f"What are the {attr} {noun}s in the image?"
-            c.answer = plural(rs[0].label)
+            c.answer = plural(label)
         out.append(c)
     return out
 
@@ -464,7 +474,7 @@ def to_rows(candidates: list[Candidate], sources: dict[str, str], objects_of: di
             generator_model: str | None = None) -> pa.Table:
     """Kept candidates as QUESTIONS rows, sorted by question_id."""
     version = rules_version()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for c in candidates:
         if c.reason is not None:
             continue

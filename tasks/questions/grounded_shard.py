@@ -116,7 +116,9 @@ def proposals_part(proposals_dir: Path | None, shard: int) -> Path | None:
 
 def _names_own_classes(kind: str | None) -> bool:
     """Whether a source kind labels its objects with categories of its own (nuScenes), not WordNet synsets."""
+    if not kind:
+        return False
     try:
-        return bool(kind) and sources.source_class(kind).exhaustive_taxonomy
+        return sources.source_class(kind).exhaustive_taxonomy
     except sources.UnknownSourceError:
         return False

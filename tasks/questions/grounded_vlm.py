@@ -145,7 +145,9 @@ class GroundedVLMStage(Stage):
         self.generator = LLMClient(self.llm_config)
         self.judge = LLMClient(LLMConfig.model_validate(config.judge_llm)) if config.judge_llm else self.generator
         self.taboo = load_taboo_words(config.taboo_file or DEFAULT_TABOO_FILE)
-        self.embedder = Embedder(device=self.device) if config.near_duplicate_threshold is not None else None
+        device = self.device
+        assert device is not None, "a stage that declares resources has its device resolved in __init__"
+        self.embedder = Embedder(device=device) if config.near_duplicate_threshold is not None else None
         self.rules = GroundedConfig()
 
     def process(self, inputs: dict[str, pa.Table], ctx: ShardContext) -> StageResult:
@@ -155,8 +157,11 @@ class GroundedVLMStage(Stage):
         rejects = Rejects(self.name, ctx.shard)
         by_image = regions_by_image(inputs["regions"])
         images = sorted((r for r in inputs["images"].to_pylist() if by_image.get(r["image_id"])), key=lambda r: r["image_id"])
+        cache = ctx.cache
+        assert cache is not None, "a stage that declares resources gets a call cache (run_stage_shard)"
         rows_in = 0
-        conversations, keys = [], []
+        conversations: list[list[dict]] = []
+        keys: list[tuple[dict, str | None]] = []  # (image row, task type; None for the negatives prompt)
         handles_of: dict[str, dict[str, Region]] = {}
         for image in images:
             path = self._image_path(image)
@@ -175,7 +180,7 @@ class GroundedVLMStage(Stage):
                 conversations.append(render("grounded_negatives", url, n_questions=config.negatives_per_image,
                                             task_types=", ".join(config.task_types), regions=listing))
                 keys.append((image, None))
-        replies = self.generator.complete_many(conversations, ctx.cache)
+        replies = self.generator.complete_many(conversations, cache)
 
         candidates: list[Candidate] = []
         for (image, task), reply in zip(keys, replies):
@@ -193,6 +198,7 @@ class GroundedVLMStage(Stage):
                 if reason:
                     rejects.add(reason, f"{where}[{n}]", item)
                 else:
+                    assert c is not None  # _candidate gives a candidate whenever it gives no reason
                     c.detail["where"] = f"{where}[{n}]"
                     candidates.append(c)
 
@@ -261,7 +267,9 @@ class GroundedVLMStage(Stage):
         conversations = [render_text("judge_text", pairs="\n".join(f"{n}. Question: {c.question}\n   Answer: {c.answer}"
                                                                     for n, c in enumerate(group, 1)))
                          for group in groups.values()]
-        replies = self.judge.complete_many(conversations, ctx.cache)
+        cache = ctx.cache
+        assert cache is not None, "a stage that declares resources gets a call cache (run_stage_shard)"
+        replies = self.judge.complete_many(conversations, cache)
         survivors = []
         for group, reply in zip(groups.values(), replies):
             verdicts = judge_verdicts(parse_json_output(reply), len(group))

@@ -69,6 +69,7 @@ def attribute_candidates(image_id: str, regions: list[Region], refs: dict[str, s
     for r in sorted(labeled, key=lambda r: stable_order(r.region_id, "attribute")):
         if kept >= config.hallucination_candidates_per_image:
             break
+        assert r.label is not None  # labeled regions only
         if len(same[singular(r.label)]) != 1 or refs.get(r.region_id) != f"the {r.label}":
             continue
         carried = [a for o in labeled if o is r or box_iou(r, o) >= config.duplicate_iou for a in o.attributes]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast
 
 import polars as pl
 import pyarrow as pa
@@ -88,7 +89,8 @@ CORPUS_COLUMNS = ("subject_label", "object_label", "predicate", "images")
 
 def corpus_relation_counts(relations: list[pa.Table]) -> pa.Table:
     """(subject_label, object_label, predicate, images): in how many images each askable predicate joins two labels."""
-    frames = [pl.from_arrow(t.select(["image_id", "subject_label", "predicate", "object_label"])) for t in relations if t.num_rows]
+    frames = [cast(pl.DataFrame, pl.from_arrow(t.select(["image_id", "subject_label", "predicate", "object_label"])))
+              for t in relations if t.num_rows]
     if not frames:
         return pa.table({c: pa.array([], pa.int64() if c == "images" else pa.string()) for c in CORPUS_COLUMNS})
     frame = pl.concat(frames).with_columns(
@@ -137,8 +139,9 @@ def annotated_families(relations: list[dict], region_of: dict[str, str]) -> set[
         if family is None or a is None or b is None:
             continue
         out.add((a, b, family))
-        if fams[family].inverse:
-            out.add((b, a, fams[family].inverse))
+        inverse = fams[family].inverse
+        if inverse:
+            out.add((b, a, inverse))
     return out
 
 
@@ -188,6 +191,7 @@ def relation_candidates(image_id: str, regions: list[Region], refs: dict[str, st
 
     def examine(a: Region, b: Region, predicates: list[str]) -> bool:
         """Candidates for ``predicates`` in order until one is kept; True when one was."""
+        assert a.label is not None  # pairs are of labeled regions
         held = set().union(*(annotated.get((x, y), ()) for x in aliases[a.region_id] for y in aliases[b.region_id]))
         b_ref = refs[b.region_id]
         for predicate in predicates:
@@ -220,6 +224,7 @@ def relation_candidates(image_id: str, regions: list[Region], refs: dict[str, st
     kept: set[tuple[str, str]] = set()
     # corpus predicates first (plausible in this scene), then spatial ones the boxes refute
     for a, b in pairs:
+        assert a.label is not None and b.label is not None  # pairs are of labeled regions
         if len(kept) < config.hallucination_candidates_per_image and examine(a, b, predicates_elsewhere(index, own, a.label, b.label)):
             kept.add((a.region_id, b.region_id))
     for a, b in pairs:
@@ -227,6 +232,7 @@ def relation_candidates(image_id: str, regions: list[Region], refs: dict[str, st
             break
         if (a.region_id, b.region_id) in kept:
             continue
+        assert a.label is not None and b.label is not None  # pairs are of labeled regions
         tried = set(predicates_elsewhere(index, own, a.label, b.label))
         fallback = sorted((p for g in ("above", "below", "left", "right") if (p := _SPATIAL_FALLBACK[g]) not in tried
                            and geometry_refutes(fams[ask[p]], a, b, image, config)),

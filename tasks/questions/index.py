@@ -278,7 +278,7 @@ def _route_texts(route_keys: list[str], templates: dict, domain_order: list[str]
                 "domains": domains,
             }
         )
-    schema = {
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
         "route_key": pl.String, "route": pl.List(pl.String), "property_id": pl.String, "category": pl.String,
         "prefix": pl.String, "suffix": pl.String, "template_ids": pl.List(pl.String), "domains": pl.List(pl.String),
     }

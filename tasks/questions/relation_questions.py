@@ -63,6 +63,7 @@ def shown_relations(regions: list[Region], refs: dict[str, str], image: dict,
     width, height = image.get("width") or 0, image.get("height") or 0
     by_label: dict[str, list[Region]] = {}
     for r in subject_regions(regions):
+        assert r.label is not None  # subject regions are labeled
         by_label.setdefault(r.label, []).append(r)
     out: dict[tuple[str, str, str], tuple[list[Region], Region]] = {}
     for label, instances in sorted(by_label.items()):
@@ -75,8 +76,9 @@ def shown_relations(regions: list[Region], refs: dict[str, str], image: dict,
             held = {}
             for axis in ("horizontal", "vertical"):
                 sides = [spatial_answer(a, b, axis, width, height, config) for a in instances]
-                if None not in sides:
-                    for side in sorted(set(sides)):
+                known = [s for s in sides if s is not None]
+                if len(known) == len(sides):
+                    for side in sorted(set(known)):
                         held[_SPATIAL[side]] = [a for a, s in zip(instances, sides) if s == side]
             if held:
                 predicate = pick(sorted(held), label, b.region_id, "shown relation")
@@ -101,6 +103,7 @@ def _questions(found: dict[tuple[str, str, str], tuple[list[Region], Region]], r
         if (key[0], b.region_id) in pairs:
             continue
         a = subjects[0]
+        assert a.label is not None  # a subject is named "the <label>" (annotated) or a subject region (shown)
         values = sorted(v for v in a.attributes if colors.get(v) == "color")
         forms = [f for f in relation_forms(a.label, predicate, refs[b.region_id])
                  if f[0] in config.task_types and (f[0] != "attribute" or (len(subjects) == 1 and len(values) == 1))]
