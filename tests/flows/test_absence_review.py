@@ -9,18 +9,17 @@ import pytest
 from typer.testing import CliRunner
 
 from reasonvqa.absence_bases import BASES
-from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.cli import app
-from reasonvqa.flows.config import sample_config
 from reasonvqa.tasks.release.verify import verify_release
 from tests.annotation_exports.helpers import annotate, verdict, write_json
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> Path:
-    return Path(build_reasonvqa(sample_config(), str(tmp_path_factory.mktemp("absence") / "out")))
+@pytest.fixture
+def sample(sample_release) -> Path:
+    """The session's sample build (tests/conftest.py), read only."""
+    return sample_release
 
 
 def _split(release: Path, name: str) -> pl.DataFrame:

@@ -36,11 +36,6 @@ def offline(monkeypatch):
     monkeypatch.setattr(mirror, "build_store", refuse)
 
 
-@pytest.fixture(scope="module")
-def sample_release(tmp_path_factory) -> Path:
-    return Path(build_reasonvqa(sample_config(), str(tmp_path_factory.mktemp("sample") / "out")))
-
-
 def test_the_sample_release_carries_its_knowledge(sample_release):
     manifest = json.loads((sample_release / "manifest.json").read_text())
     assert manifest["tables"] == ["entity_links", "images", "knowledge", "knowledge_queries", "regions"]

@@ -8,18 +8,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.cli import app
-from reasonvqa.flows.config import sample_config
 from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release
 
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> Path:
-    return Path(build_reasonvqa(sample_config(), str(tmp_path_factory.mktemp("sample") / "out")))
+@pytest.fixture
+def sample(sample_release) -> Path:
+    """The session's sample build (tests/conftest.py), read only: exports, stores and re-splits go to tmp_path."""
+    return sample_release
 
 
 def corrected(tmp_path: Path, sample: Path, store: Path, draw: bool) -> tuple[Path, str]:

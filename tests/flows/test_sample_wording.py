@@ -5,13 +5,10 @@ parses with a link grammar (number agreement of "Is/Are", no raw labels with typ
 
 import re
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import polars as pl
 import pytest
 
-from reasonvqa.flows.build_reasonvqa import build_reasonvqa
-from reasonvqa.flows.config import sample_config
 from reasonvqa.tasks.questions.object_classes import OBJECT_LEXNAMES, lexname, word_class
 from reasonvqa.tasks.questions.regions import object_region_id
 from tests.tasks.questions.link_grammar import unparsed
@@ -21,11 +18,11 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def sample(tmp_path_factory):
-    """(released questions, pool questions, VG objects' synsets and released regions' labels by region id) of a
-    sample build."""
-    out = tmp_path_factory.mktemp("sample")
-    release = Path(build_reasonvqa(sample_config(), str(out)))
+def sample(sample_release):
+    """(released questions, pool questions, VG objects' synsets and released regions' labels by region id) of the
+    session's sample build (tests/conftest.py)."""
+    release = sample_release
+    out = release.parents[1]
     questions = pl.concat([pl.read_parquet(release / s / "*.parquet") for s in ("train", "test")], how="diagonal_relaxed")
     objects = pl.concat([pl.read_parquet(f) for f in sorted(out.glob(".work/*/sources_vg/*/objects/*.parquet"))])
     synsets = {object_region_id(o): s for o, s in objects.select("object_id", "synset").iter_rows()}
