@@ -114,7 +114,7 @@ def _seconds_per_file(config) -> dict[str, float]:
 # (`pytest -n 2 --dist loadfile --durations=0`, setup included; a shared build counts where it was made),
 # the rest after them in collection order.
 ESTIMATED_S = {
-    "tests/test_prefect_yaml.py": 125,
+    "tests/test_prefect_yaml.py": 100,
     "tests/flows/test_build_models_url.py": 95,
     "tests/test_readme.py::test_journey_runs_as_written[deployments]": 87,
     "tests/flows/test_build_reasonvqa.py": 75,

@@ -164,33 +164,6 @@ def sample_with_endpoint(endpoint: str) -> dict:
     return {**config, "knowledge": {"endpoint": endpoint, "refresh": "1d"}}
 
 
-def test_sample_deployment_reuses_knowledge_within_the_day_and_refetches_after(prefect_env, tmp_path):
-    with serve_mirror(KnowledgeConfig().mirror_entities, tmp_path / "mirror") as mirror:
-        proxy = CountingProxy(mirror)
-        params = {"config": sample_with_endpoint(proxy.url), "out": str(tmp_path / "out")}
-        release = tmp_path / "out" / "reasonvqa-sample" / "0.1.0"
-
-        watched = run_deployment(prefect_env, "build-reasonvqa/sample", {**params, "knowledge_as_of": "2026-03-01T02:00:00Z"})
-        assert flow_run_of(prefect_env, watched).state.message == f"release written to {release}"
-        first = proxy.requests
-        manifest = (release / "manifest.json").read_bytes()
-        assert first > 0 and verify_release(release) == []
-        assert json.loads(manifest)["inputs"]["knowledge_date"] == "2026-03-01"
-
-        # later the same day: every fact reused, nothing new published
-        run_deployment(prefect_env, "build-reasonvqa/sample", {**params, "knowledge_as_of": "2026-03-01T23:00:00Z"})
-        assert proxy.requests == first
-        assert (release / "manifest.json").read_bytes() == manifest
-
-        # past the refresh period: every query sent again; the same facts give the same content,
-        # so the release is recognized as identical and not republished
-        run_deployment(prefect_env, "build-reasonvqa/sample", {**params, "knowledge_as_of": "2026-03-02T02:00:00Z"})
-        assert proxy.requests == 2 * first
-        assert (release / "manifest.json").read_bytes() == manifest
-        assert sorted(p.name for p in release.parent.iterdir()) == ["0.1.0"]
-        proxy.server.shutdown()
-
-
 def test_bad_parameters_are_refused_by_the_schema(prefect_env):
     unknown = run_deployment(prefect_env, "build-reasonvqa/sample", {"bogus": 1}, check=False)
     assert unknown.returncode != 0
@@ -221,37 +194,66 @@ def test_deploy_asks_nothing_and_the_readme_lists_every_deployment(prefect_env):
     assert [name for name in deployed if f"`{name}`" not in documents] == []
 
 
-def test_schedule_fires_and_the_worker_verifies_the_release(prefect_env, tmp_path):
-    """The `sample` deployment of prefect.yaml, deployed under another name with an interval schedule whose
-    first run is due once `prefect deploy` has had time to finish: the scheduler creates it, the worker runs it.
-    With SQLAlchemy 2.1.9 under Prefect 3.8.8 this fails within seconds on the scheduler's ERROR lines
-    (`docket.dependencies ... schedule_recent_deployments`), as the pin in pyproject.toml expects."""
+def test_schedule_fires_then_sample_runs_reuse_knowledge_within_the_day_and_refetch_after(prefect_env, tmp_path):
+    """Two behaviours on one sample build (one build fewer than a test each).
+
+    The schedule: the `sample` deployment of prefect.yaml, deployed under another name with an interval schedule
+    whose first run is due once `prefect deploy` has had time to finish: the scheduler creates it, the worker runs
+    it and the release verifies. With SQLAlchemy 2.1.9 under Prefect 3.8.8 this fails within seconds on the
+    scheduler's ERROR lines (`docket.dependencies ... schedule_recent_deployments`), as the pin in pyproject.toml
+    expects.
+
+    The knowledge: that scheduled run builds the sample with its knowledge from a live endpoint (the bundled
+    entities behind a counting proxy) as of 2026-03-01 02:00; `build-reasonvqa/sample` runs with the same config
+    and output later that day reuse every fact, and past the refresh period fetch them all again, and the same
+    facts leave the release as it was."""
     spec = yaml.safe_load((PROJECT / "prefect.yaml").read_text())
     sample = next(d for d in spec["deployments"] if d["name"] == "sample")
     release = tmp_path / "out" / "reasonvqa-sample" / "0.1.0"
-    due = datetime.now(timezone.utc) + timedelta(seconds=float(prefect_env["DEPLOY_SECONDS"]) + 5)
-    spec["deployments"] = [{**sample, "name": "scheduled",  # missed by a slow deploy: the next one, 2 minutes on
-                            "schedules": [{"interval": 120, "anchor_date": due.isoformat(), "timezone": "UTC"}],
-                            "parameters": {**sample["parameters"], "out": str(tmp_path / "out")}}]
-    (tmp_path / "prefect.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    prefect(prefect_env, "deploy", "--prefect-file", str(tmp_path / "prefect.yaml"), "--name", "scheduled")
+    with serve_mirror(KnowledgeConfig().mirror_entities, tmp_path / "mirror") as mirror:
+        proxy = CountingProxy(mirror)
+        params = {"config": sample_with_endpoint(proxy.url), "out": str(tmp_path / "out")}
+        due = datetime.now(timezone.utc) + timedelta(seconds=float(prefect_env["DEPLOY_SECONDS"]) + 5)
+        spec["deployments"] = [{**sample, "name": "scheduled",  # missed by a slow deploy: the next one, 2 minutes on
+                                "schedules": [{"interval": 120, "anchor_date": due.isoformat(), "timezone": "UTC"}],
+                                "parameters": {**sample["parameters"], **params,
+                                               "knowledge_as_of": "2026-03-01T02:00:00Z"}}]
+        (tmp_path / "prefect.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        prefect(prefect_env, "deploy", "--prefect-file", str(tmp_path / "prefect.yaml"), "--name", "scheduled")
 
-    def finished(client: SyncPrefectClient) -> FlowRun | None:
-        errors = [line for line in server_errors(prefect_env) if "schedul" in line.lower()]
-        assert errors == [], "the server's scheduler failed:\n" + "\n".join(errors)
-        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id])))
-        return next((run for run in runs if run.state is not None and run.state.is_final()), None)
+        def finished(client: SyncPrefectClient) -> FlowRun | None:
+            errors = [line for line in server_errors(prefect_env) if "schedul" in line.lower()]
+            assert errors == [], "the server's scheduler failed:\n" + "\n".join(errors)
+            runs = client.read_flow_runs(deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id])))
+            return next((run for run in runs if run.state is not None and run.state.is_final()), None)
 
-    with api(prefect_env) as client:
-        deployment = client.read_deployment_by_name("build-reasonvqa/scheduled")
-        try:
-            run = wait_until(lambda: finished(client), 360, "a scheduled run of build-reasonvqa/scheduled finished")
-        finally:
-            client.delete_deployment(deployment.id)  # its later runs go with it
-    assert run.auto_scheduled and run.expected_start_time >= due - timedelta(seconds=1)
-    assert run.state.is_completed(), run.state
-    assert run.state.message == f"release written to {release}"
-    assert verify_release(release) == []
+        with api(prefect_env) as client:
+            deployment = client.read_deployment_by_name("build-reasonvqa/scheduled")
+            try:
+                run = wait_until(lambda: finished(client), 360, "a scheduled run of build-reasonvqa/scheduled finished")
+            finally:
+                client.delete_deployment(deployment.id)  # its later runs go with it
+        assert run.auto_scheduled and run.expected_start_time >= due - timedelta(seconds=1)
+        assert run.state.is_completed(), run.state
+        assert run.state.message == f"release written to {release}"
+        assert verify_release(release) == []
+        first = proxy.requests
+        manifest = (release / "manifest.json").read_bytes()
+        assert first > 0
+        assert json.loads(manifest)["inputs"]["knowledge_date"] == "2026-03-01"
+
+        # later the same day: every fact reused, nothing new published
+        run_deployment(prefect_env, "build-reasonvqa/sample", {**params, "knowledge_as_of": "2026-03-01T23:00:00Z"})
+        assert proxy.requests == first
+        assert (release / "manifest.json").read_bytes() == manifest
+
+        # past the refresh period: every query sent again; the same facts give the same content,
+        # so the release is recognized as identical and not republished
+        run_deployment(prefect_env, "build-reasonvqa/sample", {**params, "knowledge_as_of": "2026-03-02T02:00:00Z"})
+        assert proxy.requests == 2 * first
+        assert (release / "manifest.json").read_bytes() == manifest
+        assert sorted(p.name for p in release.parent.iterdir()) == ["0.1.0"]
+        proxy.server.shutdown()
 
 
 def test_serve_does_not_replace_a_deployment_from_prefect_yaml_unless_asked(prefect_env, tmp_path):
