@@ -200,3 +200,14 @@ def judge_verdicts(value: Any, n: int) -> dict[int, Any]:
         elif isinstance(item.get("verdict"), str):
             out[item["index"]] = item["verdict"].strip().lower()
     return out
+
+
+TEXT_FLAWS = ("trivial", "incomplete", "unnatural")  # the text judge's named rejections (prompt judge_text)
+
+
+def text_judge_reason(verdict: Any) -> str | None:
+    """The reject reason of a text judge's verdict: None for "ok", ``judge_<flaw>`` for a named flaw,
+    ``judge_no_verdict`` for anything else (missing, malformed, unknown)."""
+    if verdict == "ok":
+        return None
+    return f"judge_{verdict}" if verdict in TEXT_FLAWS else "judge_no_verdict"

@@ -258,7 +258,7 @@ class GroundedVLMStage(Stage):
         return c, None
 
     def _judge(self, kept: list[Candidate], ctx: ShardContext, rejects: Rejects) -> list[Candidate]:
-        from reasonvqa.llm import judge_verdicts, parse_json_output
+        from reasonvqa.llm import judge_verdicts, parse_json_output, text_judge_reason
         from reasonvqa.templates.prompt_loader import render as render_text
 
         groups: dict[str, list[Candidate]] = {}
@@ -274,11 +274,10 @@ class GroundedVLMStage(Stage):
         for group, reply in zip(groups.values(), replies):
             verdicts = judge_verdicts(parse_json_output(reply), len(group))
             for n, c in enumerate(group, 1):
-                verdict = verdicts.get(n)
-                if verdict == "ok":
+                reason = text_judge_reason(verdicts.get(n))
+                if reason is None:
                     survivors.append(c)
                 else:
-                    reason = f"judge_{verdict}" if verdict in ("trivial", "incomplete", "unnatural") else "judge_no_verdict"
                     rejects.add(reason, c.detail["where"], _record(c))
         return survivors
 

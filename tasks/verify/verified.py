@@ -28,7 +28,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from reasonvqa import schemas
-from reasonvqa.llm import LLMClient, LLMConfig, judge_verdicts, parse_json_output
+from reasonvqa.llm import LLMClient, LLMConfig, judge_verdicts, parse_json_output, text_judge_reason
 from reasonvqa.stage_contract import Resources, ShardContext, Stage
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.verify.sandbox import Job, Sandbox, SandboxConfig
@@ -269,8 +269,7 @@ class VerifiedQAStage(Stage):
             for n, c in enumerate(group, 1):
                 verdict = verdicts.get(n)
                 if prompt == "judge_text":
-                    reason = None if verdict == "ok" else (f"judge_{verdict}" if verdict in ("trivial", "incomplete", "unnatural")
-                                                           else "judge_no_verdict")
+                    reason = text_judge_reason(verdict)
                 else:
                     reason = None if verdict is True else ("not_entailed" if verdict is False else "entailment_no_verdict")
                 if reason:
