@@ -38,13 +38,20 @@ def test_number_distractors(amounts, unit, decimals, seed):
     )
     out = number_choices(df, np.arange(seed, seed + n, dtype=np.uint64) % np.uint64(2**63), UNITS)
     suffix = {None: "", "Q11573": " m", "Q712226": " km²", "Q11229": "%"}[unit]
-    for _amount, row in zip(amounts, out.iter_rows(named=True)):
+    for amount, row in zip(amounts, out.iter_rows(named=True)):
         if row["reason"] is not None:
             assert row["reason"] == "number_out_of_range"
             continue
         assert _distinct_after_normalization(row)
         values = {c: float(row[c].removesuffix(suffix).replace(",", "")) for c in ("answer", "d1", "d2", "d3")}
         assert all(row[c].endswith(suffix) for c in values)
+        # the answer is the amount rounded to the template's decimals (automatic rounding keeps at
+        # least whole units, so it is never off by more than half of one)
+        step = 10.0 ** -decimals if decimals is not None else 1.0
+        assert abs(values["answer"] - amount) <= step / 2 + 1e-9 * max(1.0, abs(amount))
+        if decimals is not None:
+            fraction = row["answer"].removesuffix(suffix).partition(".")[2]
+            assert len(fraction) == decimals
         for c in ("d1", "d2", "d3"):  # same sign as the answer; zero gets positive distractors
             assert (values[c] < 0) == (values["answer"] < 0) and values[c] != 0
 
