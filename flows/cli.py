@@ -51,7 +51,7 @@ def _click_error(exc: typer.TyperException) -> None:
     command without arguments shows stays as it is."""
     if type(exc).__name__ == "NoArgsIsHelpError":
         raise exc
-    typer.echo(f"error: {one_line(UsageError(exc.format_message()))}", err=True)
+    typer.echo(f"error: {one_line(exc.format_message())}", err=True)
     raise typer.Exit(exc.exit_code)
 
 

@@ -23,7 +23,7 @@ class ReleaseExistsError(FileExistsError):
     """The target release version exists with different content and overwriting was not asked for."""
 
 
-def one_line(exc: BaseException, limit: int = 600) -> str:
-    """``exc`` as a single line (newlines folded), at most ``limit`` characters."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+def one_line(exc: BaseException | str, limit: int = 600) -> str:
+    """``exc`` (an exception or a message) as a single line (newlines folded), at most ``limit`` characters."""
+    text = " ".join(str(exc).split()) or (type(exc).__name__ if isinstance(exc, BaseException) else "")
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -283,13 +283,13 @@ def _byte_values(rle: object) -> bytes:
         raise MaskError("brush RLE is not a list of byte values (0-255)") from None
 
 
-def labelstudio_decode_values(rle: list[int]) -> np.ndarray:
+def labelstudio_decode_values(rle: object) -> np.ndarray:
     """The values of Label Studio RLE bytes (the SDK's ``decode_rle``); MaskError when malformed."""
     values, lengths = _labelstudio_runs(rle)
     return np.repeat(values, lengths)
 
 
-def _labelstudio_runs(rle: list[int]) -> tuple[np.ndarray, np.ndarray]:
+def _labelstudio_runs(rle: object) -> tuple[np.ndarray, np.ndarray]:
     """(values, lengths) of the runs in Label Studio RLE bytes; MaskError when malformed."""
     raw = _byte_values(rle)
     total = len(raw) * 8
@@ -335,7 +335,7 @@ def labelstudio_encode_bytes(mask: np.ndarray) -> bytes:
     return _encode_runs(run_values * 255, lengths * 4)  # each pixel is 4 equal RGBA values
 
 
-def labelstudio_decode(rle: list[int], width: int, height: int) -> np.ndarray:
+def labelstudio_decode(rle: object, width: int, height: int) -> np.ndarray:
     """Label Studio brush RLE of a ``width`` x ``height`` image as an HxW 0/1 mask (alpha > 0).
 
     Raises MaskError when the bytes are not a brush RLE or encode another number of values
