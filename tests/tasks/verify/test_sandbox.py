@@ -231,7 +231,7 @@ def test_shared_children_give_the_results_of_a_child_per_program():
     assert got["reads_after"]["output"] == [{"attributes": ["brown"]}, ["dog", "grass"], "A brown dog on green grass."]
     assert got["shadows"]["output"] == ["cat"]
     assert got["reads_once_more"]["output"] == [["dog", "grass"], "A brown dog on green grass."]
-    assert got["clears"]["output"] == [] and got["reads_again"]["output"].startswith("The dog is brown.")
+    assert got["clears"]["output"] == [] and got["reads_again"]["output"].startswith("There is a dog (with brown).")
     assert got["loops"]["status"] == got["catches_the_timer"]["status"] == "timeout"
     assert got["catches_memory"] == {"status": "ok", "output": "caught", "reason": None}
     assert got["last"]["output"] == ["grass"]
