@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("tasks/sources", "tasks/proposals", "tasks/questions", "tasks/verify", "tasks/balance", "tasks/release",
-          "knowledge", "annotation_exports")
+          "knowledge", "annotation_exports", "tasks/evaluate")
 DATA_PACKAGES = ("templates", "data")
 PRODUCT_FOLDERS = ("reasonvqa", "flows", "tasks", "knowledge", "annotation_exports", "templates", "data")
 

@@ -32,6 +32,8 @@ GRAPH_ATTRIBUTES = frozenset({
     # PROVE Lst. 1
     "get_entities", "get_attributes", "get_outgoing_relations", "get_incoming_relations",
     "generate_subgraph", "describe", "caption",
+    # PROVE Figure 3's spellings of the same methods (scene_graph.py)
+    "get_attrs", "get_incoming_rels", "subgraph",
     # read-only networkx views and queries
     "nodes", "edges", "successors", "predecessors", "neighbors", "has_node", "has_edge",
     "in_degree", "out_degree", "degree", "number_of_nodes", "number_of_edges",

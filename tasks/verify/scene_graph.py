@@ -7,11 +7,16 @@ PROVE's listing also allows typed values (``"attributes": {type: [values]}`` and
 type ``"attributes"`` (nodes) or ``"relations"`` (edges), so ``get_attributes("dog")`` returns
 ``{"attributes": ["brown", "small"]}`` and ``get_outgoing_relations("dog")`` returns
 ``{"grass": {"relations": ["on"]}}``.
+
+PROVE's Figure 3 programs spell three methods differently from its Lst. 1: ``get_attrs``,
+``get_incoming_rels`` and ``subgraph``; the first two are aliases here, ``subgraph`` is
+networkx's own (the same node-induced view ``generate_subgraph`` returns).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -107,6 +112,10 @@ class SceneGraph(nx.DiGraph):
             return {}
         return {source: dict(data) for source, _, data in self.in_edges(ent_name, data=True)}
 
+    # PROVE Figure 3's spellings of the Lst. 1 names (``subgraph`` is networkx's: see the module docstring)
+    get_attrs = get_attributes
+    get_incoming_rels = get_incoming_relations
+
     # --- forms ----------------------------------------------------------------------------
     def to_tuples(self) -> dict[str, dict]:
         """The typed tuple form of every entity (input form of ``SceneGraph``)."""
@@ -147,16 +156,23 @@ class SceneGraph(nx.DiGraph):
 
 
 def describe_graph(graph: nx.DiGraph) -> str:
-    """One sentence per attributed entity and per relation, in graph order."""
+    """One sentence per entity, then one per relation, in graph order, worded like PROVE's Figure 3:
+    ``There is a cargo carts (with count == several and state grouped together).`` Typed attributes
+    read ``<type> <values>``, untyped ones (type ``attributes``) their values alone; a comparison
+    value as DSG writes counts (``==several``) gets a space after the operator."""
     sentences = []
     for node, data in graph.nodes(data=True):
-        values = [v for vals in data.values() for v in vals]
-        if values:
-            sentences.append(f"The {node} is {_join(values)}.")
+        phrases = [_attribute_phrase(kind, values) for kind, values in data.items() if values]
+        sentences.append(f"There is a {node} (with {' and '.join(phrases)})." if phrases else f"There is a {node}.")
     for source, target, data in graph.edges(data=True):
         for relation in [v for vals in data.values() for v in vals] or ["related to"]:
             sentences.append(f"The {source} is {relation} the {target}.")
     return " ".join(sentences)
+
+
+def _attribute_phrase(kind: str, values: list[str]) -> str:
+    text = _join([re.sub(r"^(==|!=|>=|<=|>|<)\s*", r"\1 ", str(v)) for v in values])
+    return text if kind == NODE_TYPE else f"{kind} {text}"
 
 
 def _join(values: list[str]) -> str:

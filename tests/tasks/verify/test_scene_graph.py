@@ -27,8 +27,9 @@ def test_caption_tuple_form_and_prove_api():
     assert sg.get_incoming_relations("cat") == {} and sg.get_outgoing_relations("cat") == {}
     sub = sg.generate_subgraph(["dog", "grass", "cat"])
     assert sorted(sub.nodes) == ["dog", "grass"]
-    assert sg.describe(sub) == "The dog is brown and small. The grass is green. The dog is lying on the grass."
-    assert "The ball is red and rubber." in sg.describe()
+    assert sg.describe(sub) == ("There is a dog (with brown and small). There is a grass (with green). "
+                                "The dog is lying on the grass.")
+    assert "There is a ball (with color red and material rubber)." in sg.describe()
 
 
 def test_json_round_trip_is_byte_identical():
