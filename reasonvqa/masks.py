@@ -119,6 +119,34 @@ def rle_iou(a: dict, b: dict) -> float:
     return float(coco_mask.iou([_compressed(a)], [_compressed(b)], [0])[0][0])  # type: ignore[arg-type]  # pycocotools stubs (see above)
 
 
+def coco_checked(rle: dict) -> dict:
+    """A COCO RLE (compressed ``counts`` string, or uncompressed run list) checked as ``coco_area`` does and
+    returned compressed with ``counts`` as the ASCII bytes pycocotools reads; MaskError otherwise."""
+    if not isinstance(rle, dict):
+        raise MaskError(f"a COCO RLE is an object with size and counts, not {type(rle).__name__}")
+    coco_area(rle)
+    if isinstance(rle["counts"], list):
+        height, width = (int(v) for v in rle["size"])
+        return coco_mask.frPyObjects({"size": [height, width], "counts": rle["counts"]}, height, width)  # type: ignore[call-overload, return-value]  # pycocotools stubs (see above)
+    return _compressed(rle)
+
+
+def box_rles(boxes: Sequence[Sequence[float]], height: int, width: int) -> list[dict]:
+    """XYWH boxes (pixels) as compressed COCO RLEs of an image of ``height`` x ``width`` (clipped to it)."""
+    if not len(boxes):
+        return []
+    return coco_mask.frPyObjects(np.asarray(boxes, dtype=np.float64).reshape(-1, 4), height, width)  # type: ignore[call-overload, return-value]  # pycocotools stubs (see above)
+
+
+def coco_iou_matrix(predicted: Sequence[dict], truth: Sequence[dict]) -> np.ndarray:
+    """IoU of every compressed RLE in ``predicted`` with every one in ``truth`` (all of one image's size), as a
+    ``(len(predicted), len(truth))`` float64 array, in one pycocotools call."""
+    if not len(predicted) or not len(truth):
+        return np.zeros((len(predicted), len(truth)), dtype=np.float64)
+    ious = coco_mask.iou([_compressed(r) for r in predicted], [_compressed(r) for r in truth], [0] * len(truth))  # type: ignore[arg-type]  # pycocotools stubs (see above)
+    return np.asarray(ious, dtype=np.float64).reshape(len(predicted), len(truth))
+
+
 def polygon_mask(points: Sequence[float], height: int, width: int) -> np.ndarray:
     """A polygon ``[x1, y1, x2, y2, ...]`` (pixel coordinates) rasterized as COCO does, as an HxW uint8 0/1 array."""
     if len(points) < 6 or len(points) % 2:
