@@ -21,7 +21,7 @@ from typing import cast
 import polars as pl
 
 from reasonvqa.masked_questions import masked
-from reasonvqa.tasks.evaluate.release_rows import read_questions
+from reasonvqa.tasks.evaluate.release_rows import read_manifest, read_questions
 
 BASELINES = ("text-only", "choices-only", "prior")
 
@@ -81,6 +81,7 @@ def baseline_predictions(release: Path, baseline: str, split: str = "test") -> p
     """The ``baseline``'s prediction of every question of ``split`` (train answers from ``train``), by question id."""
     if baseline not in RULES:
         raise ValueError(f"unknown baseline {baseline!r}; one of {', '.join(BASELINES)}")
+    read_manifest(release)  # not a release: one line naming its manifest
     train = _with_kind(read_questions(release, "train"))
     test = _with_kind(read_questions(release, split))
     return RULES[baseline](train, test).sort("question_id")
