@@ -15,24 +15,24 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def test_rows(sample_release) -> pl.DataFrame:
+def split_rows(sample_release) -> pl.DataFrame:
     return pl.read_parquet(sample_release / "test" / "*.parquet")
 
 
 @pytest.mark.parametrize("baseline", ["text-only", "choices-only", "prior"])
-def test_each_blind_baseline_prints_the_table(sample_release, test_rows, tmp_path, baseline):
+def test_each_blind_baseline_prints_the_table(sample_release, split_rows, tmp_path, baseline):
     result = runner.invoke(app, ["evaluate", str(sample_release), "--baseline", baseline, "--predictions-out",
                                  str(tmp_path), "--out", str(tmp_path / "report.json")])
     assert result.exit_code == 0, result.output
     for text in ("Grove", "T (mean S_a)", "M (mean S_m)", "MC accuracy", "task attribute", "hallucination",
-                 "hop 2", f"{test_rows.height}/{test_rows.height} scored", "predictions: no problems"):
+                 "hop 2", f"{split_rows.height}/{split_rows.height} scored", "predictions: no problems"):
         assert text in result.output
     predictions = (tmp_path / f"{sample_release.parent.name}-{sample_release.name}-{baseline}-test.jsonl").read_text()
-    assert len(predictions.splitlines()) == test_rows.height
+    assert len(predictions.splitlines()) == split_rows.height
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["scored"] == report["questions"] == test_rows.height
+    assert report["scored"] == report["questions"] == split_rows.height
     assert not any(report["problems"].values())
-    grounded = test_rows.filter(pl.col("kind") == "grounded")
+    grounded = split_rows.filter(pl.col("kind") == "grounded")
     entry = report["kinds"]["grounded"]
     assert entry["scored"] == grounded.height
     # a blind model predicts no masks: S_m is 1 on each hallucination question and 0 on the others
@@ -42,11 +42,11 @@ def test_each_blind_baseline_prints_the_table(sample_release, test_rows, tmp_pat
         assert entry["metrics"]["s_a"]["value"] == 0.0
 
 
-def test_an_oracle_scores_one_and_problems_are_named(sample_release, test_rows, tmp_path):
+def test_an_oracle_scores_one_and_problems_are_named(sample_release, split_rows, tmp_path):
     regions = pl.read_parquet(sample_release / "regions" / "*.parquet")
     evidence = {r["region_id"]: r["mask"] or [r["x"], r["y"], r["w"], r["h"]] for r in regions.iter_rows(named=True)}
     lines = [json.dumps({"question_id": q, "answer": a, "masks": [evidence[r] for r in ids or []]})
-             for q, a, ids in test_rows.select("question_id", "answer", "evidence_region_ids").iter_rows()]
+             for q, a, ids in split_rows.select("question_id", "answer", "evidence_region_ids").iter_rows()]
     path = tmp_path / "oracle.jsonl"
     path.write_text("\n".join(lines[1:] + [lines[2], "{", json.dumps({"question_id": "nope", "answer": ""})]) + "\n")
     result = runner.invoke(app, ["evaluate", str(sample_release), str(path), "--out", str(tmp_path / "r.json")])
@@ -57,7 +57,7 @@ def test_an_oracle_scores_one_and_problems_are_named(sample_release, test_rows, 
     assert report["problems"] | {} == {**{k: 0 for k in report["problems"]}, "duplicate_id": 1, "bad_json": 1,
                                        "unknown_id": 1, "missing_id": 1}
     missing = [p for p in report["problem_lines"] if p["kind"] == "missing_id"]
-    assert missing[0]["question_id"] == test_rows["question_id"][0]
+    assert missing[0]["question_id"] == split_rows["question_id"][0]
     assert f"{path}:{len(lines)}" in [p["where"] for p in report["problem_lines"] if p["kind"] == "duplicate_id"]
     assert "1 duplicate_id" in result.output and "1 missing_id" in result.output
 
