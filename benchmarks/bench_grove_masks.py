@@ -87,17 +87,18 @@ def child(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         image_ids, truth_ids, regions, path, sizes = synthetic(args.questions, args.per_image, Path(folder))
         setup_s = time.perf_counter() - started
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         read = read_predictions(path, sizes)
-        read_s = time.perf_counter() - started
+        read_s, read_cpu_s = time.perf_counter() - started, time.process_time() - cpu
         predicted = [read.by_id[q].masks for q in sizes]
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         scores = (per_question_scores(truth_ids, predicted, regions) if args.per_question
                   else mask_scores(image_ids, truth_ids, predicted, regions))
-        score_s = time.perf_counter() - started
+        score_s, score_cpu_s = time.perf_counter() - started, time.process_time() - cpu
     child_result({"questions": len(scores), "masks": sum(map(len, predicted)), "problems": len(read.problems),
                   "mean_s_m": round(float(np.mean(scores)), 6), "setup_s": round(setup_s, 2), "read_s": round(read_s, 2),
                   "score_s": round(score_s, 2), "read_and_score_s": round(read_s + score_s, 2),
+                  "read_cpu_s": round(read_cpu_s, 2), "score_cpu_s": round(score_cpu_s, 2),
                   "mode": "per-question" if args.per_question else "per-image"})
 
 
