@@ -133,7 +133,7 @@ def coco_compressed(rle: dict) -> dict:
     pycocotools reads (an uncompressed run list compressed)."""
     if isinstance(rle["counts"], list):
         height, width = (int(v) for v in rle["size"])
-        return coco_mask.frPyObjects({"size": [height, width], "counts": rle["counts"]}, height, width)  # type: ignore[call-overload, return-value]  # pycocotools stubs (see above)
+        return coco_mask.frPyObjects({"size": [height, width], "counts": rle["counts"]}, height, width)  # type: ignore[call-overload]  # pycocotools stubs (see above)
     return _compressed(rle)
 
 
@@ -215,7 +215,7 @@ def box_rles(boxes: Sequence[Sequence[float]], height: int, width: int) -> list[
     """XYWH boxes (pixels) as compressed COCO RLEs of an image of ``height`` x ``width`` (clipped to it)."""
     if not len(boxes):
         return []
-    return coco_mask.frPyObjects(np.asarray(boxes, dtype=np.float64).reshape(-1, 4), height, width)  # type: ignore[call-overload, return-value]  # pycocotools stubs (see above)
+    return coco_mask.frPyObjects(np.asarray(boxes, dtype=np.float64).reshape(-1, 4), height, width)  # type: ignore[arg-type, return-value]  # pycocotools stubs (see above)
 
 
 def coco_iou_matrix(predicted: Sequence[dict], truth: Sequence[dict]) -> np.ndarray:

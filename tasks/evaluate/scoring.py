@@ -12,6 +12,7 @@ A question without a valid prediction is not scored: it is a ``missing_id`` prob
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import numpy as np
@@ -76,11 +77,11 @@ def _answer_scores(rows: pl.DataFrame, predicted: list[Prediction], judge_client
     answers = pl.Series([p.answer for p in predicted], dtype=pl.String)
     if judge_client is None:
         return exact_match(answers, rows["answer"]).to_numpy()
-    from reasonvqa.tasks.evaluate.judge import JudgeItem, judge_answers  # prove35's module: imported only when asked
+    judge = importlib.import_module("reasonvqa.tasks.evaluate.judge")  # the LLM judge: loaded only when asked
 
-    items = [JudgeItem(question=q or "", reference=r or "", prediction=p)
+    items = [judge.JudgeItem(question=q or "", reference=r or "", prediction=p)
              for q, r, p in zip(rows["question"].to_list(), rows["answer"].to_list(), answers.to_list())]
-    return np.asarray(judge_answers(judge_client, items), dtype=np.float64)
+    return np.asarray(judge.judge_answers(judge_client, items), dtype=np.float64)
 
 
 def _grove(split: ReleaseSplit, rows: pl.DataFrame, predicted: list[Prediction], judge_client) -> dict:
@@ -100,10 +101,10 @@ def _grove(split: ReleaseSplit, rows: pl.DataFrame, predicted: list[Prediction],
 def _prove(split: ReleaseSplit, rows: pl.DataFrame, predicted: list[Prediction], judge_client) -> dict:
     if judge_client is None:
         return {"paper": "PROVE", "note": NEEDS_JUDGE, "metrics": {}}
-    from reasonvqa.tasks.evaluate.prove import score_prove  # prove35's module: imported only when asked
+    prove = importlib.import_module("reasonvqa.tasks.evaluate.prove")  # PROVE's scores: loaded only when asked
 
     answers = {q: p.answer for q, p in zip(rows["question_id"].to_list(), predicted)}
-    scored = score_prove(split.release, rows.to_dicts(), answers, judge_client)
+    scored = prove.score_prove(split.release, rows.to_dicts(), answers, judge_client)
     ids = rows["question_id"].to_list()
     hscore = np.array([scored[q][0] if q in scored else np.nan for q in ids])
     tscore = np.array([scored[q][1] if q in scored else np.nan for q in ids])
