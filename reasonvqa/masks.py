@@ -24,6 +24,8 @@ from pycocotools import mask as coco_mask
 # pycocotools' area()/encode() keep the mask count of one call in a uint8 under numpy 2: more than
 # 255 masks at once raise OverflowError, and SA-1B images often hold more.
 MASKS_PER_CALL = 255
+# coco_problems parses this many counts strings per numpy pass: a few MB of characters, whatever the file's size
+RLES_PER_PASS = 2048
 
 
 class MaskError(ValueError):
@@ -157,9 +159,10 @@ def coco_problems(rles: Sequence[object]) -> list[str | None]:
             coco_area(rle)  # type: ignore[arg-type]
         except MaskError as exc:
             problems[i] = str(exc)
-    if strings:
-        sums = _counts_sums([c for _, c, _ in strings])
-        for (i, counts, pixels), total in zip(strings, sums.tolist()):
+    for start in range(0, len(strings), RLES_PER_PASS):
+        chunk = strings[start:start + RLES_PER_PASS]
+        sums = _counts_sums([c for _, c, _ in chunk])
+        for (i, counts, pixels), total in zip(chunk, sums.tolist()):
             if total < 0:
                 problems[i] = f"COCO RLE counts are not runs pycocotools reads: {counts[:40]!r}"
             elif total != pixels:
