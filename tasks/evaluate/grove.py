@@ -2,7 +2,8 @@
 
 S_m(P, G) is 1 when both the predicted masks P and the ground-truth masks G are empty, 0 when G is empty and P
 is not, else the sum of the IoUs of the Hungarian matching of P and G divided by max(|P|, |G|). IoUs are
-computed on COCO RLEs by pycocotools, one call per image for all its questions' masks at once; the matching is
+computed on COCO RLEs by pycocotools, one call per image for all its questions' distinct masks at once (a
+mask several questions predict, e.g. one object's, is one row); the matching is
 scipy's ``linear_sum_assignment`` on each question's block of that matrix.
 """
 
@@ -48,14 +49,13 @@ def mask_scores(image_ids: Sequence[str], truth_ids: Sequence[Sequence[str]], pr
         scorable = [i for i in samples if all(r in regions for r in truth_ids[i])]
         truth = sorted({r for i in scorable for r in truth_ids[i]})
         column = {region: c for c, region in enumerate(truth)}
-        stacked = [rle for i in scorable for rle in predicted[i]]
+        distinct: dict[tuple, int] = {}  # a mask several questions predict is one row of the matrix
+        rows_of = [[distinct.setdefault((tuple(rle["size"]), rle["counts"]), len(distinct)) for rle in predicted[i]]
+                   for i in scorable]
+        stacked = [dict(size=list(size), counts=counts) for size, counts in distinct]
         ious = masks.coco_iou_matrix(stacked, [regions[r] for r in truth])
-        start = 0
-        for i in scorable:
-            count = len(predicted[i])
-            block = ious[start:start + count][:, [column[r] for r in truth_ids[i]]]
-            start += count
-            out[i] = mask_score(block)
+        for i, rows in zip(scorable, rows_of):
+            out[i] = mask_score(ious[rows][:, [column[r] for r in truth_ids[i]]])
     return out
 
 
