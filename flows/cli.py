@@ -647,5 +647,60 @@ def sandbox_status() -> None:
         typer.echo(json.dumps(sandbox.protections(), sort_keys=True))
 
 
+# --- scoring predictions on a release (docs/evaluation.md) --------------------------------------
+@app.command("evaluate")
+def evaluate_command(
+    release: Annotated[Path, typer.Argument(help="A release folder (with manifest.json).")],
+    predictions: Annotated[Optional[Path], typer.Argument(help="Predictions, one JSON object per line "
+                                                                "(docs/evaluation.md).")] = None,
+    split: Annotated[str, typer.Option(help="The split scored.")] = "test",
+    baseline: Annotated[Optional[str], typer.Option(
+        help="Score a blind baseline instead of a file: text-only, choices-only, prior, or all (comma-separated).")] = None,
+    judge: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint URL of the LLM judge (Grove's S_a, "
+                                                      "PROVE's hscore/tscore); without it, exact match only.")] = None,
+    judge_model: Annotated[str, typer.Option(help="The judge's model name.")] = "gpt-4o",
+    out: Annotated[Optional[Path], typer.Option(help="Write the JSON report here (with several baselines: a "
+                                                     "folder, one <baseline>.json each).")] = None,
+    predictions_out: Annotated[Path, typer.Option(help="Folder for the baselines' predictions files.")] = Path("out/evaluate"),
+    card: Annotated[Optional[Path], typer.Option(help="With --baseline: write evaluation.json and the card section "
+                                                      "evaluation.md into this folder.")] = None,
+) -> None:
+    """Score predictions (or a blind baseline) on a release with each kind's paper metric; print the table."""
+    from reasonvqa.errors import UsageError
+    from reasonvqa.tasks.evaluate.baselines import BASELINES, baseline_predictions, write_predictions
+    from reasonvqa.tasks.evaluate.card import write_card_figures
+    from reasonvqa.tasks.evaluate.report import print_report, write_report
+    from reasonvqa.tasks.evaluate.scoring import evaluate
+
+    if (predictions is None) == (baseline is None):
+        raise UsageError("give a PREDICTIONS file or --baseline, not both or neither")
+    if card is not None and baseline is None:
+        raise UsageError("--card writes the blind baselines' figures: give --baseline too")
+    client = None
+    if judge is not None:
+        from reasonvqa.llm import LLMClient, LLMConfig
+
+        client = LLMClient(LLMConfig(base_url=judge, model=judge_model))
+    names = list(BASELINES) if baseline == "all" else (_split_list(baseline) or [])
+    unknown = [n for n in names if n not in BASELINES]
+    if unknown:
+        raise UsageError(f"--baseline: unknown {', '.join(unknown)}; one of {', '.join(BASELINES)} or all")
+    runs = {name: write_predictions(baseline_predictions(release, name, split),
+                                    predictions_out / f"{release.parent.name}-{release.name}-{name}-{split}.jsonl")
+            for name in names} if names else {"predictions": cast(Path, predictions)}
+    reports = {}
+    for name, path in runs.items():
+        report = evaluate(release, path, split, judge_client=client)
+        reports[name] = report
+        print_report(report)
+        if out is not None:
+            target = out / f"{name}.json" if len(runs) > 1 else out
+            write_report(report, target)
+            typer.echo(f"report: {target}")
+    if card is not None:
+        for path in write_card_figures(reports, split, card):
+            typer.echo(f"card figures: {path}")
+
+
 if __name__ == "__main__":
     app()

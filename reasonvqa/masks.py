@@ -24,6 +24,8 @@ from pycocotools import mask as coco_mask
 # pycocotools' area()/encode() keep the mask count of one call in a uint8 under numpy 2: more than
 # 255 masks at once raise OverflowError, and SA-1B images often hold more.
 MASKS_PER_CALL = 255
+# coco_problems parses this many counts strings per numpy pass: a few MB of characters, whatever the file's size
+RLES_PER_PASS = 2048
 
 
 class MaskError(ValueError):
@@ -117,6 +119,115 @@ def coco_area_and_box(rle: dict) -> tuple[float, list[float]]:
 def rle_iou(a: dict, b: dict) -> float:
     """Intersection over union of two same-size compressed COCO RLEs, computed on their runs (0 when both are empty)."""
     return float(coco_mask.iou([_compressed(a)], [_compressed(b)], [0])[0][0])  # type: ignore[arg-type]  # pycocotools stubs (see above)
+
+
+def coco_checked(rle: dict) -> dict:
+    """A COCO RLE (compressed ``counts`` string, or uncompressed run list) checked as ``coco_area`` does and
+    returned compressed with ``counts`` as the ASCII bytes pycocotools reads; MaskError otherwise."""
+    if not isinstance(rle, dict):
+        raise MaskError(f"a COCO RLE is an object with size and counts, not {type(rle).__name__}")
+    coco_area(rle)
+    return coco_compressed(rle)
+
+
+def coco_compressed(rle: dict) -> dict:
+    """A checked COCO RLE (``coco_area`` or ``coco_problems`` found nothing) with ``counts`` as the ASCII bytes
+    pycocotools reads (an uncompressed run list compressed)."""
+    if isinstance(rle["counts"], list):
+        height, width = (int(v) for v in rle["size"])
+        return coco_mask.frPyObjects({"size": [height, width], "counts": rle["counts"]}, height, width)  # type: ignore[call-overload]  # pycocotools stubs (see above)
+    return _compressed(rle)
+
+
+def coco_problems(rles: Sequence[object]) -> list[str | None]:
+    """Per RLE, why ``coco_checked`` would refuse it (None: it is a valid COCO RLE). The compressed ``counts``
+    strings of all of them are parsed in one vectorized pass (``_counts_sums``): many small masks cost one
+    numpy pass, not one per mask."""
+    problems: list[str | None] = [None] * len(rles)
+    strings: list[tuple[int, str, int]] = []  # (position, counts, height x width) of the compressed ones
+    for i, rle in enumerate(rles):
+        try:
+            height, width = (int(v) for v in rle["size"])  # type: ignore[index]
+            counts = rle["counts"]  # type: ignore[index]
+        except (KeyError, TypeError, ValueError):
+            problems[i] = f"COCO RLE without a [height, width] size and counts: {str(rle)[:60]}"
+            continue
+        if isinstance(counts, str) and counts.isascii() and height > 0 and width > 0:
+            strings.append((i, counts, height * width))
+            continue
+        try:
+            coco_area(rle)  # type: ignore[arg-type]
+        except MaskError as exc:
+            problems[i] = str(exc)
+    for start in range(0, len(strings), RLES_PER_PASS):
+        chunk = strings[start:start + RLES_PER_PASS]
+        sums = _counts_sums([c for _, c, _ in chunk])
+        for (i, counts, pixels), total in zip(chunk, sums.tolist()):
+            if total < 0:
+                problems[i] = f"COCO RLE counts are not runs pycocotools reads: {counts[:40]!r}"
+            elif total != pixels:
+                problems[i] = f"COCO RLE runs sum to {total}, not {pixels // max(1, int(rles[i]['size'][1]))}x{int(rles[i]['size'][1])}"  # type: ignore[index]
+    return problems
+
+
+def _counts_sums(strings: list[str]) -> np.ndarray:
+    """The sum of the runs of each compressed COCO ``counts`` string (as ``_coco_counts`` reads them, all strings
+    at once), -1 for a string whose runs are unreadable (a bad character, a number left open, a negative run)."""
+    lengths = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+    if not lengths.sum():
+        return np.zeros(len(strings), dtype=np.int64)
+    raw = np.frombuffer("".join(strings).encode("ascii"), dtype=np.uint8)
+    nonempty = lengths > 0
+    firsts = (np.cumsum(lengths) - lengths)[nonempty]  # each non-empty string's first character
+    ends = firsts + lengths[nonempty] - 1
+    bad = np.zeros(len(strings), dtype=bool)
+    bad[nonempty] = np.maximum.reduceat((raw < 48) | (raw > 48 + 63), firsts)  # a character outside "0".."o"
+    chars = np.clip(raw, 48, 48 + 63) - np.uint8(48)
+    bad[nonempty] |= (chars[ends] & 0x20) != 0  # the last number is left open
+    opens = np.empty(chars.size, dtype=bool)
+    opens[0] = True
+    np.equal(chars[:-1] & 0x20, 0, out=opens[1:])  # after the last character of a number
+    opens[firsts] = True  # a number never runs on into the next string (a bad one may)
+    starts = np.flatnonzero(opens)
+    digits = np.diff(np.append(starts, chars.size))  # characters per number
+    position = np.arange(chars.size, dtype=np.int32) - np.repeat(starts.astype(np.int32), digits)
+    number_owner = np.repeat(np.flatnonzero(nonempty), np.add.reduceat(opens, firsts))
+    bad[number_owner[digits > 7]] = True  # more than 35 bits: _coco_counts leaves it to pycocotools
+    shift = 5 * np.minimum(position, 6).astype(np.int64)
+    x = np.add.reduceat((chars & 0x1F).astype(np.int64) << shift, starts)
+    tail = starts + digits - 1
+    x -= np.where(chars[tail] & 0x10, np.int64(1) << (shift[tail] + 5), 0)  # sign of the last 5-bit group
+    counts_per = np.bincount(number_owner, minlength=len(strings))
+    local = np.arange(len(x)) - np.repeat(np.cumsum(counts_per) - counts_per, counts_per)
+    for parity, begin in ((0, 2), (1, 1)):  # from the fourth count on, each adds the count two before
+        chosen = np.flatnonzero((local % 2 == parity) & (local >= begin))
+        if not chosen.size:
+            continue
+        values = x[chosen]
+        running = np.cumsum(values)
+        segment = number_owner[chosen]
+        new = np.concatenate(([True], segment[1:] != segment[:-1]))
+        offset = np.repeat((running - values)[new], np.diff(np.append(np.flatnonzero(new), chosen.size)))
+        x[chosen] = running - offset
+    bad[number_owner[x < 0]] = True
+    sums = np.bincount(number_owner, weights=x, minlength=len(strings)).astype(np.int64)
+    return np.where(bad, -1, sums)
+
+
+def box_rles(boxes: Sequence[Sequence[float]], height: int, width: int) -> list[dict]:
+    """XYWH boxes (pixels) as compressed COCO RLEs of an image of ``height`` x ``width`` (clipped to it)."""
+    if not len(boxes):
+        return []
+    return coco_mask.frPyObjects(np.asarray(boxes, dtype=np.float64).reshape(-1, 4), height, width)  # type: ignore[arg-type, return-value]  # pycocotools stubs (see above)
+
+
+def coco_iou_matrix(predicted: Sequence[dict], truth: Sequence[dict]) -> np.ndarray:
+    """IoU of every compressed RLE in ``predicted`` with every one in ``truth`` (all of one image's size), as a
+    ``(len(predicted), len(truth))`` float64 array, in one pycocotools call."""
+    if not len(predicted) or not len(truth):
+        return np.zeros((len(predicted), len(truth)), dtype=np.float64)
+    ious = coco_mask.iou([_compressed(r) for r in predicted], [_compressed(r) for r in truth], [0] * len(truth))  # type: ignore[arg-type]  # pycocotools stubs (see above)
+    return np.asarray(ious, dtype=np.float64).reshape(len(predicted), len(truth))
 
 
 def polygon_mask(points: Sequence[float], height: int, width: int) -> np.ndarray:

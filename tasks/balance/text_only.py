@@ -28,31 +28,14 @@ from typing import cast
 import polars as pl
 import pyarrow as pa
 
+from reasonvqa.masked_questions import CLOSED_CLASS, masked
+
 FOLDS = 5
 HALLUCINATION_MARGIN = 0.05  # issue 30: a text-only classifier no better than the majority rate + 5 points
 FIRST_OPTION_BAND = (0.35, 0.65)  # issue 30: the answer is the first option of "A or B" in 35-65 % of them
-MASK = "_"
-CLOSED_CLASS = frozenset("""
-a an the this that these those some any no not every each all both either neither other another same such
-what which who whom whose where when why how many much more most less fewer least several few
-is are was were be been being am do does did has have had can could will would shall should may might must
-there here it its they them their he she his her we us our you your i me my one ones
-of in on at to from by with without for about into onto over under above below beneath behind before after
-between among near next left right front back top bottom side middle inside outside around across along
-and or but than as if then so because while
-image picture photo object objects thing things kind type part
-""".split())
 TEXT_COLUMNS = ["question", "answer", "kind", "is_hallucination", "image_id"]
 _ROW = {"kind": pl.String, "masked": pl.UInt64, "halluc": pl.Boolean, "fold": pl.UInt8, "test": pl.Boolean,
         "answer": pl.UInt64, "first": pl.Int8}
-
-
-def masked(questions: pl.Series) -> pl.Series:
-    """Each question lower-cased, cut into words (letters, digits, apostrophes), every word outside
-    ``CLOSED_CLASS`` replaced by ``MASK``, joined by single spaces."""
-    words = questions.str.to_lowercase().str.replace_all(r"[^a-z0-9']+", " ").str.strip_chars().str.split(" ")
-    closed = pl.Series(sorted(CLOSED_CLASS))
-    return words.list.eval(pl.when(pl.element().is_in(closed.implode())).then(pl.element()).otherwise(pl.lit(MASK))).list.join(" ")
 
 
 def first_option(questions: pl.Series, answers: pl.Series) -> pl.Series:

@@ -246,3 +246,28 @@ def test_malformed_coco_rle_gives_what_the_raster_path_gives(counts):
     assert outcome(masks.labelstudio_encode_coco, rle) == outcome(lambda r: masks.labelstudio_encode_bytes(masks.coco_decode(r)), rle)
     assert outcome(masks.cvat_encode_coco, rle) == outcome(lambda r: masks.cvat_encode(masks.coco_decode(r)), rle)
     assert outcome(masks.cvat_encode_coco, {"size": [3, 4], "counts": [12]}) is None  # all background
+
+
+def test_coco_problems_agrees_with_coco_area_on_valid_and_garbage_rles():
+    """The vectorized check of many RLEs at once refuses exactly what the one-mask check refuses."""
+    rng = np.random.default_rng(0)
+    valid = [masks.coco_encode((rng.random((h, w)) < rng.random()).astype(np.uint8))
+             for h, w in rng.integers(1, 40, size=(200, 2))]
+    alphabet = [chr(c) for c in range(40, 130)]
+    garbage = [{"size": [int(h), int(w)], "counts": "".join(rng.choice(alphabet, int(n)))}
+               for h, w, n in rng.integers(1, 6, size=(2000, 3))]
+    odd = [{"size": [4, 10], "counts": "zz"}, {"size": [4, 10], "counts": ""}, {"size": [4, 5], "counts": [5, 2, 2, 2, 2, 2, 5]},
+           {"x": 1}, "not a mask", {"size": [2, 2], "counts": "0\x7f"}, {"size": [2, 2], "counts": "4"},
+           {"size": [2, 2], "counts": "1" + "O" * 8 + "0"}, {"size": [4, 10], "counts": "0P"}]
+    rles = [r for pair in zip(valid, garbage) for r in pair] + garbage[200:] + odd
+    found = masks.coco_problems(rles)
+    for rle, problem in zip(rles, found):
+        try:
+            masks.coco_area(rle)  # type: ignore[arg-type]
+            refused = False
+        except (masks.MaskError, TypeError):
+            refused = True
+        assert (problem is not None) == refused, (rle, problem)
+    assert all(p is None for p in found[:400:2])  # every encoded mask passes
+    assert found[-3] is None and found[-2] is not None  # "4" covers 2 x 2; an open number does not
+    assert sum(p is None for p in found) > 200  # some garbage is a valid RLE too
