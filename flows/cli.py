@@ -661,7 +661,8 @@ def evaluate_command(
     judge_model: Annotated[str, typer.Option(help="The judge's model name.")] = "gpt-4o",
     out: Annotated[Optional[Path], typer.Option(help="Write the JSON report here (with several baselines: a "
                                                      "folder, one <baseline>.json each).")] = None,
-    predictions_out: Annotated[Path, typer.Option(help="Folder for the baselines' predictions files.")] = Path("out/evaluate"),
+    predictions_out: Annotated[Path, typer.Option(help="Folder for the baselines' predictions files (and the "
+                                                       "judge's call cache).")] = Path("out/evaluate"),
     card: Annotated[Optional[Path], typer.Option(help="With --baseline: write evaluation.json and the card section "
                                                       "evaluation.md into this folder.")] = None,
 ) -> None:
@@ -676,11 +677,15 @@ def evaluate_command(
         raise UsageError("give a PREDICTIONS file or --baseline, not both or neither")
     if card is not None and baseline is None:
         raise UsageError("--card writes the blind baselines' figures: give --baseline too")
-    client = None
+    llm_judge = None
     if judge is not None:
+        from reasonvqa.call_cache import CallCache
         from reasonvqa.llm import LLMClient, LLMConfig
+        from reasonvqa.tasks.evaluate.scoring import Judge
 
-        client = LLMClient(LLMConfig(base_url=judge, model=judge_model))
+        # every judge and extraction request is cached beside the predictions: a rerun sends none
+        llm_judge = Judge(LLMClient(LLMConfig(base_url=judge, model=judge_model)),
+                          CallCache(predictions_out / "judge-calls.jsonl"))
     names = list(BASELINES) if baseline == "all" else (_split_list(baseline) or [])
     unknown = [n for n in names if n not in BASELINES]
     if unknown:
@@ -689,9 +694,13 @@ def evaluate_command(
                                     predictions_out / f"{release.parent.name}-{release.name}-{name}-{split}.jsonl")
             for name in names} if names else {"predictions": cast(Path, predictions)}
     reports = {}
-    for name, path in runs.items():
-        report = evaluate(release, path, split, judge_client=client)
-        reports[name] = report
+    try:
+        for name, path in runs.items():
+            reports[name] = evaluate(release, path, split, judge=llm_judge)
+    finally:
+        if llm_judge is not None and llm_judge.cache is not None:
+            llm_judge.cache.close()
+    for name, report in reports.items():
         print_report(report)
         if out is not None:
             target = out / f"{name}.json" if len(runs) > 1 else out

@@ -1,5 +1,6 @@
 """`reasonvqa evaluate` on the shared sample release: each blind baseline prints the table, an oracle scores 100,
-bad input is one line naming the file, --card writes the baselines' figures."""
+bad input is one line naming the file, --card writes the baselines' figures, a judge (a replaying server on
+127.0.0.1) scores the answers."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from reasonvqa.flows.cli import app
+
+from tests.tasks.verify.llm_server import FixtureLLM
 
 runner = CliRunner()
 
@@ -81,3 +84,30 @@ def test_card_writes_the_baselines_figures(sample_release, tmp_path):
     for row in figures["headline"]:
         assert f"| {row['baseline']} | {row['kind']} ({row['paper']}) |" in section
     assert section.startswith("## Blind baselines")
+
+
+def test_a_judge_scores_the_answers_names_its_broken_verdicts_and_a_rerun_sends_no_request(sample_release, split_rows,
+                                                                                           tmp_path):
+    grounded = split_rows.filter(pl.col("kind") == "grounded").sort("question_id")
+    broken = grounded["question_id"][0]
+    lines = [json.dumps({"question_id": q, "answer": "zzz-broken" if q == broken else a})
+             for q, a in grounded.select("question_id", "answer").iter_rows()]
+    path = tmp_path / "grounded.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    replies = {"Predicted answer: zzz-broken": "no idea", "Predicted answer:": '{"correct": 1, "reason": "same"}'}
+    args = ["evaluate", str(sample_release), str(path), "--predictions-out", str(tmp_path / "calls"),
+            "--out", str(tmp_path / "r.json")]
+    with FixtureLLM(generations=replies) as server:
+        result = runner.invoke(app, [*args, "--judge", server.base_url, "--judge-model", "fixture"])
+        assert result.exit_code == 0, result.output
+        sent = len(server.requests)
+        again = runner.invoke(app, [*args, "--judge", server.base_url, "--judge-model", "fixture"])
+        assert again.exit_code == 0, again.output
+        # one request per distinct conversation (questions asked of several images share one); the rerun is
+        # served by the call cache
+        assert 0.9 * grounded.height < sent <= grounded.height and len(server.requests) == sent
+    entry = json.loads((tmp_path / "r.json").read_text())["kinds"]["grounded"]
+    assert entry["answer_score"] == "llm_judge"
+    assert entry["metrics"]["s_a"]["value"] == round((grounded.height - 1) / grounded.height, 4)
+    assert list(entry["judge_errors"]) == [broken]
+    assert entry["judge_errors"][broken] == "judge_no_verdict: 'no idea'"
