@@ -66,7 +66,8 @@ class Candidate:
     is_hallucination: bool = False
     reason: str | None = None
     detail: dict = field(default_factory=dict)
-    template_id: str | None = None  # hallucination sub-type ("hallucination:absent_object"), the row's template_ids
+    template_id: str | None = None  # hallucination sub-type ("hallucination:absent_object") or a real form shared with
+    # hallucination questions ("grounded:identify_position"): the row's template_ids
     form: str = ""  # the wording ("count", "color", "spatial", "larger", "relation_count", ...), shared by real and hallucination
 
 
@@ -79,7 +80,8 @@ def attribute_words() -> dict[str, str]:
 
 RULE_FILES = (ATTRIBUTES_FILE, UNCOUNTABLE_FILE, TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml", TEMPLATES_DIR / "grounded" / "relations.yaml",
               Path(__file__), *(Path(__file__).with_name(n) for n in ("hallucination.py", "hallucination_attribute.py",
-                                                                     "hallucination_relation.py", "absence.py")),
+                                                                     "hallucination_relation.py", "absence.py",
+                                                                     "position_identification.py")),
               Path(absence_bases.__file__))
 
 
