@@ -38,19 +38,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reasonvqa import sources
+from reasonvqa.absence_bases import EXEMPT_RULE, unlabeled_source_kinds
 from reasonvqa.schemas import GROUNDED_KINDS
 from reasonvqa.tasks.balance.groups import forms
 
 REASON = "hallucination_share"
 TOLERANCE = 0.10  # points of share a task type or a visual domain may differ from the target (issue 30)
-EXEMPT_RULE = ("grounded questions about images of a source whose regions carry no class label (SA-1B masks) "
-               "are outside the share: no absence can be claimed there, so no hallucination question is made")
-
-
-def unlabeled_source_kinds() -> list[str]:
-    """The registered source kinds whose regions carry no class label (``Source.unlabeled_regions``)."""
-    return [kind for kind in sources.kinds() if sources.source_class(kind).unlabeled_regions]
 
 
 def exempt_rows(image_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:

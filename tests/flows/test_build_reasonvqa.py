@@ -106,6 +106,7 @@ def test_the_sample_release_holds_1000_grounded_questions_on_the_50_real_vg_imag
     assert report["outside_tolerance"] == [] and set(report["by_task_type"]) == set(by_type)
     assert report["exempt"]["by_source"] == {"sa1b": grounded.filter(pl.col("image_source") == "sa1b").height} != {"sa1b": 0}
     assert "indoor/outdoor" in report["exempt"]["by_visual_domain"] and "indoor/outdoor" not in report["by_visual_domain"]
+    assert report["exempt"]["rule"] in (release / "README.md").read_text()  # the card states the rule
     # every image but vg:46, whose objects.json record holds no object (its 38 relationships name unknown objects)
     vg = set(pl.read_parquet(release / "images" / "*.parquet").filter(pl.col("source") == "vg")["image_id"])
     assert vg == {f"vg:{n}" for n in range(1, 51)} - {"vg:46"}
