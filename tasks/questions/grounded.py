@@ -168,6 +168,20 @@ def references(regions: list[Region]) -> dict[str, str]:
     return refs
 
 
+def described(r: Region, refs: dict[str, str]) -> str:
+    """The reference a spatial or size question uses: "the white car" for a region named "the car" that has
+    exactly one annotated colour (else one material), for about half of such regions (a stable coin), as
+    wrong-attribute questions name their subject "the blue car" (so a named attribute carries no signal)."""
+    ref = refs[r.region_id]
+    if r.label and ref == f"the {r.label}" and flip(r.region_id, "described"):
+        words = attribute_words()
+        for category in ("color", "material"):
+            values = sorted(a for a in r.attributes if words.get(a) == category)
+            if len(values) == 1:
+                return f"the {values[0]} {r.label}"
+    return ref
+
+
 def number_markers(c: Candidate) -> None:
     """Replace each region marker of the question and answer by the region's 1-based position in the evidence."""
     def number(match: re.Match) -> str:
@@ -300,7 +314,7 @@ def spatial_pairs(regions: list[Region], refs: dict[str, str], image: dict, conf
             continue
         axes = ["horizontal", "vertical"] + (["depth"] if a.depth is not None and b.depth is not None else [])
         axis = axes[int(stable_order(a.region_id, b.region_id, "axis"), 16) % len(axes)]
-        question = spatial_question(refs[a.region_id], refs[b.region_id], axis, flip(a.region_id, b.region_id))
+        question = spatial_question(described(a, refs), described(b, refs), axis, flip(a.region_id, b.region_id))
         answer = spatial_answer(a, b, axis, width, height, config)
         c = Candidate(a.image_id, "spatial", question, answer or "", [a.region_id, b.region_id], detail={"axis": axis},
                       form="spatial")
@@ -374,8 +388,8 @@ def comparisons(regions: list[Region], refs: dict[str, str], counts: dict[str, l
         if flip(a.region_id, b.region_id, "size"):
             a, b = b, a
         big, small = (a, b) if a.area >= b.area else (b, a)
-        c = Candidate(a.image_id, "comparison", larger_question(refs[a.region_id], refs[b.region_id]),
-                      _bare(refs[big.region_id]), [a.region_id, b.region_id], detail={"compare": "size"}, form="larger")
+        c = Candidate(a.image_id, "comparison", larger_question(described(a, refs), described(b, refs)),
+                      _bare(described(big, refs)), [a.region_id, b.region_id], detail={"compare": "size"}, form="larger")
         if small.area <= 0 or big.area / small.area < config.size_ratio:
             c.reason = "ambiguous_size"
         else:
