@@ -84,6 +84,9 @@ class Source(ABC):
     # True where the source's own categories are annotated exhaustively (nuScenes): an absence claim about one of
     # them is backed by the taxonomy, and no label outside them is claimed absent (tasks/questions/absence.py)
     exhaustive_taxonomy: ClassVar[bool] = False
+    # True where the source's own regions carry no class label (SA-1B masks): no absence can be claimed on its images,
+    # so its grounded questions are exempt from the hallucination share (tasks/balance/hallucination_share.py)
+    unlabeled_regions: ClassVar[bool] = False
     # whether the images' license lets a release embed their bytes, and why (the card and manifest say it)
     redistributable: ClassVar[bool] = False
     redistribution: ClassVar[str] = "the source's license is not known to allow redistributing its images"

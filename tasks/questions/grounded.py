@@ -66,7 +66,8 @@ class Candidate:
     is_hallucination: bool = False
     reason: str | None = None
     detail: dict = field(default_factory=dict)
-    template_id: str | None = None  # hallucination sub-type ("hallucination:absent_object"), the row's template_ids
+    template_id: str | None = None  # hallucination sub-type ("hallucination:absent_object") or a real form shared with
+    # hallucination questions ("grounded:identify_position"): the row's template_ids
     form: str = ""  # the wording ("count", "color", "spatial", "larger", "relation_count", ...), shared by real and hallucination
 
 
@@ -79,7 +80,8 @@ def attribute_words() -> dict[str, str]:
 
 RULE_FILES = (ATTRIBUTES_FILE, UNCOUNTABLE_FILE, TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml", TEMPLATES_DIR / "grounded" / "relations.yaml",
               Path(__file__), *(Path(__file__).with_name(n) for n in ("hallucination.py", "hallucination_attribute.py",
-                                                                     "hallucination_relation.py", "absence.py")),
+                                                                     "hallucination_relation.py", "absence.py",
+                                                                     "position_identification.py")),
               Path(absence_bases.__file__))
 
 
@@ -164,6 +166,20 @@ def references(regions: list[Region]) -> dict[str, str]:
                     refs[r.region_id] = f"the {attr} {r.label}"
                     break
     return refs
+
+
+def described(r: Region, refs: dict[str, str]) -> str:
+    """The reference a spatial or size question uses: "the white car" for a region named "the car" that has
+    exactly one annotated colour (else one material), for about half of such regions (a stable coin), as
+    wrong-attribute questions name their subject "the blue car" (so a named attribute carries no signal)."""
+    ref = refs[r.region_id]
+    if r.label and ref == f"the {r.label}" and flip(r.region_id, "described"):
+        words = attribute_words()
+        for category in ("color", "material"):
+            values = sorted(a for a in r.attributes if words.get(a) == category)
+            if len(values) == 1:
+                return f"the {values[0]} {r.label}"
+    return ref
 
 
 def number_markers(c: Candidate) -> None:
@@ -298,7 +314,7 @@ def spatial_pairs(regions: list[Region], refs: dict[str, str], image: dict, conf
             continue
         axes = ["horizontal", "vertical"] + (["depth"] if a.depth is not None and b.depth is not None else [])
         axis = axes[int(stable_order(a.region_id, b.region_id, "axis"), 16) % len(axes)]
-        question = spatial_question(refs[a.region_id], refs[b.region_id], axis, flip(a.region_id, b.region_id))
+        question = spatial_question(described(a, refs), described(b, refs), axis, flip(a.region_id, b.region_id))
         answer = spatial_answer(a, b, axis, width, height, config)
         c = Candidate(a.image_id, "spatial", question, answer or "", [a.region_id, b.region_id], detail={"axis": axis},
                       form="spatial")
@@ -372,8 +388,8 @@ def comparisons(regions: list[Region], refs: dict[str, str], counts: dict[str, l
         if flip(a.region_id, b.region_id, "size"):
             a, b = b, a
         big, small = (a, b) if a.area >= b.area else (b, a)
-        c = Candidate(a.image_id, "comparison", larger_question(refs[a.region_id], refs[b.region_id]),
-                      _bare(refs[big.region_id]), [a.region_id, b.region_id], detail={"compare": "size"}, form="larger")
+        c = Candidate(a.image_id, "comparison", larger_question(described(a, refs), described(b, refs)),
+                      _bare(described(big, refs)), [a.region_id, b.region_id], detail={"compare": "size"}, form="larger")
         if small.area <= 0 or big.area / small.area < config.size_ratio:
             c.reason = "ambiguous_size"
         else:

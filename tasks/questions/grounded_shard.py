@@ -25,6 +25,7 @@ from reasonvqa.tasks.questions.hallucination import hallucination_candidates
 from reasonvqa.tasks.questions.hallucination_attribute import attribute_candidates
 from reasonvqa.tasks.questions.hallucination_relation import predicate_index, relation_candidates
 from reasonvqa.tasks.questions.object_classes import lexname
+from reasonvqa.tasks.questions.position_identification import position_identifications
 from reasonvqa.tasks.questions.regions import classify_regions, regions_by_image, shard_regions, unlabeled_images
 from reasonvqa.tasks.questions.relation_questions import relation_questions
 from reasonvqa.work_files import present
@@ -58,9 +59,10 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
     candidates = []
     for image_id in sorted(image_rows):
         image_regions = by_image.get(image_id, [])
+        refs = references(image_regions)
         candidates += image_candidates(image_regions, image_rows[image_id], config)
-        candidates += relation_questions(image_regions, references(image_regions), relations_of.get(image_id, []),
-                                         image_rows[image_id], config)
+        candidates += relation_questions(image_regions, refs, relations_of.get(image_id, []), image_rows[image_id], config)
+        candidates += position_identifications(image_regions, refs, image_rows[image_id], config)
     mark_duplicates(candidates)
 
     unlabeled = unlabeled_images(regions)

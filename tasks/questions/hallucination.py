@@ -9,8 +9,9 @@ here; its answer states the absence, its evidence is empty and ``is_hallucinatio
 2. Absence check per candidate against every label and object name of the image, whole-word in
    both directions ("car" is not absent from an image with a "car door"; ``not_absent``), and the
    image must have no region without a label (SA-1B masks may show anything; no candidate is made).
-3. The question takes one of the forms real questions take (counting, attribute, spatial, comparison;
-   ``forms``) chosen by a stable hash; forms that need a named present object use one. The absent
+3. The question takes one of the forms real questions take (counting, attribute, identification by
+   position "What is the object above the <absent>?", spatial, comparison; ``forms``) chosen by a stable
+   hash in proportion to the image's real questions per form; forms that need a named present object use one. The absent
    label must be an object class (object_classes.py) and is named by its synset's lemma.
 4. Share: every valid candidate (at most ``hallucination_candidates_per_image`` per basis) goes to the pool;
    after answer balancing, tasks/balance/hallucination_share.py keeps ``balance.hallucination_share``
@@ -31,6 +32,7 @@ from reasonvqa.tasks.questions.grounded import (Candidate, attribute_question, b
                                                 spatial_question)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.object_classes import OBJECT_LEXNAMES, synset_lemma, word_class
+from reasonvqa.tasks.questions.position_identification import SIDES, form_of, identify_question
 from reasonvqa.tasks.questions.regions import Region
 
 TEMPLATE_ID = "hallucination:absent_object"
@@ -71,9 +73,18 @@ def forms(absent: str, named: list[str], attribute: str = "color", key: tuple[st
     return out
 
 
+def identification_slots(weights: dict[str, int] | None) -> list[tuple[str, str, str]]:
+    """(task type, form, predicate) per real identification-by-position question of the image, in a fixed order:
+    each is the form of one identification hallucination question, so the image has no more of them per side
+    than real ones (the wording carries no signal; "What is the red object?" has no counterpart with a basis)."""
+    weights = weights or {}
+    return [("identification", form_of(p), p) for p in SIDES for _ in range(weights.get(form_of(p), 0))]
+
+
 def hallucination_candidates(image_id: str, regions: list[Region], labels: set[str], absent: list[AbsentLabel],
                              config: GroundedConfig, weights: dict[str, int] | None = None) -> list[Candidate]:
-    """Up to ``hallucination_candidates_per_image`` questions per basis about absent objects of one image.
+    """Up to ``hallucination_candidates_per_image`` questions per basis about absent objects of one image, and
+    identification questions by position about based absent objects, one per real one (``identification_slots``).
 
     An absent label is named by the lemma of its most frequent noun sense (object_classes.word_class:
     "trees" -> "tree"); a label whose sense is no object class (``non_object_class``) or that WordNet
@@ -85,27 +96,28 @@ def hallucination_candidates(image_id: str, regions: list[Region], labels: set[s
     present = {r.synset for r in regions if r.synset}
     out: list[Candidate] = []
     kept: Counter = Counter()
+    slots = identification_slots(weights) if "identification" in config.task_types else []
     for choice in absent:
         label = choice.label
-        if kept[choice.basis] >= config.hallucination_candidates_per_image:
-            continue
         synset, lex = word_class(label)
         name = synset_lemma(synset) or label
-        options = [f for f in forms(name, named, key=(image_id, label)) if f[0] in config.task_types]
-        if not options:
-            continue
-        task, form, question = pick_form(options, weights, image_id, label, "form")
-        answer = f"There are no {plural(name)} in the image." if task == "counting" else f"There {be(name)} no {name} in the image."
-        c = Candidate(image_id, task, question, answer, [], is_hallucination=True, template_id=TEMPLATE_ID,
-                      detail={"absent": label, "synset": synset, "lexname": lex,
-                              "absence_basis": choice.basis, "absence_evidence": choice.evidence}, form=form)
-        if synset is None:
-            c.reason = "unknown_class"
-        elif lex not in OBJECT_LEXNAMES:
-            c.reason = "non_object_class"
-        elif synset in present or not is_absent(label, labels) or not is_absent(name, labels):
-            c.reason = "not_absent"
-        else:
-            kept[choice.basis] += 1
-        out.append(c)
+        reason = ("unknown_class" if synset is None else "non_object_class" if lex not in OBJECT_LEXNAMES else
+                  "not_absent" if synset in present or not is_absent(label, labels) or not is_absent(name, labels) else None)
+        picked = []
+        if kept[choice.basis] < config.hallucination_candidates_per_image:
+            options = [f for f in forms(name, named, key=(image_id, label)) if f[0] in config.task_types]
+            if options:
+                picked.append(pick_form(options, weights, image_id, label, "form"))
+        if slots and choice.basis is not None and reason is None:
+            task, form, predicate = slots.pop(0)
+            picked.append((task, form, identify_question(predicate, f"the {name}")))
+        for task, form, question in picked:
+            answer = f"There are no {plural(name)} in the image." if task == "counting" else f"There {be(name)} no {name} in the image."
+            c = Candidate(image_id, task, question, answer, [], is_hallucination=True, template_id=TEMPLATE_ID,
+                          detail={"absent": label, "synset": synset, "lexname": lex,
+                                  "absence_basis": choice.basis, "absence_evidence": choice.evidence}, form=form)
+            c.reason = reason
+            if reason is None and task != "identification":
+                kept[choice.basis] += 1
+            out.append(c)
     return out

@@ -7,8 +7,12 @@ image has one car, annotated white:
    forms count as the same label), with an annotated attribute of a family of
    templates/grounded/wrong_attributes.yaml (colour, material, size, shape). A family the object
    has no value of is unknown, not absent: no question about it.
-2. The wrong attribute is the first word of a group of the family, groups in a stable hash order
-   of (region, family). It is rejected ``attribute_present`` when a word of its group (or a plural
+2. The wrong attribute is the first word of a group of the family. Only families whose words real
+   questions use to name a region (grounded.attribute_words: colour, material) are asked, and the groups
+   are drawn in proportion to how many other regions of the image carry them (a weighted stable hash
+   order of (region, family); groups no other region carries follow in a plain hash order), so the wrong
+   words are as common as the words real references use ("the white car" far more than "the purple car")
+   and the text alone does not tell them apart. It is rejected ``attribute_present`` when a word of its group (or a plural
    form) is a whole word of any attribute of the subject or of a box duplicating it (IoU at least
    ``duplicate_iou``, another annotation of the same thing); the next group is examined until
    one is kept (at most one question per region and family).
@@ -21,13 +25,15 @@ image has one car, annotated white:
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import yaml
 
 from reasonvqa.absence_bases import ATTRIBUTE_BASIS
 from reasonvqa.paths import TEMPLATES_DIR
-from reasonvqa.tasks.questions.grounded import Candidate, be, pick_form, plural, singular, stable_order
+from reasonvqa.tasks.questions.grounded import (Candidate, attribute_words, be, pick_form, plural, singular,
+                                                stable_order)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.hallucination import forms, words
 from reasonvqa.tasks.questions.regions import Region, box_iou
@@ -54,6 +60,17 @@ def known_families(attributes: list[str]) -> list[str]:
     return [f for f, groups in attribute_families().items() if any(_carries(attributes, g) for g in groups)]
 
 
+def drawn_groups(region_id: str, family: str, others: list[Region]) -> list[tuple[str, ...]]:
+    """The family's groups in a stable order weighted by how many of ``others`` carry each (weighted sampling
+    without replacement by hash keys), then the groups none carries in a stable hash order."""
+    def key(group: tuple[str, ...]) -> tuple[int, float]:
+        weight = sum(_carries(o.attributes, group) for o in others)
+        u = (int(stable_order(region_id, family, group[0]), 16) + 1) / 2 ** 64
+        return (0, -math.log(u) / weight) if weight else (1, u)
+
+    return sorted(attribute_families()[family], key=key)
+
+
 def attribute_candidates(image_id: str, regions: list[Region], refs: dict[str, str],
                          config: GroundedConfig, weights: dict[str, int] | None = None) -> list[Candidate]:
     """Wrong-attribute hallucination candidates of one image (kept ones and rejects)."""
@@ -64,6 +81,7 @@ def attribute_candidates(image_id: str, regions: list[Region], refs: dict[str, s
     for r in labeled:
         same.setdefault(singular(r.label), []).append(r)
     named = sorted(ref for r in labeled if (ref := refs.get(r.region_id)) == f"the {r.label}")
+    naming = attribute_words()
     out: list[Candidate] = []
     kept = 0
     for r in sorted(labeled, key=lambda r: stable_order(r.region_id, "attribute")):
@@ -74,8 +92,11 @@ def attribute_candidates(image_id: str, regions: list[Region], refs: dict[str, s
             continue
         carried = [a for o in labeled if o is r or box_iou(r, o) >= config.duplicate_iou for a in o.attributes]
         others = [n for n in named if n != f"the {r.label}"]
+        others_regions = [o for o in labeled if o is not r and box_iou(r, o) < config.duplicate_iou]
         for family in known_families(r.attributes):
-            groups = sorted(attribute_families()[family], key=lambda g: stable_order(r.region_id, family, g[0]))
+            if not any(w in naming for group in attribute_families()[family] for w in group):
+                continue  # real questions never name a region by this family (size, shape)
+            groups = drawn_groups(r.region_id, family, others_regions)
             for group in groups:
                 wrong = group[0]
                 phrase = f"{wrong} {r.label}"

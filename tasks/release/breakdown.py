@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from reasonvqa.absence_bases import EXEMPT_RULE
 from reasonvqa.codes import dense_codes, filled
 from reasonvqa.tasks.release.pictures import draw_example
 from reasonvqa.tasks.release.pixels import Pixels
@@ -256,6 +257,9 @@ def breakdown_section(report: dict) -> list[str]:
     lines += [f"| {k} | {v} |" for k, v in report["task_type"].items()]
     lines += ["", "| visual domain | non-hallucination | hallucination |", "| --- | ---: | ---: |"]
     lines += [f"| {d} | {c.get('other', 0)} | {c.get('hallucination', 0)} |" for d, c in report["domain"].items()]
+    if report["hallucination"]:
+        lines += ["", "The hallucination share is held within 10 points of its target in every task type and visual "
+                  f"domain (`stats/balance_report.json`), except by a stated rule: {EXEMPT_RULE}."]
     if report.get("hallucination_form"):
         lines += ["", "| hallucination form | questions |", "| --- | ---: |"]
         lines += [f"| {k.replace('_', ' ')} | {v} |" for k, v in report["hallucination_form"].items()]

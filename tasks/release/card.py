@@ -26,7 +26,8 @@ _COLUMNS = {
     "domains": "knowledge domains of the properties on the route (only the selected ones in a domain-restricted build or re-split)",
     "has_scene_graph": "the question names its object through a scene-graph relation",
     "template_ids": "templates used to render the question; for a grounded hallucination question its form "
-                    "`hallucination:<form>` (absent_object, wrong_attribute, impossible_relation, vlm_negative)",
+                    "`hallucination:<form>` (absent_object, wrong_attribute, impossible_relation, vlm_negative); for a real "
+                    "identification-by-position question `grounded:identify_position`",
     "template_version": "content hash of the template bank",
     "knowledge_snapshot": "content hash of the knowledge base the facts came from",
     "kind": "`template`, `verified` (PROVE), `grounded` (region rules) or `grounded_vlm` (written by a VLM)",

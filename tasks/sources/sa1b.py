@@ -65,6 +65,7 @@ class Sa1bSource(Source):
     kind: ClassVar[str] = "sa1b"
     config_model: ClassVar[type[SourceConfig]] = Sa1bConfig
     visual_domain: ClassVar[str] = "indoor/outdoor"
+    unlabeled_regions: ClassVar[bool] = True
     license: ClassVar[str] = LICENSE
     description: ClassVar[str] = "SA-1B tar shards (sa_NNNNNN.tar): images with ~100 class-free SAM masks each"
     redistribution: ClassVar[str] = "the SA-1B Dataset Research License does not allow redistributing its images"

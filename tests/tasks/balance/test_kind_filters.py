@@ -132,3 +132,35 @@ def test_a_selection_every_row_passes_hands_the_pool_over_uncopied():
     assert report["dropped_by"] == {"kinds": 0}
     assert report["available"] == {"kinds": ["grounded", "template", "verified"],
                                     "task_types": ["counting", "free_form", "knowledge"]}
+
+
+def test_a_thin_cell_loses_the_real_questions_of_forms_no_hallucination_takes_first_and_sa1b_is_exempt():
+    """Identification: 10 hallucination questions beside 40 formless reals ("What is the red object?") and 10 reals
+    of the shared form (grounded:identify_position): the reals dropped to reach the share are formless ones, so the
+    shared form keeps all 10. SA-1B questions (unlabeled masks, no absence claim possible) are outside the share:
+    reported as exempt, and their domain is not outside the tolerance."""
+    from reasonvqa.tasks.balance.config import BalanceConfig, SplitConfig
+    from reasonvqa.tasks.balance.hallucination_share import EXEMPT_RULE
+    from reasonvqa.tasks.balance.pipeline import balance_and_split
+
+    def row(qid, image, halluc, answer, form=None):
+        return dict(question_id=qid, image_id=image, question=f"What is {qid}?", answer=answer, kind="grounded",
+                    task_type="identification", is_hallucination=halluc, n_hop=0, template_ids=[form] if form else None,
+                    absence_basis="cooccurrence" if halluc else None)
+
+    rows = [row(f"f{i:02d}", f"vg:{i % 8}", False, f"thing{i}") for i in range(40)]
+    rows += [row(f"p{i:02d}", f"vg:{i % 8}", False, f"item{i}", "grounded:identify_position") for i in range(10)]
+    rows += [row(f"h{i:02d}", f"vg:{i % 8}", True, f"There is no x{i} in the image.", "hallucination:absent_object")
+             for i in range(10)]
+    rows += [row(f"s{i:02d}", f"sa1b:{i}", False, f"region{i}") for i in range(6)]
+    pool = schemas.from_rows(rows, schemas.QUESTIONS)
+    done = balance_and_split(pool, BalanceConfig(hop_shares=None), SplitConfig(drop_test_pairs_seen_in_train=False), 0)
+    kept = {r["question_id"] for r in pa.concat_tables([done.split.train, done.split.test]).to_pylist()}
+    report = done.balance.report["hallucination_share"]
+    assert {f"p{i:02d}" for i in range(10)} | {f"h{i:02d}" for i in range(10)} | {f"s{i:02d}" for i in range(6)} <= kept
+    formless = len([q for q in kept if q.startswith("f")])
+    assert formless == 35 - 10  # floor(10 * 0.78 / 0.22) = 35 reals beside 10 hallucination questions
+    assert report["by_task_type"]["identification"]["after"] == round(10 / 45, 4)
+    assert report["exempt"] == {"rule": EXEMPT_RULE, "questions": 6, "by_source": {"sa1b": 6},
+                                "by_visual_domain": {"sa1b": 6}}
+    assert "sa1b" not in report["by_visual_domain"] and report["outside_tolerance"] == []

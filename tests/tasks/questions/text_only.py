@@ -1,11 +1,14 @@
 """Text-only checks of grounded questions, shared by the 50-image Visual Genome test and the sample-release test:
-the masked-question vote for ``is_hallucination`` (folds by image) and the options of "A or B" questions."""
+the masked-question vote and a bag-of-words logistic regression for ``is_hallucination`` (folds by image), and
+the options of "A or B" questions."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 from collections import Counter, defaultdict
+
+import numpy as np
 
 # closed-class words and the task words every form shares; every other word is masked
 CLOSED = frozenset("""a an the this that these those there it its of to in on at by for with from into next or and than
@@ -57,3 +60,41 @@ def first_option(question: str) -> tuple[str, str] | None:
     if m := re.fullmatch(rf"(?:Is|Are) .+? ({sides}) or ({sides})(?: of)? .+\?", question):
         return _OPTION.get(m[1], m[1]), _OPTION.get(m[2], m[2])
     return None
+
+
+def _features(question: str) -> list[str]:
+    """Bag of words of a question: its lower-case words and word pairs (every word kept, labels included)."""
+    words = re.findall(r"[a-z0-9']+", question.lower())
+    return words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+
+
+
+def _presence(rows: list[dict], index: dict[str, int]) -> np.ndarray:
+    """Rows x (features of ``index`` + an intercept column): 1 where the question has the feature."""
+    x = np.zeros((len(rows), len(index) + 1), dtype=np.float32)
+    x[:, -1] = 1.0
+    for i, r in enumerate(rows):
+        x[i, [index[w] for w in set(_features(r["question"])) if w in index]] = 1.0
+    return x
+
+
+def bag_of_words_accuracy(rows: list[dict], folds: int = 5, steps: int = 200, l2: float = 1e-3) -> float:
+    """Text-only classifier on every word of the question: L2-regularized logistic regression over the presence
+    of words and word pairs seen at least twice in training (full-batch gradient descent from zero, so
+    deterministic), trained on the other folds (by image), predicting ``is_hallucination``."""
+    correct = 0
+    for f in range(folds):
+        train = [r for r in rows if fold(r["image_id"], folds) != f]
+        test = [r for r in rows if fold(r["image_id"], folds) == f]
+        if not test:
+            continue
+        seen = Counter(w for r in train for w in set(_features(r["question"])))
+        index = {w: i for i, w in enumerate(sorted(w for w, n in seen.items() if n >= 2))}
+        x, y = _presence(train, index), np.array([r["is_hallucination"] for r in train], dtype=np.float32)
+        weights = np.zeros(x.shape[1], dtype=np.float32)
+        for _ in range(steps):
+            p = 1 / (1 + np.exp(-(x @ weights)))
+            weights -= 1.0 * (x.T @ (p - y) / len(y) + l2 * weights)
+        predicted = _presence(test, index) @ weights > 0
+        correct += int(sum(bool(p) == r["is_hallucination"] for p, r in zip(predicted, test)))
+    return correct / len(rows)
