@@ -9,6 +9,7 @@ import re
 from collections import Counter, defaultdict
 
 import numpy as np
+from scipy import sparse
 
 # closed-class words and the task words every form shares; every other word is masked
 CLOSED = frozenset("""a an the this that these those there it its of to in on at by for with from into next or and than
@@ -69,13 +70,12 @@ def _features(question: str) -> list[str]:
 
 
 
-def _presence(rows: list[dict], index: dict[str, int]) -> np.ndarray:
-    """Rows x (features of ``index`` + an intercept column): 1 where the question has the feature."""
-    x = np.zeros((len(rows), len(index) + 1), dtype=np.float32)
-    x[:, -1] = 1.0
-    for i, r in enumerate(rows):
-        x[i, [index[w] for w in set(_features(r["question"])) if w in index]] = 1.0
-    return x
+def _presence(rows: list[dict], index: dict[str, int]) -> sparse.csr_matrix:
+    """Rows x (features of ``index`` + an intercept column), sparse: 1 where the question has the feature."""
+    columns = [sorted({index[w] for w in _features(r["question"]) if w in index}) + [len(index)] for r in rows]
+    indptr = np.cumsum([0] + [len(c) for c in columns])
+    flat = np.fromiter((i for c in columns for i in c), dtype=np.int64, count=int(indptr[-1]))
+    return sparse.csr_matrix((np.ones(len(flat), dtype=np.float32), flat, indptr), shape=(len(rows), len(index) + 1))
 
 
 def bag_of_words_accuracy(rows: list[dict], folds: int = 5, steps: int = 200, l2: float = 1e-3) -> float:
@@ -92,9 +92,10 @@ def bag_of_words_accuracy(rows: list[dict], folds: int = 5, steps: int = 200, l2
         index = {w: i for i, w in enumerate(sorted(w for w, n in seen.items() if n >= 2))}
         x, y = _presence(train, index), np.array([r["is_hallucination"] for r in train], dtype=np.float32)
         weights = np.zeros(x.shape[1], dtype=np.float32)
+        xt = x.T.tocsr()
         for _ in range(steps):
             p = 1 / (1 + np.exp(-(x @ weights)))
-            weights -= 1.0 * (x.T @ (p - y) / len(y) + l2 * weights)
+            weights -= 1.0 * (xt @ (p - y) / len(y) + l2 * weights)
         predicted = _presence(test, index) @ weights > 0
         correct += int(sum(bool(p) == r["is_hallucination"] for p, r in zip(predicted, test)))
     return correct / len(rows)
