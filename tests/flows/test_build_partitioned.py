@@ -1,5 +1,6 @@
 """finish_release writes the same release bytes with the pool on disk (partitioned) as in memory."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from reasonvqa.tasks.balance.partitioned import in_process
 from reasonvqa.tasks.balance.pool_files import PoolFiles
 from reasonvqa.tasks.release import writer
 from reasonvqa.tasks.release.verify import verify_release
+from tests.flows.task_runs import task_run_names
 from tests.tasks.balance.synthetic import synthetic_pool
 
 
@@ -82,6 +84,9 @@ def test_partitioned_steps_on_two_dask_workers_write_the_in_memory_release(tmp_p
     on_disk = Path(on_dask("on", tmp_path / "dask"))
     assert [run for _, run in small_parts] == [run_partition_steps]
     assert contents(on_disk) == contents(in_memory)
+    # each step a task run named by its step (Prefect prefixes the task's log lines with it)
+    names = task_run_names("release-flow", {"partition-spill_file"})
+    assert "partition-spill_file" in names and all(re.fullmatch(r"partition-\w+", n) for n in names), sorted(names)
 
 
 @pytest.mark.parametrize("mode, rows, expected", [("auto", 9, False), ("auto", 10, True), ("on", 0, True),

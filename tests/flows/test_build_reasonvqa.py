@@ -4,56 +4,27 @@ import json
 import re
 from pathlib import Path
 
-import fsspec
 import polars as pl
 import pytest
 
 from reasonvqa.flows.build_reasonvqa import build_reasonvqa
 from reasonvqa.flows.run_report import stage_report
-from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.flows.config import sample_config
 from reasonvqa.stage import stage_stats
-from reasonvqa.tasks.balance import partitioned
-from reasonvqa.tasks.balance.config import PartitionConfig
 from reasonvqa.tasks.questions.grounded import plural
 from reasonvqa.tasks.release.verify import verify_release
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def two_builds(tmp_path_factory, sample_release):
-    root = tmp_path_factory.mktemp("builds")
-    first = sample_release  # shared with other modules: read only
-    # the second build runs its shards on a 2-worker Dask LocalCluster and publishes to an fsspec URL:
-    # outputs must depend on neither
-    # and balances, splits and writes from disk (partitioned: the pool in several files, per-file and
-    # per-partition steps as tasks on the Dask workers): the release must not depend on that either
-    on_dask = build_reasonvqa.with_options(task_runner=make_task_runner(dask_workers=2))
-    config = sample_config()
-    config.partitioned = PartitionConfig(mode="on")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(partitioned, "INPUT_ROWS_PER_FILE", 40)
-        patch.setattr(partitioned, "ROWS_PER_FILE", 30)
-        url = on_dask(config, "memory://builds/b")
-    assert url == "memory://builds/b/reasonvqa-sample/0.1.0"
-    fs, path = fsspec.core.url_to_fs(url)
-    fs.get(path, str(root / "b" / "reasonvqa-sample" / "0.1.0"), recursive=True)
-    return first, root / "b" / "reasonvqa-sample" / "0.1.0"
+def test_the_sample_release_verifies(sample_release):
+    # the same build on Dask, partitioned, published to an fsspec URL, gives these bytes: test_build_work_url.py
+    assert sample_release.parts[-2:] == ("reasonvqa-sample", "0.1.0")
+    assert verify_release(sample_release) == []
 
 
-def test_release_verifies_and_is_byte_identical_across_builds_and_runners(two_builds):
-    first, second = two_builds
-    assert first.parts[-2:] == ("reasonvqa-sample", "0.1.0")
-    assert verify_release(first) == []
-    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
-    different = [str(f) for f in files if (first / f).read_bytes() != (second / f).read_bytes()]
-    assert different == []
-
-
-def test_release_holds_every_kind_of_question(two_builds):
-    release = two_builds[0]
+def test_release_holds_every_kind_of_question(sample_release):
+    release = sample_release
     questions = pl.concat([pl.read_parquet(release / s / "*.parquet") for s in ("train", "test")])
     assert set(questions["n_hop"].to_list()) == {0, 1, 2, 3}  # 0: grounded questions ask no knowledge hop
     assert set(questions["image_source"].to_list()) == {"vg", "gldv2", "sa1b", "nuscenes"}
@@ -69,9 +40,9 @@ def test_release_holds_every_kind_of_question(two_builds):
     assert train_images and test_images and not train_images & test_images
 
 
-def test_no_image_group_of_the_sample_is_in_both_splits(two_builds):
+def test_no_image_group_of_the_sample_is_in_both_splits(sample_release):
     """The sample's GLDv2 landmarks (3-4 images each) and its nuScenes scene (4 cameras) each go to one split."""
-    release = two_builds[0]
+    release = sample_release
     images = pl.read_parquet(release / "images" / "*.parquet", columns=["image_id", "source", "group_id"])
     group = {i: (f"{s}:{g}" if g is not None else i) for i, s, g in images.iter_rows()}
     sides = {split: {group[i] for i in pl.read_parquet(release / split / "*.parquet")["image_id"]}
@@ -85,10 +56,10 @@ def test_no_image_group_of_the_sample_is_in_both_splits(two_builds):
     assert "none in both" in (release / "stats" / "SUMMARY.md").read_text()
 
 
-def test_the_sample_release_holds_1000_grounded_questions_on_the_50_real_vg_images(two_builds):
+def test_the_sample_release_holds_1000_grounded_questions_on_the_50_real_vg_images(sample_release):
     """The bundled 50 real Visual Genome images (data/SOURCES.md) give the release 1,000+ grounded questions, n >= 100
     in every grounded task type, real and hallucination ones in each."""
-    release = two_builds[0]
+    release = sample_release
     questions = pl.concat([pl.read_parquet(release / s / "*.parquet") for s in ("train", "test")])
     grounded = questions.filter(pl.col("kind") == "grounded")
     assert grounded.height >= 1000
@@ -113,11 +84,11 @@ def test_the_sample_release_holds_1000_grounded_questions_on_the_50_real_vg_imag
     assert set(grounded.filter(pl.col("image_source") == "vg")["image_id"]) == vg
 
 
-def test_sample_release_scan_single_answers_typed_subjects_and_bias_report(two_builds):
+def test_sample_release_scan_single_answers_typed_subjects_and_bias_report(sample_release):
     from reasonvqa.tasks.questions.bank import load_bank
     from reasonvqa.tasks.questions.fidelity import scan_release
 
-    release = two_builds[0]
+    release = sample_release
     work = next((release.parents[1] / ".work").iterdir())
     report = scan_release(release, work, load_bank())
     assert report["questions"] > 0 and report["problems"] == []  # every question traced, typed and single-answer
@@ -138,8 +109,8 @@ def test_sample_release_scan_single_answers_typed_subjects_and_bias_report(two_b
     assert bias["chance"] == 0.25 and bias["targets"]["choice_only_margin"] == 0.1
 
 
-def test_every_shard_of_every_stage_adds_up(two_builds):
-    release = two_builds[0]
+def test_every_shard_of_every_stage_adds_up(sample_release):
+    release = sample_release
     work = next((release.parents[1] / ".work").iterdir())
     report = stage_report(work)
     assert {"sources_vg", "sources_gldv2", "link", "facts", "questions"} <= set(report)
@@ -155,37 +126,12 @@ def test_every_shard_of_every_stage_adds_up(two_builds):
     assert manifest["inputs"]["knowledge_content"] == manifest["inputs"]["knowledge"]
 
 
-def test_task_runs_are_named_by_stage_and_shard(two_builds):
-    # Prefect prefixes each task's log lines with its run's name: "link-shard-00003", not "link-shard-7c3"
-    import time
-
-    from prefect import get_client
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
-
-    expected = {"read-vg-unit-00000", "read-gldv2-unit-00000", "link-shard-00000", "facts-shard-00000",
-                "questions-shard-00000", "grounded-shard-00000", "partition-spill_file"}
-    deadline, names = time.monotonic() + 60, set()
-    while time.monotonic() < deadline:  # task runs reach the API as events, recorded a moment later
-        names, read = set(), 0
-        with get_client(sync_client=True) as client:
-            while page := client.read_task_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["build-reasonvqa"])),
-                                                limit=200, offset=read):  # the API's page limit
-                names |= {run.name for run in page}
-                read += len(page)
-        if expected <= names:
-            break
-        time.sleep(1)
-    assert expected <= names, sorted(names)
-    unnamed = {n for n in names if not re.fullmatch(r"(read-\w+-unit|[a-z-]+-shard)-\d{5}|partition-\w+", n)}
-    assert not unnamed, sorted(unnamed)
-
-
 def _released(release: Path) -> pl.DataFrame:
     return pl.concat([pl.read_parquet(release / s / "*.parquet") for s in ("train", "test")])
 
 
-def test_grounded_questions_of_the_sample_are_proved_by_the_release_regions(two_builds):
-    release = two_builds[0]
+def test_grounded_questions_of_the_sample_are_proved_by_the_release_regions(sample_release):
+    release = sample_release
     work = next((release.parents[1] / ".work").iterdir())
     questions = _released(release).filter(pl.col("kind") == "grounded")
     regions = {r["region_id"]: r for r in pl.read_parquet(release / "regions" / "*.parquet").to_dicts()}
@@ -242,8 +188,8 @@ def test_grounded_questions_of_the_sample_are_proved_by_the_release_regions(two_
             assert not any(f" {absent} " in f" {label} " for label in present)
 
 
-def test_the_card_shows_the_breakdown_and_example_pictures(two_builds):
-    release = two_builds[0]
+def test_the_card_shows_the_breakdown_and_example_pictures(sample_release):
+    release = sample_release
     card = (release / "README.md").read_text()
     assert "## Question breakdown" in card and "| evidence regions | questions |" in card and "## Regions" in card
     pictures = re.findall(r"!\[[^]]*\]\((stats/examples/[^)]+\.png)\)", card)
@@ -262,12 +208,12 @@ def test_the_card_shows_the_breakdown_and_example_pictures(two_builds):
     assert "| grounded | hallucination or not, voted by the questions of the same wording" in card
 
 
-def test_resplit_filters_by_kind_task_type_and_hallucination(two_builds, tmp_path):
+def test_resplit_filters_by_kind_task_type_and_hallucination(sample_release, tmp_path):
     from typer.testing import CliRunner
 
     from reasonvqa.flows.cli import app
 
-    release = two_builds[0]
+    release = sample_release
     runner = CliRunner()
     result = runner.invoke(app, ["resplit", str(release), "--out", str(tmp_path), "--kinds", "grounded",
                                  "--hallucination", "exclude", "--task-types", "spatial,counting,comparison"])
@@ -382,11 +328,11 @@ def test_custom_build_accounts_for_every_bad_record(custom_build):
     assert sorted(objects["commons_category"].to_list()) == ["Chichén Itzá", "Lisbon", "Mount Everest"]
 
 
-def test_a_build_resumed_with_a_warm_query_cache_gives_the_same_release(two_builds, tmp_path):
+def test_a_build_resumed_with_a_warm_query_cache_gives_the_same_release(sample_release, tmp_path):
     """Like a build killed after its SPARQL answers were cached: fewer requests, the same bytes."""
     import shutil
 
-    first, second = two_builds
+    first = sample_release
     out = tmp_path / "out"
     shutil.copytree(first.parents[1], out)  # the shared sample build stays as it is
     work = next((out / ".work").iterdir())
@@ -396,9 +342,9 @@ def test_a_build_resumed_with_a_warm_query_cache_gives_the_same_release(two_buil
     again = Path(build_reasonvqa(sample_config(), str(out)))
     assert again == out / first.parent.name / first.name
     assert json.loads((work / "run_report.json").read_text())["link"]["requests"] == 0  # all from the cache
-    files = sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
     assert sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file()) == files
-    assert [str(f) for f in files if (again / f).read_bytes() != (second / f).read_bytes()] == []
+    assert [str(f) for f in files if (again / f).read_bytes() != (first / f).read_bytes()] == []
 
 
 def test_a_work_folder_url_fails_the_run_before_any_work(tmp_path):

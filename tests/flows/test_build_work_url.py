@@ -1,9 +1,12 @@
 """build-reasonvqa with its work folder on S3 (moto's server on 127.0.0.1): the threads runner and a 2-worker
-Dask LocalCluster, whose worker processes share nothing with the flow's but the URL (each has its own mirror)."""
+Dask LocalCluster, whose worker processes share nothing with the flow's but the URL (each has its own mirror);
+the Dask build also spills its pool to disk (partitioned) and publishes to an fsspec URL (memory://)."""
 
 import json
+import re
 from pathlib import Path
 
+import fsspec
 import pytest
 
 from reasonvqa import workstore
@@ -13,6 +16,7 @@ from reasonvqa.flows.run_report import latest_run_report, stage_report
 from reasonvqa.flows.runners import make_task_runner
 from reasonvqa.tasks.balance import partitioned
 from reasonvqa.tasks.balance.config import PartitionConfig
+from tests.flows.task_runs import task_run_names
 from tests.moto_s3 import forget_mirror, s3_filesystem, s3_server
 from tests.waiting import until
 
@@ -75,10 +79,15 @@ def builds(tmp_path_factory, sample_release):
 
         with pytest.MonkeyPatch.context() as flow_only:
             flow_only.setattr(workstore, "forget", markers_then_forget)
-            dask = Path(on_dask(config, str(root / "dask"), "s3://builds/dask-work"))
+            # published to an fsspec URL (memory://): the release must not depend on that either
+            dask_url = on_dask(config, "memory://builds/dask", "s3://builds/dask-work")
+        dask = root / "dask" / "reasonvqa-sample" / "0.1.0"
+        memory, memory_path = fsspec.core.url_to_fs(dask_url)
+        memory.get(memory_path, str(dask), recursive=True)
         # the workers wrote every marker in mirrors of their own: the flow's process only asked the URL
         local_work = next((local.parents[1] / ".work").iterdir())
-        yield {"local": local, "local_work": local_work, "url": on_url, "again": again, "dask": dask, "before": before,
+        yield {"local": local, "local_work": local_work, "url": on_url, "again": again, "dask": dask, "dask_url": dask_url,
+               "before": before,
                "after": after, "rebuilt": rebuilt, "restored": restored, "mirrors_left": mirrors_left,
                "dask_objects": shard_objects(fs, "builds/dask-work"), "lease": fs.exists("builds/work/.lock"),
                "stats_objects": [p for p in fs.find("builds") if "/stats/" in p],
@@ -86,12 +95,25 @@ def builds(tmp_path_factory, sample_release):
 
 
 def test_a_url_work_folder_gives_the_local_release_byte_for_byte_on_threads_and_dask(builds):
+    assert builds["local"].parts[-2:] == ("reasonvqa-sample", "0.1.0")
+    assert builds["dask_url"] == "memory://builds/dask/reasonvqa-sample/0.1.0"
     local = files(builds["local"])
     assert len(local) > 20
     for name in ("url", "again", "rebuilt", "dask"):
         theirs = files(builds[name])
         assert sorted(theirs) == sorted(local), name
         assert [f for f in local if local[f] != theirs[f]] == [], name
+
+
+def test_task_runs_are_named_by_stage_and_shard(builds):
+    # Prefect prefixes each task's log lines with its run's name: "link-shard-00003", not "link-shard-7c3" (this
+    # module's builds; partition steps as Dask tasks: test_build_partitioned.py)
+    expected = {"read-vg-unit-00000", "read-gldv2-unit-00000", "link-shard-00000", "facts-shard-00000",
+                "questions-shard-00000", "grounded-shard-00000"}
+    names = task_run_names("build-reasonvqa", expected)
+    assert expected <= names, sorted(names)
+    unnamed = {n for n in names if not re.fullmatch(r"(read-\w+-unit|[a-z-]+-shard)-\d{5}|partition-\w+", n)}
+    assert not unnamed, sorted(unnamed)
 
 
 def test_every_shard_and_marker_lives_at_the_url(builds):
