@@ -35,7 +35,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import inflect
 import pyarrow as pa
 import yaml
 
@@ -45,12 +44,12 @@ from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.stage import Rejects
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.regions import Region, box_iou
+from reasonvqa.tasks.questions.text import english
 
 KIND = "grounded"
 STAGE = "grounded"
 ATTRIBUTES_FILE = TEMPLATES_DIR / "grounded" / "attributes.yaml"
 UNCOUNTABLE_FILE = TEMPLATES_DIR / "grounded" / "uncountable.yaml"
-_ENGLISH = inflect.engine()
 _ORDINALS = {2: ("left", "right"), 3: ("leftmost", "middle", "rightmost")}
 
 
@@ -109,19 +108,19 @@ def rules_version() -> str:
 def is_plural(label: str) -> bool:
     """True for a plural label ("curtains", "sneakers"); inflect reads "bus" and "tennis" as plurals of
     "bu" and "tenni", so words ending in -ss, -us, -is count as singular."""
-    return bool(_ENGLISH.singular_noun(label)) and not label.endswith(("ss", "us", "is"))
+    return bool(english().singular_noun(label)) and not label.endswith(("ss", "us", "is"))
 
 
 @lru_cache(maxsize=8192)
 def plural(label: str) -> str:
     """English plural of a label ("car" -> "cars", "traffic light" -> "traffic lights"); a plural label as it is."""
-    return label if is_plural(label) else _ENGLISH.plural_noun(label) or label
+    return label if is_plural(label) else english().plural_noun(label) or label
 
 
 @lru_cache(maxsize=8192)
 def singular(label: str) -> str:
     """English singular of a label ("cars" -> "car"); the label itself when it is not a plural."""
-    return _ENGLISH.singular_noun(label) or label
+    return english().singular_noun(label) or label
 
 
 def be(label: str) -> str:
