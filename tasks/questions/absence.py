@@ -42,7 +42,10 @@ from typing import cast
 import polars as pl
 import pyarrow as pa
 
-ROW_BUDGET = 5_000_000  # co-occurrence rows joined at once (absent_labels): about 0.5 GB in polars
+from reasonvqa.tasks.questions.cooccurrence import Cooccurrence
+
+ROW_BUDGET = 5_000_000  # co-occurrence score rows held at once (absent_labels)
+
 
 @dataclass(frozen=True)
 class AbsentLabel:
@@ -88,25 +91,23 @@ def absent_labels(corpus: pa.Table, images: list[str], per_image: int, taxonomie
         return {}
     pairs = cast(pl.DataFrame, pl.from_arrow(corpus.select(["image_id", "label"]))).unique()
     common = _common_vocabulary(pairs, min_label_images)
-    # Each image's co-occurrence scores join its neighbours (every corpus image sharing a label: nearly all, with
-    # Visual Genome's common labels) to their labels, up to len(pairs) rows per image: taken a few images at a time,
-    # memory stays near ROW_BUDGET rows whatever the corpus size (the answer of each image is its own).
-    step = max(1, ROW_BUDGET // max(1, pairs.height))
+    cooccurrence = Cooccurrence(pairs)
+    # up to one score row per label and image: a few images at a time, memory stays near ROW_BUDGET rows
+    # whatever the corpus size (the answer of each image is its own)
+    step = max(1, ROW_BUDGET // max(1, cooccurrence.labels.len()))
     out: dict[str, list[AbsentLabel]] = {}
     for start in range(0, len(images), step):
-        out.update(_absent_chunk(pairs, common, images[start:start + step], 3 * per_image, taxonomies, threshold))
+        out.update(_absent_chunk(pairs, common, cooccurrence, images[start:start + step], 3 * per_image, taxonomies,
+                                 threshold))
     return out
 
 
-def _absent_chunk(pairs: pl.DataFrame, common: pl.DataFrame, images: list[str], cap: int,
+def _absent_chunk(pairs: pl.DataFrame, common: pl.DataFrame, cooccurrence: Cooccurrence, images: list[str], cap: int,
                   taxonomies: dict[str, list[str]], threshold: float) -> dict[str, list[AbsentLabel]]:
     """``absent_labels`` for some of the images."""
     mine = pairs.filter(pl.col("image_id").is_in(images))
-    # images of the corpus that share a label with each of ours, and how many of them hold each label
-    neighbours = (mine.join(pairs, on="label").filter(pl.col("image_id") != pl.col("image_id_right"))
-                  .select("image_id", neighbour="image_id_right").unique())
-    scenes = neighbours.group_by("image_id").agg(n=pl.len())
-    scores = neighbours.join(pairs, left_on="neighbour", right_on="image_id").group_by("image_id", "label").agg(k=pl.len())
+    # the images of the corpus that share a label with each of ours (n), and how many of them hold each label (k)
+    scenes, scores = cooccurrence.scenes_and_scores(images)
     out: dict[str, list[AbsentLabel]] = {}
     with_taxonomy = [i for i in images if source_of(i) in taxonomies]
     if with_taxonomy:
