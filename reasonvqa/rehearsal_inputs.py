@@ -225,7 +225,8 @@ def _write_vg(folder: Path, rng: np.random.Generator, n_images: int, concepts: l
         no_synset = rng.random(k) < 0.05
         n_attr = np.where(rng.random(k) < 0.45, rng.integers(1, 3, k), 0)
         attr_words = rng.integers(0, len(ATTRIBUTES), (k, 2))
-        objects, attributed = [], []
+        objects: list[dict[str, Any]] = []
+        attributed: list[dict[str, Any]] = []
         for j in range(k):
             concept = concepts[int(picks[j])]
             obj = {"synsets": [] if no_synset[j] else [concept.name], "h": int(min(hs[j], height - ys[j])),
@@ -306,13 +307,13 @@ class _Dump:
         self.entities = self.statements = 0
 
     def item(self, qid: int, label: str, claims: dict[str, list[dict]], sitelink: str | None = None) -> None:
+        statements = {p: [_statement(qid, p, n, v) for n, v in enumerate(vs)] for p, vs in claims.items() if vs}
         entity = {"id": f"Q{qid}", "type": "item", "modified": MODIFIED,
-                  "labels": {"en": {"language": "en", "value": label}},
-                  "claims": {p: [_statement(qid, p, n, v) for n, v in enumerate(vs)] for p, vs in claims.items() if vs},
+                  "labels": {"en": {"language": "en", "value": label}}, "claims": statements,
                   "sitelinks": {"commonswiki": {"site": "commonswiki", "title": sitelink}} if sitelink else {}}
         self.handle.write(orjson.dumps(entity) + b"\n")
         self.entities += 1
-        self.statements += sum(len(v) for v in entity["claims"].values())
+        self.statements += sum(len(v) for v in statements.values())
 
     def close(self) -> None:
         self.handle.close()
