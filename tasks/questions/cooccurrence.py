@@ -4,8 +4,9 @@ For an image ``i``, its *scenes* are the other corpus images sharing at least on
 (``n`` of them), and ``k(i, label)`` is how many of those scenes hold ``label``. With Visual Genome's
 common labels ("man", "window", "tree") nearly every image shares one with every other, so a relational
 join (image x neighbours x their labels) grows as images x corpus x labels per image. Here the corpus is
-coded once into integer pairs sorted both ways, and each image costs one pass over the pairs: a boolean mark
-of its neighbours (from its labels' image lists) and one weighted ``bincount`` of the marked images' labels.
+coded once into integer pairs sorted both ways; an image costs what its neighbours hold: the union of its
+labels' image lists, then one gather of those images' labels and a count (``bincount`` over the vocabulary
+when they are many, ``unique`` when few, as for a landmark photo whose only label is its landmark).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class Cooccurrence:
     def scenes_and_scores(self, images: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
         """``(image_id, n)`` of the images with at least one scene, and ``(image_id, label, k)`` for every k > 0
         (both counts UInt32). Images not in the corpus have neither."""
-        mark = np.zeros(self.images.len(), dtype=bool)
+        n_labels = self.labels.len()
         scene_ids: list[str] = []
         scene_n: list[int] = []
         rows: list[np.ndarray] = []
@@ -47,20 +48,27 @@ class Cooccurrence:
             code = self.image_code.get(image_id)
             if code is None:
                 continue
-            mark[:] = False
-            for label in self.image_labels[self.image_start[code]:self.image_start[code + 1]]:
-                mark[self.label_images[self.label_start[label]:self.label_start[label + 1]]] = True
-            mark[code] = False
-            n = int(mark.sum())
-            if n == 0:
+            own = self.image_labels[self.image_start[code]:self.image_start[code + 1]]
+            neighbours = np.unique(np.concatenate([self.label_images[self.label_start[label]:self.label_start[label + 1]]
+                                                   for label in own]))
+            neighbours = neighbours[neighbours != code]
+            if len(neighbours) == 0:
                 continue
-            k = np.bincount(self.pair_label[mark[self.pair_image]], minlength=self.labels.len())
-            held = np.flatnonzero(k)
+            # the neighbours' labels: their slices of the image-sorted pairs, gathered in one index
+            starts, lengths = self.image_start[neighbours], self.image_start[neighbours + 1] - self.image_start[neighbours]
+            offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+            labels = self.image_labels[offsets]
+            if len(labels) > n_labels:  # many neighbours (a common label): count over the whole vocabulary
+                k = np.bincount(labels, minlength=n_labels)
+                held = np.flatnonzero(k)
+                k = k[held]
+            else:
+                held, k = np.unique(labels, return_counts=True)
             rows.append(np.full(len(held), len(scene_ids)))
             scene_ids.append(image_id)
-            scene_n.append(n)
+            scene_n.append(len(neighbours))
             held_labels.append(held)
-            counts.append(k[held])
+            counts.append(k)
         scenes = pl.DataFrame({"image_id": scene_ids, "n": scene_n}, schema={"image_id": pl.String, "n": pl.UInt32})
         if not rows:
             return scenes, pl.DataFrame(schema={"image_id": pl.String, "label": pl.String, "k": pl.UInt32})
