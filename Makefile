@@ -48,7 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_proposals_nms
 	$(BIN)/python -m benchmarks.bench_verified_sandbox
 	$(BIN)/python -m benchmarks.bench_annotation_roundtrip
-	$(BIN)/python -m benchmarks.bench_end_to_end
+	$(BIN)/python -m benchmarks.bench_rehearsal --scale 0.01
 
 # The side-by-side table alone: I/O floor, polars rewrite and project (balance + split + write).
 bench-release: $(STAMP)

@@ -14,7 +14,7 @@ from reasonvqa.stage import fetched, stage_stats, summarize
 from reasonvqa.work_files import files, subfolders
 
 RUN_REPORT = "run_report.json"
-RUN_DEPENDENT = ("requests", "cache_hits", "retries", "seconds")  # vary with cache state and machine
+RUN_DEPENDENT = ("requests", "cache_hits", "retries", "seconds", "cpu_seconds")  # vary with cache state and machine
 
 
 def release_stage_counts(report: dict[str, dict]) -> dict[str, dict]:

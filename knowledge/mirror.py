@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -135,7 +136,9 @@ def build_store(entities_path: Path, store_dir: Path) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=store_dir.name + ".building-", dir=store_dir.parent))
     try:
         data = staging / "entities.nt"
+        started = time.perf_counter()
         report = write_ntriples(entities_path, data)
+        mapped = time.perf_counter()
         done = subprocess.run(
             [oxigraph_binary(), "load", "--location", str(staging / STORE_SUBDIR), "--file", str(data)],
             capture_output=True,
@@ -144,6 +147,7 @@ def build_store(entities_path: Path, store_dir: Path) -> Path:
         if done.returncode != 0:
             raise MirrorError(f"oxigraph load failed for {entities_path}: {done.stderr.strip()[-2000:]}")
         data.unlink()
+        report["seconds"] = {"mapping": round(mapped - started, 3), "load": round(time.perf_counter() - mapped, 3)}
         (staging / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
         (staging / SNAPSHOT_FILE).write_text(json.dumps(wanted, sort_keys=True) + "\n")
         if store_dir.exists():

@@ -4,7 +4,7 @@ Layout of a stage folder ``<work>/<stage>/``::
 
     <table>/part-NNNNN.parquet     one folder per output table (readable as a dataset)
     _rejects/part-NNNNN.parquet    dropped rows: stage, shard, reason, source, record
-    _stats/part-NNNNN.json         {"rows_in", "rows_out", "rejected": {reason: n}, "seconds", "requests"}
+    _stats/part-NNNNN.json         {"rows_in", "rows_out", "rejected": {reason: n}, "seconds", "cpu_seconds", "requests"}
     _done/part-NNNNN               written last; a rerun skips shards that have it
 
 Every shard must account for every record: ``rows_in == rows_out + rejected``.
@@ -145,7 +145,7 @@ def write_json(obj: Any, path: Path) -> None:
     workstore.push(path)
 
 
-def write_shard(stage_dir: Path, shard: int, result: StageResult, seconds: float = 0.0) -> dict:
+def write_shard(stage_dir: Path, shard: int, result: StageResult, seconds: float = 0.0, cpu_seconds: float = 0.0) -> dict:
     """Write one shard's outputs, rejects, stats and marker; return the stats.
 
     Output tables named in ``schemas.TABLES`` must match their schema, nested types included
@@ -174,6 +174,7 @@ def write_shard(stage_dir: Path, shard: int, result: StageResult, seconds: float
         "rows_out": rows_out,
         "rejected": dict(sorted(rejected.items())),
         "seconds": round(seconds, 3),
+        "cpu_seconds": round(cpu_seconds, 3),  # the computing thread's CPU (not its helper threads')
         "requests": result.requests,
         **result.extra,
     }
@@ -193,9 +194,9 @@ def run_shard(stage_dir: Path, shard: int, compute: Callable[[], StageResult]) -
     """Run ``compute`` for one shard unless its marker exists; return its stats."""
     if is_done(stage_dir, shard):
         return read_stats(stage_dir, shard)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     result = compute()
-    return write_shard(stage_dir, shard, result, time.perf_counter() - start)
+    return write_shard(stage_dir, shard, result, time.perf_counter() - start, time.thread_time() - cpu_start)
 
 
 def run_stream(stage_dir: Path, results: Iterable[StageResult]) -> list[dict]:
@@ -207,11 +208,11 @@ def run_stream(stage_dir: Path, results: Iterable[StageResult]) -> list[dict]:
         return stage_stats(stage_dir)
     clear_stage(stage_dir)
     stats = []
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     for shard, result in enumerate(results):
-        now = time.perf_counter()
-        stats.append(write_shard(stage_dir, shard, result, now - start))
-        start = now
+        now, cpu_now = time.perf_counter(), time.thread_time()
+        stats.append(write_shard(stage_dir, shard, result, now - start, cpu_now - cpu_start))
+        start, cpu_start = now, cpu_now
     write_marker(stage_dir / "_done" / "ALL")
     return stats
 

@@ -42,6 +42,11 @@ from typing import cast
 import polars as pl
 import pyarrow as pa
 
+from reasonvqa.tasks.questions.cooccurrence import Cooccurrence
+
+ROW_BUDGET = 5_000_000  # co-occurrence score rows held at once (absent_labels)
+
+
 @dataclass(frozen=True)
 class AbsentLabel:
     """A label to claim absent from an image, with its basis (None: unbased) and the basis's particulars."""
@@ -84,14 +89,25 @@ def absent_labels(corpus: pa.Table, images: list[str], per_image: int, taxonomie
     """
     if corpus.num_rows == 0 or not images or per_image == 0:
         return {}
-    cap = 3 * per_image
     pairs = cast(pl.DataFrame, pl.from_arrow(corpus.select(["image_id", "label"]))).unique()
+    common = _common_vocabulary(pairs, min_label_images)
+    cooccurrence = Cooccurrence(pairs)
+    # up to one score row per label and image: a few images at a time, memory stays near ROW_BUDGET rows
+    # whatever the corpus size (the answer of each image is its own)
+    step = max(1, ROW_BUDGET // max(1, cooccurrence.labels.len()))
+    out: dict[str, list[AbsentLabel]] = {}
+    for start in range(0, len(images), step):
+        out.update(_absent_chunk(pairs, common, cooccurrence, images[start:start + step], 3 * per_image, taxonomies,
+                                 threshold))
+    return out
+
+
+def _absent_chunk(pairs: pl.DataFrame, common: pl.DataFrame, cooccurrence: Cooccurrence, images: list[str], cap: int,
+                  taxonomies: dict[str, list[str]], threshold: float) -> dict[str, list[AbsentLabel]]:
+    """``absent_labels`` for some of the images."""
     mine = pairs.filter(pl.col("image_id").is_in(images))
-    # images of the corpus that share a label with each of ours, and how many of them hold each label
-    neighbours = (mine.join(pairs, on="label").filter(pl.col("image_id") != pl.col("image_id_right"))
-                  .select("image_id", neighbour="image_id_right").unique())
-    scenes = neighbours.group_by("image_id").agg(n=pl.len())
-    scores = neighbours.join(pairs, left_on="neighbour", right_on="image_id").group_by("image_id", "label").agg(k=pl.len())
+    # the images of the corpus that share a label with each of ours (n), and how many of them hold each label (k)
+    scenes, scores = cooccurrence.scenes_and_scores(images)
     out: dict[str, list[AbsentLabel]] = {}
     with_taxonomy = [i for i in images if source_of(i) in taxonomies]
     if with_taxonomy:
@@ -107,7 +123,7 @@ def absent_labels(corpus: pa.Table, images: list[str], per_image: int, taxonomie
     others = [i for i in images if source_of(i) not in taxonomies]
     if not others:
         return out
-    improbable = _improbable(pairs, mine, scenes, scores, others, cap, threshold, min_label_images)
+    improbable = _improbable(common, mine, scenes, scores, others, cap, threshold)
     for image_id, label, p, n, k in improbable:
         out.setdefault(image_id, []).append(AbsentLabel(label, "cooccurrence", {
             "probability": round(p, 6), "threshold": threshold, "scenes": n, "with_label": k,
@@ -123,17 +139,25 @@ def absent_labels(corpus: pa.Table, images: list[str], per_image: int, taxonomie
     return out
 
 
-def _improbable(pairs: pl.DataFrame, mine: pl.DataFrame, scenes: pl.DataFrame, scores: pl.DataFrame, images: list[str],
-                cap: int, threshold: float, min_label_images: int) -> list[tuple[str, str, float, int, int]]:
-    """(image, label, estimate, scenes, with label) of labels whose estimate is below ``threshold``: a window of
-    ``cap`` labels of the image's source vocabulary, at a stable hash offset of the image, in hash order."""
+def _common_vocabulary(pairs: pl.DataFrame, min_label_images: int) -> pl.DataFrame:
+    """(source, label, rank, size) of the labels ``min_label_images`` images of a source hold, ranked per source in
+    a stable hash order (``size``: the source's vocabulary size)."""
     common = (pairs.with_columns(source=pl.col("image_id").str.split(":").list.first())
               .group_by("source", "label").agg(images=pl.len()).filter(pl.col("images") >= min_label_images))
     if common.is_empty():
-        return []
+        return common
     common = common.with_columns(key=pl.Series(_stable_rank(common["label"].to_list(), "absent-vocabulary"), dtype=pl.UInt64))
-    common = common.sort(["source", "key", "label"]).with_columns(rank=pl.int_range(pl.len()).over("source"),
-                                                                 size=pl.len().over("source"))
+    return common.sort(["source", "key", "label"]).with_columns(rank=pl.int_range(pl.len()).over("source"),
+                                                               size=pl.len().over("source"))
+
+
+def _improbable(common: pl.DataFrame, mine: pl.DataFrame, scenes: pl.DataFrame, scores: pl.DataFrame, images: list[str],
+                cap: int, threshold: float) -> list[tuple[str, str, float, int, int]]:
+    """(image, label, estimate, scenes, with label) of labels whose estimate is below ``threshold``: a window of
+    ``cap`` labels of the image's source vocabulary (``_common_vocabulary``), at a stable hash offset of the image,
+    in hash order."""
+    if common.is_empty():
+        return []
     sizes = dict(common.group_by("source").agg(pl.first("size")).iter_rows())
     rows = []
     for image_id, start in zip(images, _stable_rank(images, "absent-window")):

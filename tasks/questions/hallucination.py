@@ -20,6 +20,7 @@ here; its answer states the absence, its evidence is empty and ``is_hallucinatio
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 
@@ -38,9 +39,13 @@ from reasonvqa.tasks.questions.regions import Region
 TEMPLATE_ID = "hallucination:absent_object"
 
 
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@functools.lru_cache(maxsize=1 << 16)  # called for every present label of every image, per absent candidate
 def words(text: str) -> str:
     """`` a b `` : the lower-case words of ``text`` between single spaces (for whole-word containment)."""
-    return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
+    return " " + " ".join(_WORD.findall(text.lower())) + " "
 
 
 def is_absent(label: str, present: set[str]) -> bool:

@@ -63,6 +63,21 @@ def test_an_improbable_label_has_the_cooccurrence_basis_with_its_estimate():
     assert by_label["plate"].basis is None and by_label["sink"].basis is None
 
 
+def test_images_taken_a_few_at_a_time_get_the_same_claims(monkeypatch):
+    # the co-occurrence join is bounded by absence.ROW_BUDGET rows: one image per step here, all at once by default
+    scenes = corpus(_scenes(30))
+    images = ["vg:0", "vg:k1", "vg:k2", "vg:s1"]
+    whole = absent_labels(scenes, images, 10, {"vg": ["plate", "giraffe", "dog"]}, 0.05)
+    whole_unbased = absent_labels(scenes, images, 10, {}, 0.05)
+    monkeypatch.setattr("reasonvqa.tasks.questions.absence.ROW_BUDGET", 1)
+    assert absent_labels(scenes, images, 10, {"vg": ["plate", "giraffe", "dog"]}, 0.05) == whole
+    stepped = absent_labels(scenes, images, 10, {}, 0.05)
+    assert stepped == whole_unbased and set(stepped) == {"vg:0", "vg:k1", "vg:k2"}
+    assert [[(c.label, c.basis, c.evidence) for c in stepped[i]] for i in stepped] == [
+        [(c.label, c.basis, c.evidence) for c in whole_unbased[i]] for i in stepped]
+    assert {c.label: c.basis for c in stepped["vg:0"]}["giraffe"] == "cooccurrence"
+
+
 def test_few_scenes_cannot_back_an_improbability():
     found = absent_labels(corpus(_scenes(3)), ["vg:0"], 10, {}, 0.05)["vg:0"]
     assert {c.basis for c in found} == {None}  # (0 + 1) / (3 + 2) = 0.2 is not below 0.05
