@@ -80,7 +80,7 @@ def attribute_words() -> dict[str, str]:
 RULE_FILES = (ATTRIBUTES_FILE, UNCOUNTABLE_FILE, TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml", TEMPLATES_DIR / "grounded" / "relations.yaml",
               Path(__file__), *(Path(__file__).with_name(n) for n in ("hallucination.py", "hallucination_attribute.py",
                                                                      "hallucination_relation.py", "absence.py",
-                                                                      "position_identification.py", "cooccurrence.py")),
+                                                                     "position_identification.py", "cooccurrence.py")),
               Path(absence_bases.__file__))
 
 
