@@ -1,5 +1,6 @@
 """Small randomly initialized models built from the libraries' own classes, saved where the
-product's loaders read them (no weights can be downloaded here).
+product's loaders read them (no weights can be downloaded here). The proposals tests and
+``benchmarks/bench_proposals.py`` both build theirs here (tests and benchmarks do not import each other).
 
 - text encoder: a ``BertTokenizerFast`` over a literal uncased word-piece vocabulary and a
   one-layer ``BertModel``, saved with ``save_pretrained`` (what GroundingDINO's
@@ -16,6 +17,10 @@ from __future__ import annotations
 import functools
 import string
 from pathlib import Path
+
+from reasonvqa.tasks.proposals.config import (
+    DetectorConfig, ProposalsConfig, SegmenterConfig, SuppressionConfig, TaggingConfig,
+)
 
 WORDS = ["person", "man", "car", "dog", "cat", "tree", "bus", "sky", "red", "mini", "traffic", "light", "window",
          "building", "sign", "shirt", "table", "chair", "street", "clock", "tower", "wheel", "horse"]
@@ -142,3 +147,19 @@ def write_sam(folder: Path, model_type: str = TINY_SAM) -> Path:
     path = folder / "tiny_sam.pth"
     torch.save(model.state_dict(), path)
     return path
+
+
+def tiny_proposals_config(folder: Path, image_roots: dict | None = None, full_size: bool = False,
+                          **suppression: float) -> ProposalsConfig:
+    """A proposals config of random-weight models written under ``folder``: tiny, or at the released
+    sizes (GroundingDINO-T, BERT-base, SAM ViT-H) when ``full_size``."""
+    gdino = write_grounding_dino(folder / "gdino", full_size)
+    model_type = "vit_h" if full_size else TINY_SAM
+    sam = write_sam(folder / "sam", model_type)
+    return ProposalsConfig(
+        enabled=True, image_roots=image_roots or {}, images_per_call=2,
+        tagging=TaggingConfig(backend="labels"),
+        detector=DetectorConfig(**gdino, box_threshold=0.0, text_threshold=0.0, image_size=96, max_size=160, batch_size=2),
+        suppression=SuppressionConfig(**{"min_class_instances": 2, **suppression}),
+        segmenter=SegmenterConfig(model_type=model_type, weights=sam, batch_size=8),
+    )
