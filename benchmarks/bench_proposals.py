@@ -10,7 +10,8 @@ shard once to warm up, then once measured through ``run_stage_shard`` (call cach
 included) on one torch thread, zero thresholds and no filters (every query is a candidate, about 50
 masks per image). The models' time is taken inside the run: GroundingDINO's forward passes and SAM's
 ``set_image`` and decoder calls (the work that runs on the model's device: on a GPU, the time the CPU
-is free). CPU work per image = (wall time of the shard - that model time) / images: decoding, resizing,
+is free), and finding where the masks change value (on the device since issue 34). CPU work per image =
+(wall time of the shard - that device time) / images: decoding, resizing,
 tag prompts, classes, NMS, filters, mask encoding, rows and writes, the time a GPU would wait for.
 
 ``nms``: NMS time for 100, 900 and 5000 boxes, numpy vs a straightforward loop vs torchvision.
@@ -217,19 +218,22 @@ def stage_child(args: argparse.Namespace) -> None:
             replay_forwards(stage, args.masks)
         run_stage_shard(root / "warm", 0, stage, shard)  # first-call allocations, lazy imports
         stage.detector.forward_seconds = stage.segmenter.forward_seconds = 0.0  # type: ignore[union-attr]
+        stage.segmenter.mask_runs_seconds = 0.0  # type: ignore[union-attr]
         cpu = time.process_time()
         start = time.perf_counter()
         stats = run_stage_shard(root / "measured", 0, stage, shard)
         wall = time.perf_counter() - start
         cpu = time.process_time() - cpu
     gdino, sam = stage.detector.forward_seconds, stage.segmenter.forward_seconds  # type: ignore[union-attr]
+    runs = getattr(stage.segmenter, "mask_runs_seconds", 0.0)  # masks' run changes found on the device (c2b1cfe: none)
     per_image = 1000 / args.images
     measure.child_result({
         "images": args.images, "size": args.size, "forward": args.forward, "masks_per_image": stats["regions"] / args.images,
         "candidates_per_image": stats["candidates"] / args.images,
         "wall_ms_per_image": wall * per_image, "process_cpu_ms_per_image": cpu * per_image,
         "gdino_forward_ms_per_image": gdino * per_image, "sam_forward_ms_per_image": sam * per_image,
-        "cpu_work_ms_per_image": (wall - gdino - sam) * per_image,
+        "mask_runs_on_device_ms_per_image": runs * per_image,
+        "cpu_work_ms_per_image": (wall - gdino - sam - runs) * per_image,
     })
 
 
@@ -241,7 +245,8 @@ def stage_main(args: argparse.Namespace, child_args: list[str]) -> None:
         figures = [r["result"] for r in result["runs"] if r["label"] == label]
         print(f"\n{label}\n| figure | median |\n|---|---:|")
         for key in ("masks_per_image", "candidates_per_image", "wall_ms_per_image", "gdino_forward_ms_per_image",
-                    "sam_forward_ms_per_image", "cpu_work_ms_per_image", "process_cpu_ms_per_image"):
+                    "sam_forward_ms_per_image", "mask_runs_on_device_ms_per_image", "cpu_work_ms_per_image",
+                    "process_cpu_ms_per_image"):
             print(f"| {key} | {statistics.median(f[key] for f in figures):.1f} |")
         print("cpu_work_ms_per_image of each run: " + ", ".join(f"{f['cpu_work_ms_per_image']:.1f}" for f in figures))
 
