@@ -31,12 +31,14 @@ class ImageItem:
 
 @dataclass(frozen=True)
 class LoadedImage:
-    """An image as the models take it: its file's sha256 (None when unreadable), the RGB picture and the
-    detector's input tensor, or the one-line error that made it unreadable."""
+    """An image as the models take it: its file's sha256 (None when unreadable), the RGB picture, its
+    pixels (``(H, W, 3)`` uint8, SAM's input) and the detector's input tensor, or the one-line error
+    that made it unreadable."""
 
     item: ImageItem
     digest: str | None
     image: Any = None  # PIL.Image.Image in RGB
+    pixels: Any = None
     detector_input: Any = None
     error: str | None = None
 
@@ -58,7 +60,9 @@ def load_image(item: ImageItem, transform: Callable[[Any], Any] | None) -> Loade
             image = opened.convert("RGB")
     except (OSError, ValueError, Image.DecompressionBombError) as error:
         return LoadedImage(item, digest, error=f"{type(error).__name__}: {error}")
-    return LoadedImage(item, digest, image, transform(image) if transform else None)
+    import numpy as np
+
+    return LoadedImage(item, digest, image, np.asarray(image), transform(image) if transform else None)
 
 
 def prefetched_batches(items: Sequence[ImageItem], per_batch: int,

@@ -126,12 +126,13 @@ class ProposalsStage(Stage):
             grouped[item.image_id].append((prompt, found))
         for loaded in readable:
             image_id = loaded.item.image_id
-            results[image_id] = self._finish_image(loaded.item, loaded.image, grouped[image_id], per_image_stats[image_id])
+            results[image_id] = self._finish_image(loaded, grouped[image_id], per_image_stats[image_id])
         self.model_seconds += time.perf_counter() - started
         return [results[i.item.image_id] for i in batch]
 
-    def _finish_image(self, item: ImageItem, image: Any, found: list, stats: dict) -> dict:
+    def _finish_image(self, loaded: LoadedImage, found: list, stats: dict) -> dict:
         """Class-count NMS, filters and masks for one image's candidates from every pass."""
+        item, image = loaded.item, loaded.image
         boxes = np.concatenate([d.boxes for _, d in found]) if found else np.zeros((0, 4))
         labels = np.array([label for _, d in found for label in d.labels], dtype=object)
         scores = np.concatenate([d.scores for _, d in found]) if found else np.zeros(0)
@@ -155,7 +156,7 @@ class ProposalsStage(Stage):
                  for i, by in enumerate(suppression.suppressed_by) if by >= 0]
         drops += [{"reason": reason, "source": item.source, "record": record(int(i))}
                   for i, reason in zip(kept, reasons) if reason is not None]
-        masks = self.segmenter.segment(np.asarray(image), boxes[final]) if self.segmenter and final else None
+        masks = self.segmenter.segment(loaded.pixels, boxes[final]) if self.segmenter and final else None
         regions = []
         for n, i in enumerate(final):
             x1, y1, x2, y2 = (float(v) for v in boxes[i])
