@@ -15,7 +15,9 @@ is free), and finding where the masks change value (on the device since issue 34
 tag prompts, classes, NMS, filters, mask encoding, rows and writes, the time a GPU would wait for.
 The shard runs a third time with those timers on the main thread's CPU clock: ``cpu_work_cpu`` = the
 main thread's CPU time outside the device work (the critical path, not inflated by a loaded machine's
-waits for a core), and the loader threads' CPU time (overlapped with the models).
+waits for a core), and the loader threads' CPU time (overlapped with the models). ``device_wait_share``:
+the wall-clock CPU work over the shard's wall time (on a GPU with ``--device cuda --forward real``:
+the share of time the GPU waits; benchmarks/gpu_proposals_check.sh).
 
 ``nms``: NMS time for 100, 900 and 5000 boxes, numpy vs a straightforward loop vs torchvision.
 Boxes mimic a detector's output: clusters of jittered boxes around ``n / 8`` objects of 12
@@ -210,6 +212,7 @@ def stage_child(args: argparse.Namespace) -> None:
                                        max_area_fraction=1.0)
         config.detector.image_size, config.detector.max_size = args.detector_size, args.detector_max_size
         config.images_per_call = args.images_per_call
+        config.device = args.device
         config.segmenter.batch_size = 64  # type: ignore[union-attr]  # the config's default: one decoder call per image
         (root / "images").mkdir()
         images, objects = write_images(root / "images", args.images, width, height)
@@ -251,6 +254,7 @@ def stage_child(args: argparse.Namespace) -> None:
         "mask_runs_on_device_ms_per_image": runs * per_image,
         "cpu_work_ms_per_image": (wall - gdino - sam - runs) * per_image,
         "cpu_work_cpu_ms_per_image": (main_cpu - device_cpu) * per_image,
+        "device_wait_share": (wall - gdino - sam - runs) / wall,
         "loader_threads_cpu_ms_per_image": (all_cpu - main_cpu) * per_image,
     })
 
@@ -264,8 +268,9 @@ def stage_main(args: argparse.Namespace, child_args: list[str]) -> None:
         print(f"\n{label}\n| figure | median |\n|---|---:|")
         for key in ("masks_per_image", "candidates_per_image", "wall_ms_per_image", "gdino_forward_ms_per_image",
                     "sam_forward_ms_per_image", "mask_runs_on_device_ms_per_image", "cpu_work_ms_per_image",
-                    "cpu_work_cpu_ms_per_image", "loader_threads_cpu_ms_per_image", "process_cpu_ms_per_image"):
-            print(f"| {key} | {statistics.median(f[key] for f in figures):.1f} |")
+                    "cpu_work_cpu_ms_per_image", "loader_threads_cpu_ms_per_image", "process_cpu_ms_per_image",
+                    "device_wait_share"):
+            print(f"| {key} | {statistics.median(f[key] for f in figures):.3g} |")
         for key in ("cpu_work_ms_per_image", "cpu_work_cpu_ms_per_image"):
             print(f"{key} of each run: " + ", ".join(f"{f[key]:.1f}" for f in figures))
 
@@ -304,6 +309,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--masks", type=int, default=50, help="stage, --forward replay: boxes (and masks) per image")
     parser.add_argument("--forward", choices=["replay", "real"], default="replay",
                         help="stage: the models' forward passes replaced by outputs of their shapes (default), or run")
+    parser.add_argument("--device", default="cpu", help="stage: torch device of the models (cuda on a GPU machine)")
     parser.add_argument("--detector-size", type=int, default=800, help="stage: GroundingDINO's shorter side")
     parser.add_argument("--detector-max-size", type=int, default=1333)
     parser.add_argument("--images-per-call", type=int, default=4)
