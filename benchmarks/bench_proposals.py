@@ -270,7 +270,7 @@ def stage_main(args: argparse.Namespace, child_args: list[str]) -> None:
                     "sam_forward_ms_per_image", "mask_runs_on_device_ms_per_image", "cpu_work_ms_per_image",
                     "cpu_work_cpu_ms_per_image", "loader_threads_cpu_ms_per_image", "process_cpu_ms_per_image",
                     "device_wait_share"):
-            print(f"| {key} | {statistics.median(f[key] for f in figures):.3g} |")
+            print(f"| {key} | {statistics.median(f[key] for f in figures):.{3 if key == 'device_wait_share' else 1}f} |")
         for key in ("cpu_work_ms_per_image", "cpu_work_cpu_ms_per_image"):
             print(f"{key} of each run: " + ", ".join(f"{f[key]:.1f}" for f in figures))
 

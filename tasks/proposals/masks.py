@@ -90,8 +90,10 @@ class Segmenter(ABC):
                 self.forward_seconds += time.perf_counter() - started
                 started = time.perf_counter()
                 owner, position, first = column_major_changes(torch.as_tensor(masks))
+                height, width = masks.shape[1:]
+                del masks  # the device's memory back with its work (on the CPU device: 40 MB unmapped per 50 masks)
                 self.mask_runs_seconds += time.perf_counter() - started
-                encoded, area = mask_codec.coco_encode_changes(owner, position, first, *masks.shape[1:])
+                encoded, area = mask_codec.coco_encode_changes(owner, position, first, height, width)
                 rles += encoded
                 areas.append(area)
                 ious.append(np.asarray(iou, dtype=np.float32).reshape(-1))
