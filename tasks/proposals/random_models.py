@@ -161,7 +161,8 @@ def tiny_proposals_config(folder: Path, image_roots: dict | None = None, full_si
     return ProposalsConfig(
         enabled=True, image_roots=image_roots or {}, images_per_call=2,
         tagging=TaggingConfig(backend="labels"),
-        detector=DetectorConfig(**gdino, box_threshold=0.0, text_threshold=0.0, image_size=96, max_size=160, batch_size=2),
-        suppression=SuppressionConfig(**{"min_class_instances": 2, **suppression}),
+        detector=DetectorConfig(config_file=gdino["config_file"], weights=gdino["weights"], text_encoder=gdino["text_encoder"],
+                                box_threshold=0.0, text_threshold=0.0, image_size=96, max_size=160, batch_size=2),
+        suppression=SuppressionConfig.model_validate({"min_class_instances": 2, **suppression}),
         segmenter=SegmenterConfig(model_type=model_type, weights=sam, batch_size=8),
     )
