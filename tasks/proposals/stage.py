@@ -11,6 +11,7 @@ detector by loader threads a batch ahead (``loader.py``), so the device does not
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
@@ -80,15 +81,17 @@ class ProposalsStage(Stage):
         per_call = self.config.images_per_call
         cache = ctx.cache
         assert cache is not None, "a stage that declares resources gets a call cache (run_stage_shard)"
-        for batch in prefetched_batches(items, per_call, self.detector.transform):
-            key = {"images": [(i.item.image_id, str(i.item.path), i.digest) for i in batch],
-                   "config": self.config.model_dump(mode="json", exclude={"device", "image_roots"})}
-            result = cache.call("proposals", key, functools.partial(self.propose, batch))
-            for image in result:
-                rows += image["regions"]
-                for drop in image["drops"]:
-                    rejects.add(drop["reason"], drop["source"], drop["record"])
-                stats.update(image["stats"])
+        # closed on an error too: the loader threads stop and are joined before the error leaves
+        with contextlib.closing(prefetched_batches(items, per_call, self.detector.transform)) as batches:
+            for batch in batches:
+                key = {"images": [(i.item.image_id, str(i.item.path), i.digest) for i in batch],
+                       "config": self.config.model_dump(mode="json", exclude={"device", "image_roots"})}
+                result = cache.call("proposals", key, functools.partial(self.propose, batch))
+                for image in result:
+                    rows += image["regions"]
+                    for drop in image["drops"]:
+                        rejects.add(drop["reason"], drop["source"], drop["record"])
+                    stats.update(image["stats"])
         rows.sort(key=lambda r: r["region_id"])
         table = schemas.from_rows(rows, schemas.REGIONS)
         rows_in = stats["candidates"] + stats["images_unreadable"]
