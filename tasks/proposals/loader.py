@@ -13,7 +13,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Generator, Sequence
 
 LOADER_THREADS = 2  # decoding and resizing release the GIL (PIL, torch); two keep ahead of the models' ~50 ms per image
 BATCHES_AHEAD = 1
@@ -66,7 +66,7 @@ def load_image(item: ImageItem, transform: Callable[[Any], Any] | None) -> Loade
 
 
 def prefetched_batches(items: Sequence[ImageItem], per_batch: int,
-                       transform: Callable[[Any], Any] | None) -> Iterator[list[LoadedImage]]:
+                       transform: Callable[[Any], Any] | None) -> Generator[list[LoadedImage], None, None]:
     """``items`` in batches of ``per_batch``, loaded by ``LOADER_THREADS`` threads while the caller works
     on the batch before (``BATCHES_AHEAD`` batches ahead)."""
     batches = [items[start : start + per_batch] for start in range(0, len(items), per_batch)]
