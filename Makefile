@@ -45,7 +45,8 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_question_generation
 	$(BIN)/python -m benchmarks.bench_sa1b_ingest
 	$(BIN)/python -m benchmarks.bench_sparql_batching --sizes 100,1000,5000
-	$(BIN)/python -m benchmarks.bench_proposals_nms
+	$(BIN)/python -m benchmarks.bench_proposals nms
+	$(BIN)/python -m benchmarks.bench_proposals stage
 	$(BIN)/python -m benchmarks.bench_verified_sandbox
 	$(BIN)/python -m benchmarks.bench_annotation_roundtrip
 	$(BIN)/python -m benchmarks.bench_rehearsal --scale 0.01

@@ -79,6 +79,60 @@ def coco_encode_stack(masks: np.ndarray) -> list[dict]:
     return out
 
 
+def coco_encode_changes(owner: np.ndarray, position: np.ndarray, first: np.ndarray,
+                        height: int, width: int) -> tuple[list[dict], np.ndarray]:
+    """COCO RLEs (``counts`` strings, as ``coco_encode_stack`` writes them) and areas of ``len(first)`` masks
+    given where their column-major scan changes value: mask ``owner[k]`` starts a new run at flat
+    column-major index ``position[k]`` (1 to H*W - 1), sorted by owner, then position; ``first`` is
+    each mask's pixel (0, 0).
+
+    Work and memory follow the number of runs, not of pixels: the changes can be found where the masks
+    are (a GPU) and only they cross to the host (tasks/proposals/masks.py)."""
+    count, total = len(first), height * width
+    if not count:
+        return [], np.zeros(0, dtype=np.float64)
+    owner, position = np.asarray(owner, np.int64), np.asarray(position, np.int64)
+    lead = np.asarray(first, bool).astype(np.int64)  # a mask whose first pixel is inside starts with an empty run
+    changes = np.bincount(owner, minlength=count)
+    per_mask = changes + 1 + lead
+    start = np.cumsum(per_mask) - per_mask
+    rank = np.arange(owner.size) - np.repeat(np.cumsum(changes) - changes, changes)
+    previous = np.concatenate(([0], position[:-1]))
+    previous[rank == 0] = 0
+    runs = np.zeros(int(per_mask.sum()), dtype=np.int64)
+    runs[start[owner] + lead[owner] + rank] = position - previous
+    last = np.zeros(count, dtype=np.int64)
+    has = changes > 0
+    last[has] = position[np.cumsum(changes)[has] - 1]
+    runs[start + lead + changes] = total - last
+    run_owner = np.repeat(np.arange(count), per_mask)
+    index = np.arange(runs.size) - np.repeat(start, per_mask)
+    odd = index % 2 == 1  # foreground runs
+    areas = np.bincount(run_owner[odd], weights=runs[odd], minlength=count)
+    strings = _counts_strings(runs, index, run_owner, count)
+    return [{"size": [height, width], "counts": text} for text in strings], areas.astype(np.float64)
+
+
+def _counts_strings(runs: np.ndarray, index: np.ndarray, run_owner: np.ndarray, count: int) -> list[str]:
+    """pycocotools' rleToString of each mask's runs, vectorized over all runs: from the fourth run on the
+    difference to the run two before, each number in 5-bit groups (low first, 0x20 = more follow) + 48."""
+    value = runs.copy()
+    later = np.flatnonzero(index > 2)
+    value[later] -= runs[later - 2]
+    groups, valid = [], []
+    active = np.ones(value.size, dtype=bool)
+    while active.any():  # at most 7 rounds for runs below 2**32
+        group = value & 0x1F
+        value = value >> 5  # arithmetic shift, as on the C long
+        more = np.where(group & 0x10, value != -1, value != 0)
+        groups.append((group | (more << 5)) + 48)
+        valid.append(active)
+        active = active & more
+    chars = np.stack(groups, axis=1)[np.stack(valid, axis=1)].astype(np.uint8).tobytes().decode("ascii")
+    ends = np.cumsum(np.bincount(run_owner, weights=np.stack(valid, axis=1).sum(axis=1), minlength=count)).astype(np.int64)
+    return [chars[a:b] for a, b in zip(np.concatenate(([0], ends[:-1])).tolist(), ends.tolist())]
+
+
 def coco_areas(rles: Sequence[dict]) -> np.ndarray:
     """Pixels covered by each compressed COCO RLE (``counts`` str or bytes), as float64 (pycocotools, unchecked)."""
     if not len(rles):

@@ -84,19 +84,21 @@ class GroundingDinoDetector:
         tensor, _ = pipeline(image.convert("RGB"), None)
         return tensor
 
-    def detect(self, items: Sequence[tuple[Any, Prompt]]) -> list[Detections]:
-        """Detections for each (PIL image, prompt) pair, ``batch_size`` pairs per forward pass."""
+    def detect(self, items: Sequence[tuple[Any, Prompt]], inputs: Sequence[Any] | None = None) -> list[Detections]:
+        """Detections for each (PIL image, prompt) pair, ``batch_size`` pairs per forward pass. ``inputs``:
+        each pair's image already through ``transform`` (the stage's loader threads), else done here."""
         out: list[Detections] = []
         size = self.config.batch_size
         for start in range(0, len(items), size):
-            out += self._detect_batch(items[start : start + size])
+            out += self._detect_batch(items[start : start + size], inputs[start : start + size] if inputs else None)
         return out
 
-    def _detect_batch(self, items: Sequence[tuple[Any, Prompt]]) -> list[Detections]:
+    def _detect_batch(self, items: Sequence[tuple[Any, Prompt]], inputs: Sequence[Any] | None) -> list[Detections]:
         from groundingdino.util.misc import nested_tensor_from_tensor_list
 
         torch = self.torch
-        samples = nested_tensor_from_tensor_list([self.transform(image) for image, _ in items]).to(self.device)
+        tensors = list(inputs) if inputs is not None else [self.transform(image) for image, _ in items]
+        samples = nested_tensor_from_tensor_list(tensors).to(self.device)
         started = time.perf_counter()
         with torch.no_grad():
             outputs = self.model(samples, captions=[prompt.caption for _, prompt in items])

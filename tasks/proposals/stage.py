@@ -5,17 +5,17 @@ detector returned above its thresholds, plus every image that could not be read.
 candidate ends as one REGIONS row or one reject (``nms_suppressed``, ``box_too_large``,
 ``class_too_few_instances``); an unreadable image is one reject (``image_unreadable``).
 Models are loaded once per worker (``setup``); each batch of images is one cached call, so a
-rerun of a killed shard repeats no finished batch.
+rerun of a killed shard repeats no finished batch. Images are read, decoded and resized for the
+detector by loader threads a batch ahead (``loader.py``), so the device does not wait for them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import hashlib
 import json
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,26 +27,13 @@ from reasonvqa.stage_contract import Resources, ShardContext, Stage
 from reasonvqa.stage import Rejects, StageResult
 from reasonvqa.tasks.proposals.config import ProposalsConfig
 from reasonvqa.tasks.proposals.filters import filter_reasons
+from reasonvqa.tasks.proposals.loader import ImageItem, LoadedImage, prefetched_batches
 from reasonvqa.tasks.proposals.nms import class_count_nms
 from reasonvqa.tasks.proposals.prompts import split_passes
 from reasonvqa.tasks.proposals.tagging import TagRequest, apply_stop_list, load_stop_list
 
 NMS_SUPPRESSED = "nms_suppressed"
 IMAGE_UNREADABLE = "image_unreadable"
-
-
-@dataclass(frozen=True)
-class ImageItem:
-    """One image to propose regions for: id, file, declared labels, and its pixels once read."""
-
-    image_id: str
-    path: Path
-    source: str  # file path as the IMAGES row names it (reject locations)
-    labels: tuple[str, ...]
-
-
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 class ProposalsStage(Stage):
@@ -94,16 +81,17 @@ class ProposalsStage(Stage):
         per_call = self.config.images_per_call
         cache = ctx.cache
         assert cache is not None, "a stage that declares resources gets a call cache (run_stage_shard)"
-        for start in range(0, len(items), per_call):
-            batch = items[start : start + per_call]
-            key = {"images": [(i.image_id, str(i.path), _digest_or_none(i.path)) for i in batch],
-                   "config": self.config.model_dump(mode="json", exclude={"device", "image_roots"})}
-            result = cache.call("proposals", key, functools.partial(self.propose, batch))
-            for image in result:
-                rows += image["regions"]
-                for drop in image["drops"]:
-                    rejects.add(drop["reason"], drop["source"], drop["record"])
-                stats.update(image["stats"])
+        # closed on an error too: the loader threads stop and are joined before the error leaves
+        with contextlib.closing(prefetched_batches(items, per_call, self.detector.transform)) as batches:
+            for batch in batches:
+                key = {"images": [(i.item.image_id, str(i.item.path), i.digest) for i in batch],
+                       "config": self.config.model_dump(mode="json", exclude={"device", "image_roots"})}
+                result = cache.call("proposals", key, functools.partial(self.propose, batch))
+                for image in result:
+                    rows += image["regions"]
+                    for drop in image["drops"]:
+                        rejects.add(drop["reason"], drop["source"], drop["record"])
+                    stats.update(image["stats"])
         rows.sort(key=lambda r: r["region_id"])
         table = schemas.from_rows(rows, schemas.REGIONS)
         rows_in = stats["candidates"] + stats["images_unreadable"]
@@ -112,45 +100,42 @@ class ProposalsStage(Stage):
 
     # ---- one batch of images (one cached call) ---------------------------------------------
 
-    def propose(self, batch: list[ImageItem]) -> list[dict]:
-        """Regions, drops and counts of each image in ``batch`` (JSON-serializable)."""
-        from PIL import Image
-
+    def propose(self, batch: list[LoadedImage]) -> list[dict]:
+        """Regions, drops and counts of each image in ``batch`` (read by the loader; JSON-serializable)."""
         started = time.perf_counter()
-        images: dict[str, Any] = {}
         results: dict[str, dict] = {}
-        for item in batch:
-            try:
-                with Image.open(item.path) as opened:
-                    images[item.image_id] = opened.convert("RGB")
-            except (OSError, ValueError, Image.DecompressionBombError) as error:
+        for loaded in batch:
+            if loaded.error is not None:
+                item = loaded.item
                 results[item.image_id] = {"regions": [], "stats": {"images_unreadable": 1}, "drops": [{
                     "reason": IMAGE_UNREADABLE, "source": item.source,
-                    "record": {"image_id": item.image_id, "error": f"{type(error).__name__}: {error}"}}]}
-        readable = [i for i in batch if i.image_id in images]
-        tag_lists = self.tagger.tag([TagRequest(i.image_id, images[i.image_id], i.labels) for i in readable])
-        pairs, owners, per_image_stats = [], [], {}
-        for item, tags in zip(readable, tag_lists):
+                    "record": {"image_id": item.image_id, "error": loaded.error}}]}
+        readable = [loaded for loaded in batch if loaded.error is None]
+        tag_lists = self.tagger.tag([TagRequest(i.item.image_id, i.image, i.item.labels) for i in readable])
+        pairs, inputs, owners, per_image_stats = [], [], [], {}
+        for loaded, tags in zip(readable, tag_lists):
             kept, stopped = apply_stop_list(tags, self.stop_list)
             prompts, too_long = split_passes(kept, self.detector.tokenizer, self.config.detector.max_text_len)
-            per_image_stats[item.image_id] = {"images_read": 1, "tags": len(kept), "tags_stop_listed": len(stopped),
-                                              "tags_too_long": len(too_long), "passes": len(prompts),
-                                              "images_without_tags": int(not kept)}
+            per_image_stats[loaded.item.image_id] = {"images_read": 1, "tags": len(kept), "tags_stop_listed": len(stopped),
+                                                     "tags_too_long": len(too_long), "passes": len(prompts),
+                                                     "images_without_tags": int(not kept)}
             for prompt in prompts:
-                pairs.append((images[item.image_id], prompt))
-                owners.append(item)
-        detections = self.detector.detect(pairs)
+                pairs.append((loaded.image, prompt))
+                inputs.append(loaded.detector_input)
+                owners.append(loaded.item)
+        detections = self.detector.detect(pairs, inputs)
         grouped: dict[str, list] = defaultdict(list)
         for item, (_, prompt), found in zip(owners, pairs, detections):
             grouped[item.image_id].append((prompt, found))
-        for item in readable:
-            results[item.image_id] = self._finish_image(item, images[item.image_id], grouped[item.image_id],
-                                                        per_image_stats[item.image_id])
+        for loaded in readable:
+            image_id = loaded.item.image_id
+            results[image_id] = self._finish_image(loaded, grouped[image_id], per_image_stats[image_id])
         self.model_seconds += time.perf_counter() - started
-        return [results[i.image_id] for i in batch]
+        return [results[i.item.image_id] for i in batch]
 
-    def _finish_image(self, item: ImageItem, image: Any, found: list, stats: dict) -> dict:
+    def _finish_image(self, loaded: LoadedImage, found: list, stats: dict) -> dict:
         """Class-count NMS, filters and masks for one image's candidates from every pass."""
+        item, image = loaded.item, loaded.image
         boxes = np.concatenate([d.boxes for _, d in found]) if found else np.zeros((0, 4))
         labels = np.array([label for _, d in found for label in d.labels], dtype=object)
         scores = np.concatenate([d.scores for _, d in found]) if found else np.zeros(0)
@@ -174,7 +159,7 @@ class ProposalsStage(Stage):
                  for i, by in enumerate(suppression.suppressed_by) if by >= 0]
         drops += [{"reason": reason, "source": item.source, "record": record(int(i))}
                   for i, reason in zip(kept, reasons) if reason is not None]
-        masks = self.segmenter.segment(np.asarray(image), boxes[final]) if self.segmenter and final else None
+        masks = self.segmenter.segment(loaded.pixels, boxes[final]) if self.segmenter and final else None
         regions = []
         for n, i in enumerate(final):
             x1, y1, x2, y2 = (float(v) for v in boxes[i])
@@ -198,13 +183,6 @@ class ProposalsStage(Stage):
 def _finite(value: float) -> float | None:
     """A float, or None for NaN (SAM's stability of a mask empty at both thresholds)."""
     return None if np.isnan(value) else float(value)
-
-
-def _digest_or_none(path: Path) -> str | None:
-    try:
-        return file_digest(path)
-    except OSError:
-        return None
 
 
 def image_items(images: pa.Table, objects: pa.Table | None, root: Path) -> list[ImageItem]:

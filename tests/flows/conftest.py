@@ -26,8 +26,7 @@ def proposals_build(run_folder):
     from reasonvqa.flows.config import sample_config
     from reasonvqa.tasks.proposals.config import ProposalsConfig
     from tests.flows.test_build_proposals import first_vg_images, write_sample_images
-    from tests.tasks.proposals.test_stage import tiny_proposals_config
-    from tests.tasks.proposals.tiny_models import register_tiny_sam
+    from reasonvqa.tasks.proposals.random_models import register_tiny_sam, tiny_proposals_config
     from tests.tool_cache import locked
 
     root = run_folder / "proposals-build"

@@ -87,6 +87,32 @@ def test_a_stack_of_more_than_255_masks_encodes_in_one_call_each_255():
         masks.coco_encode_stack(np.zeros((5, 7), bool))
 
 
+def column_major_changes(stack: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where each mask's column-major scan changes value, found on the pixels (the reference)."""
+    flat = stack.transpose(0, 2, 1).reshape(len(stack), -1)
+    owner, position = np.nonzero(flat[:, 1:] != flat[:, :-1])
+    return owner, position + 1, flat[:, 0]
+
+
+def test_rles_from_run_changes_equal_pycocotools_strings_and_areas():
+    rng = np.random.default_rng(7)
+    y, x = np.mgrid[0:240, 0:320]
+    blobs = np.stack([(x - rng.uniform(0, 320)) ** 2 + (y - rng.uniform(0, 240)) ** 2 < rng.uniform(3, 200) ** 2
+                      for _ in range(40)])
+    noise = rng.random((6, 9, 13)) < 0.5  # runs of 1 and long runs: differences to the run two before go negative
+    edges = np.zeros((5, 4, 3), bool)
+    edges[1] = True  # all inside: an empty first run, then one run
+    edges[2, 0, 0] = True  # the first pixel only
+    edges[3, -1, -1] = True  # the last pixel only
+    edges[4, :, 1] = True  # a whole column
+    for stack in (blobs, noise, edges, np.zeros((3, 1, 1), bool), np.ones((2, 1, 1), bool)):
+        expected = masks.coco_encode_stack(stack)
+        rles, areas = masks.coco_encode_changes(*column_major_changes(stack), *stack.shape[1:])
+        assert rles == expected
+        assert areas.tolist() == masks.coco_areas(expected).tolist() == stack.sum(axis=(1, 2)).tolist()
+    assert masks.coco_encode_changes(np.zeros(0), np.zeros(0), np.zeros(0, bool), 4, 5)[0] == []
+
+
 def test_non_binary_masks_encode_as_their_non_zero_pixels():
     mask = np.array([[0, 255], [7, 0]], np.uint8)
     assert masks.coco_encode(mask) == masks.coco_encode(mask != 0) == {"size": [2, 2], "counts": "121"}  # column-major: 0, 7, 255, 0

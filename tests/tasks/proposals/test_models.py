@@ -13,7 +13,7 @@ from reasonvqa.tasks.proposals.config import DetectorConfig, SegmenterConfig  # 
 from reasonvqa.tasks.proposals.detector import GroundingDinoDetector, cxcywh_to_xyxy_pixels  # noqa: E402
 from reasonvqa.tasks.proposals.masks import SamSegmenter  # noqa: E402
 from reasonvqa.tasks.proposals.prompts import build_prompt  # noqa: E402
-from tests.tasks.proposals.tiny_models import TINY_SAM, write_grounding_dino, write_sam  # noqa: E402
+from reasonvqa.tasks.proposals.random_models import TINY_SAM, write_grounding_dino, write_sam  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 def tokenizer(tmp_path_factory):
     from transformers import AutoTokenizer
 
-    from tests.tasks.proposals.tiny_models import write_text_encoder
+    from reasonvqa.tasks.proposals.random_models import write_text_encoder
 
     return AutoTokenizer.from_pretrained(write_text_encoder(tmp_path_factory.mktemp("bert")))
 

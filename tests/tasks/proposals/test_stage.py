@@ -1,5 +1,6 @@
 """The proposals stage over one shard with random-weight GroundingDINO and SAM models."""
 
+import hashlib
 import json
 import shutil
 
@@ -16,26 +17,8 @@ pytest.importorskip("segment_anything")
 from reasonvqa import schemas  # noqa: E402
 from reasonvqa.stage_contract import run_stage_shard  # noqa: E402
 from reasonvqa.stage import read_table  # noqa: E402
-from reasonvqa.tasks.proposals.config import (  # noqa: E402
-    DetectorConfig, ProposalsConfig, SegmenterConfig, SuppressionConfig, TaggingConfig,
-)
 from reasonvqa.tasks.proposals.stage import ProposalsStage  # noqa: E402
-from tests.tasks.proposals.tiny_models import TINY_SAM, register_tiny_sam, write_grounding_dino, write_sam  # noqa: E402
-
-
-def tiny_proposals_config(folder, image_roots=None, full_size: bool = False, **suppression) -> ProposalsConfig:
-    """A proposals config of random-weight models written under ``folder``: tiny, or at the released
-    sizes (GroundingDINO-T, BERT-base, SAM ViT-H) when ``full_size``."""
-    gdino = write_grounding_dino(folder / "gdino", full_size)
-    model_type = "vit_h" if full_size else TINY_SAM
-    sam = write_sam(folder / "sam", model_type)
-    return ProposalsConfig(
-        enabled=True, image_roots=image_roots or {}, images_per_call=2,
-        tagging=TaggingConfig(backend="labels"),
-        detector=DetectorConfig(**gdino, box_threshold=0.0, text_threshold=0.0, image_size=96, max_size=160, batch_size=2),
-        suppression=SuppressionConfig(**{"min_class_instances": 2, **suppression}),
-        segmenter=SegmenterConfig(model_type=model_type, weights=sam, batch_size=8),
-    )
+from reasonvqa.tasks.proposals.random_models import TINY_SAM, register_tiny_sam, tiny_proposals_config  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +112,22 @@ def test_a_killed_shard_reuses_its_finished_calls(config, shard, tmp_path):
     assert again["calls_cached"] == 2 and again["calls_made"] == 0
     assert again["rows_out"] == first["rows_out"]
     shutil.rmtree(stage_dir)
+
+
+# sha256 of the shard's outputs as the per-image code of main c2b1cfe wrote them (before the loader thread
+# and the masks' runs found on the model's device): the stage's rework must keep them byte for byte
+MAIN_REGIONS_SHA256 = "120da48f1e80d0773b068677a54ecccd59aa9e1a56ddadc74e3139cf216063ea"
+MAIN_REJECTS_SHA256 = "4bbad8a3e372d76916e9337744c9e722be564fb8976762a48efbc595702b862f"
+
+
+def test_outputs_are_byte_identical_to_the_per_image_code_of_main(config, shard, tmp_path):
+    root = shard["root"].column(0)[0].as_py()
+    wide = config.model_copy(update={"images_per_call": 3})  # a call of 3 images: a prefetched batch ends mid-shard
+    stats = run(wide, shard, tmp_path / "out")
+    regions = (tmp_path / "out" / "regions" / "part-00000.parquet").read_bytes()
+    rejects = pq.read_table(tmp_path / "out" / "_rejects" / "part-00000.parquet").to_pylist()
+    # unreadable images' errors name the file under this test's temporary folder
+    canonical = json.dumps(rejects, sort_keys=True, default=str).replace(root, "<root>")
+    assert (stats["regions"], stats["nms_suppressed"], stats["images_unreadable"], stats["calls_made"]) == (53, 7, 2, 2)
+    assert hashlib.sha256(regions).hexdigest() == MAIN_REGIONS_SHA256
+    assert hashlib.sha256(canonical.encode()).hexdigest() == MAIN_REJECTS_SHA256

@@ -1,5 +1,6 @@
 """Small randomly initialized models built from the libraries' own classes, saved where the
-product's loaders read them (no weights can be downloaded here).
+product's loaders read them (no weights can be downloaded here). The proposals tests and
+``benchmarks/bench_proposals.py`` both build theirs here (tests and benchmarks do not import each other).
 
 - text encoder: a ``BertTokenizerFast`` over a literal uncased word-piece vocabulary and a
   one-layer ``BertModel``, saved with ``save_pretrained`` (what GroundingDINO's
@@ -16,6 +17,10 @@ from __future__ import annotations
 import functools
 import string
 from pathlib import Path
+
+from reasonvqa.tasks.proposals.config import (
+    DetectorConfig, ProposalsConfig, SegmenterConfig, SuppressionConfig, TaggingConfig,
+)
 
 WORDS = ["person", "man", "car", "dog", "cat", "tree", "bus", "sky", "red", "mini", "traffic", "light", "window",
          "building", "sign", "shirt", "table", "chair", "street", "clock", "tower", "wheel", "horse"]
@@ -76,11 +81,13 @@ FULL_SIZE_GDINO = {"enc_layers": 6, "dec_layers": 6, "dim_feedforward": 2048, "n
                    "enc_n_points": 4, "dec_n_points": 4}
 
 
-def gdino_config_text(full_size: bool = False) -> str:
-    """GDINO_CONFIG, or with the released model's layer counts and query count when ``full_size``."""
-    if not full_size:
+def gdino_config_text(full_size: bool = False, num_queries: int | None = None) -> str:
+    """GDINO_CONFIG, or with the released model's layer counts and query count when ``full_size``;
+    ``num_queries`` (boxes per (image, prompt) pair) overrides either."""
+    sizes = {**(FULL_SIZE_GDINO if full_size else {}), **({"num_queries": num_queries} if num_queries else {})}
+    if not sizes:
         return GDINO_CONFIG
-    lines = [f"{key} = {FULL_SIZE_GDINO[key]}" if key in FULL_SIZE_GDINO else line
+    lines = [f"{key} = {sizes[key]}" if key in sizes else line
              for line in GDINO_CONFIG.splitlines() for key in [line.split(" = ")[0]]]
     return "\n".join(lines) + "\n"
 
@@ -101,7 +108,7 @@ def write_text_encoder(folder: Path, full_size: bool = False) -> Path:
     return folder
 
 
-def write_grounding_dino(folder: Path, full_size: bool = False) -> dict[str, Path]:
+def write_grounding_dino(folder: Path, full_size: bool = False, num_queries: int | None = None) -> dict[str, Path]:
     """Config file, random checkpoint and text encoder of a small (or released-size) GroundingDINO."""
     import torch
     from groundingdino.models import build_model
@@ -110,7 +117,7 @@ def write_grounding_dino(folder: Path, full_size: bool = False) -> dict[str, Pat
     folder.mkdir(parents=True, exist_ok=True)
     encoder = write_text_encoder(folder / "text_encoder", full_size)
     config_file = folder / "tiny_groundingdino.py"
-    config_file.write_text(gdino_config_text(full_size), encoding="utf-8")
+    config_file.write_text(gdino_config_text(full_size, num_queries), encoding="utf-8")
     args = SLConfig.fromfile(str(config_file))
     args.device = "cpu"
     args.text_encoder_type = str(encoder)
@@ -142,3 +149,20 @@ def write_sam(folder: Path, model_type: str = TINY_SAM) -> Path:
     path = folder / "tiny_sam.pth"
     torch.save(model.state_dict(), path)
     return path
+
+
+def tiny_proposals_config(folder: Path, image_roots: dict | None = None, full_size: bool = False,
+                          num_queries: int | None = None, **suppression: float) -> ProposalsConfig:
+    """A proposals config of random-weight models written under ``folder``: tiny, or at the released
+    sizes (GroundingDINO-T, BERT-base, SAM ViT-H) when ``full_size``; ``num_queries`` boxes per pass."""
+    gdino = write_grounding_dino(folder / "gdino", full_size, num_queries)
+    model_type = "vit_h" if full_size else TINY_SAM
+    sam = write_sam(folder / "sam", model_type)
+    return ProposalsConfig(
+        enabled=True, image_roots=image_roots or {}, images_per_call=2,
+        tagging=TaggingConfig(backend="labels"),
+        detector=DetectorConfig(config_file=gdino["config_file"], weights=gdino["weights"], text_encoder=gdino["text_encoder"],
+                                box_threshold=0.0, text_threshold=0.0, image_size=96, max_size=160, batch_size=2),
+        suppression=SuppressionConfig.model_validate({"min_class_instances": 2, **suppression}),
+        segmenter=SegmenterConfig(model_type=model_type, weights=sam, batch_size=8),
+    )
