@@ -75,9 +75,15 @@ class ScriptedSparqlServer:
             reply = self.script.pop(0) if len(self.script) > 1 else (self.script[0] if self.script else Reply())
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        counted = True
         try:
             if reply.delay_s:
                 time.sleep(reply.delay_s)
+            # in flight until the reply starts: once the client can read it, it may send its next request
+            # before this thread runs again, so counting longer would race that request
+            with self._lock:
+                self.in_flight -= 1
+                counted = False
             handler.send_response(reply.status)
             handler.send_header("Content-Type", "application/sparql-results+json")
             for name, value in reply.headers.items():
@@ -94,8 +100,9 @@ class ScriptedSparqlServer:
             if reply.declared_length:
                 handler.close_connection = True
         finally:
-            with self._lock:
-                self.in_flight -= 1
+            if counted:
+                with self._lock:
+                    self.in_flight -= 1
 
 
 def item_entity(qid: str, label: str | None, claims: dict[str, list[dict]], sitelinks: dict | None = None) -> dict:

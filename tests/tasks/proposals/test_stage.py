@@ -120,7 +120,20 @@ MAIN_REGIONS_SHA256 = "120da48f1e80d0773b068677a54ecccd59aa9e1a56ddadc74e3139cf2
 MAIN_REJECTS_SHA256 = "4bbad8a3e372d76916e9337744c9e722be564fb8976762a48efbc595702b862f"
 
 
-def test_outputs_are_byte_identical_to_the_per_image_code_of_main(config, shard, tmp_path):
+@pytest.fixture
+def two_torch_threads():
+    """The random-weight models' float sums depend on how many threads split them: the pinned bytes were
+    written with 2 intra-op threads (this machine's default), while the suite's workers run with
+    OMP_NUM_THREADS=1."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_outputs_are_byte_identical_to_the_per_image_code_of_main(config, shard, tmp_path, two_torch_threads):
     root = shard["root"].column(0)[0].as_py()
     wide = config.model_copy(update={"images_per_call": 3})  # a call of 3 images: a prefetched batch ends mid-shard
     stats = run(wide, shard, tmp_path / "out")
