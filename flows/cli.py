@@ -667,7 +667,6 @@ def evaluate_command(
                                                       "evaluation.md into this folder.")] = None,
 ) -> None:
     """Score predictions (or a blind baseline) on a release with each kind's paper metric; print the table."""
-    from reasonvqa.errors import UsageError
     from reasonvqa.tasks.evaluate.baselines import BASELINES, baseline_predictions, write_predictions
     from reasonvqa.tasks.evaluate.card import write_card_figures
     from reasonvqa.tasks.evaluate.report import print_report, write_report

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 import polars as pl
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_NOT_WORD = re.compile(r"[^0-9a-z]+")
-
-
-def normalize(answer: str) -> str:
-    """Lower case, punctuation and the articles a/an/the dropped, runs of spaces folded: "The Eiffel-Tower."
-    and "eiffel tower" are the same answer."""
-    text = _NOT_WORD.sub(" ", answer.lower())
-    return " ".join(_ARTICLES.sub(" ", text).split())
 
 
 def normalized(answers: pl.Series) -> pl.Series:
-    """``normalize`` over a column (vectorized; null stays null)."""
+    """Lower case, punctuation and the articles a/an/the dropped, runs of spaces folded: "The Eiffel-Tower."
+    and "eiffel tower" are the same answer (null stays null)."""
     text = answers.str.to_lowercase().str.replace_all(r"[^0-9a-z]+", " ").str.replace_all(r"\b(a|an|the)\b", " ")
     return text.str.replace_all(r"\s+", " ").str.strip_chars()
 

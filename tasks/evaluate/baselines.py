@@ -23,8 +23,6 @@ import polars as pl
 from reasonvqa.masked_questions import masked
 from reasonvqa.tasks.evaluate.release_rows import read_manifest, read_questions
 
-BASELINES = ("text-only", "choices-only", "prior")
-
 
 def _most_common(train: pl.DataFrame, keys: list[str], name: str) -> pl.DataFrame:
     """Per ``keys``: the most common train answer (ties: the smallest text) as column ``name``."""
@@ -75,6 +73,7 @@ def choices_only(train: pl.DataFrame, test: pl.DataFrame) -> pl.DataFrame:
 
 
 RULES = {"text-only": text_only, "choices-only": choices_only, "prior": prior}
+BASELINES = tuple(RULES)
 
 
 def baseline_predictions(release: Path, baseline: str, split: str = "test") -> pl.DataFrame:
