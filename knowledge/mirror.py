@@ -188,6 +188,14 @@ def _wait_ready(url: str, process: subprocess.Popen, log_file: Path, timeout_s: 
                    late=lambda: MirrorError(f"oxigraph server at {url} not ready after {timeout_s:.0f} s"), poll_s=0.05)
 
 
+_SERVED: dict[str, Path] = {}  # endpoint URL -> store, for the mirrors this process serves now
+
+
+def served_store(endpoint: str) -> Path | None:
+    """The store behind ``endpoint`` when it is a mirror this process serves (``serve_mirror``), else None."""
+    return _SERVED.get(endpoint)
+
+
 @contextlib.contextmanager
 def serve_mirror(entities_path: Path, work_dir: Path, *, location: Path | None = None,
                  ready_timeout_s: float = 30.0) -> Iterator[str]:
@@ -217,7 +225,11 @@ def serve_mirror(entities_path: Path, work_dir: Path, *, location: Path | None =
                 last_error = error
                 continue
             log.info("knowledge mirror serving %s on %s", location, url)
-            yield url
+            _SERVED[url] = Path(location)
+            try:
+                yield url
+            finally:
+                _SERVED.pop(url, None)
             return
         finally:
             stop(process)
@@ -249,7 +261,7 @@ class InProcessClient:
             for name in names:
                 term = solution[name]
                 if term is not None:
-                    row[name] = _json_term(term)
+                    row[name] = json_term(term)
             rows.append(row)
         return rows
 
@@ -257,7 +269,7 @@ class InProcessClient:
         return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": 0}
 
 
-def _json_term(term: object) -> dict[str, str]:
+def json_term(term: object) -> dict[str, str]:
     """A term in the SPARQL 1.1 JSON results shape (what WDQS returns)."""
     if isinstance(term, NamedNode):
         return {"type": "uri", "value": term.value}
