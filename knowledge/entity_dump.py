@@ -116,9 +116,9 @@ def _open_text(path: Path) -> IO[str]:
 def _open_bytes(path: Path) -> IO[bytes]:
     name = path.name.lower()
     if name.endswith(".gz"):
-        return io.BufferedReader(gzip.open(path, "rb"), READ_BUFFER)  # type: ignore[arg-type]
+        return io.BufferedReader(gzip.open(path, "rb"), READ_BUFFER)
     if name.endswith(".bz2"):
-        return io.BufferedReader(bz2.open(path, "rb"), READ_BUFFER)  # type: ignore[arg-type]
+        return io.BufferedReader(bz2.open(path, "rb"), READ_BUFFER)
     return path.open("rb", buffering=READ_BUFFER)
 
 
@@ -179,7 +179,7 @@ def _iter_document(path: Path, document: object, problems: list[Problem]) -> Ite
 _SKIPPED_LINES = ("", "[", "]", b"", b"[", b"]")
 
 
-def _iter_lines(path: Path, handle: IO[str] | IO[bytes], problems: list[Problem]) -> Iterator[tuple[str, dict]]:
+def _iter_lines(path: Path, handle: Iterable[str | bytes], problems: list[Problem]) -> Iterator[tuple[str, dict]]:
     # In the dump array the opening '[' may already be consumed: line 1 is then empty.
     for number, line in enumerate(handle, start=1):
         text = line.strip()
