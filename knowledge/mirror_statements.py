@@ -11,7 +11,6 @@ to the wrapped client unchanged. The query text, and so the recorded ``knowledge
 
 from __future__ import annotations
 
-import functools
 import itertools
 import re
 import threading
@@ -45,18 +44,12 @@ def statements_query_ids(query: str) -> tuple[list[str], list[str]] | None:
     return qids, pids
 
 
-@functools.lru_cache(maxsize=4)
-def open_store(location: str) -> Store:
-    """The store at ``location``, opened read-only once per process (shared by the threads of a build)."""
-    return Store.read_only(location)
-
-
 class StatementsClient:
     """A ``SparqlClient`` answering statements queries from the store at ``location``; the rest via ``client``."""
 
     def __init__(self, client: SparqlClient, location: Path) -> None:
         self.client = client
-        self.store = open_store(str(location))
+        self.store = Store.read_only(str(location))  # per client (~30 ms): a store rebuilt in place is never stale
         self.answered = 0  # statements queries answered from the store
         self._lock = threading.Lock()
 
