@@ -8,7 +8,9 @@ Accepted inputs (a file, or a folder whose matching files are read in name order
 - any of these compressed as ``.gz`` or ``.bz2``.
 
 Bad records never stop the read: each is reported as a ``Problem`` naming file and
-line, and the caller decides what to do with the list.
+line, and the caller decides what to do with the list. ``iter_entities`` streams the
+records one at a time (JSON lines are read as bytes and parsed with orjson; what orjson
+refuses goes to ``json`` for its verdict), ``read_entities`` merges them all in memory.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterable, Iterator
+
+import orjson
 
 from reasonvqa.knowledge.ids import is_pid, is_qid
 
 SUFFIXES = (".jsonl", ".ndjson", ".json")
 COMPRESSIONS = ("", ".gz", ".bz2")
 SMALL_ARRAY_BYTES = 50 * 1024 * 1024
+READ_BUFFER = 1 << 20  # bytes read at a time from a JSON-lines file
 
 
 @dataclass(frozen=True)
@@ -65,15 +70,38 @@ def _is_entity_file(path: Path) -> bool:
 def read_entities(path: Path) -> EntityRead:
     """Read and merge every entity under ``path``."""
     result = EntityRead()
-    for file in entity_files(path):
-        result.files.append(file)
-        for source, entity in _iter_file(file, result.problems):
+    result.files.extend(entity_files(path))
+    for entity in iter_entities(result.files, result.problems):
+        _merge(result.entities, entity)
+    return result
+
+
+def iter_entities(files: Iterable[Path], problems: list[Problem]) -> Iterator[dict]:
+    """Every valid entity record of ``files`` in order, one at a time (an id may come again: ``merged``
+    combines its records); invalid ones go to ``problems``."""
+    for file in files:
+        for source, entity in _iter_file(file, problems):
             problem = _validate(entity)
             if problem:
-                result.problems.append(Problem(source, problem))
+                problems.append(Problem(source, problem))
                 continue
-            _merge(result.entities, entity)
-    return result
+            yield entity
+
+
+def normalized(entity: dict) -> dict:
+    """``entity`` as ``read_entities`` keeps it: type and datatype set, empty maps as ``{}``."""
+    single: dict[str, dict] = {}
+    _merge(single, entity)
+    return single[entity["id"]]
+
+
+def merged(records: Iterable[dict]) -> dict:
+    """The records of one entity merged as ``read_entities`` merges them (in order, first wins)."""
+    entities: dict[str, dict] = {}
+    for record in records:
+        _merge(entities, record)
+    (entity,) = entities.values()
+    return entity
 
 
 def _open_text(path: Path) -> IO[str]:
@@ -85,12 +113,22 @@ def _open_text(path: Path) -> IO[str]:
     return path.open("r", encoding="utf-8")
 
 
+def _open_bytes(path: Path) -> IO[bytes]:
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        return io.BufferedReader(gzip.open(path, "rb"), READ_BUFFER)
+    if name.endswith(".bz2"):
+        return io.BufferedReader(bz2.open(path, "rb"), READ_BUFFER)
+    return path.open("rb", buffering=READ_BUFFER)
+
+
 def _iter_file(path: Path, problems: list[Problem]) -> Iterator[tuple[str, dict]]:
     name = path.name.lower()
+    if any(name.endswith(s + c) for s in (".jsonl", ".ndjson") for c in COMPRESSIONS):
+        with _open_bytes(path) as lines:
+            yield from _iter_lines(path, lines, problems)
+        return
     with _open_text(path) as handle:
-        if any(name.endswith(s + c) for s in (".jsonl", ".ndjson") for c in COMPRESSIONS):
-            yield from _iter_lines(path, handle, problems)
-            return
         first = handle.read(1)
         while first and first.isspace():
             first = handle.read(1)
@@ -138,20 +176,29 @@ def _iter_document(path: Path, document: object, problems: list[Problem]) -> Ite
         problems.append(Problem(path.name, "JSON object is neither an entity nor an EntityData answer"))
 
 
-def _iter_lines(path: Path, handle: IO[str], problems: list[Problem]) -> Iterator[tuple[str, dict]]:
+_SKIPPED_LINES = ("", "[", "]", b"", b"[", b"]")
+
+
+def _iter_lines(path: Path, handle: Iterable[str | bytes], problems: list[Problem]) -> Iterator[tuple[str, dict]]:
     # In the dump array the opening '[' may already be consumed: line 1 is then empty.
     for number, line in enumerate(handle, start=1):
         text = line.strip()
-        if text.endswith(","):
+        if text[-1:] in (",", b","):
             text = text[:-1].rstrip()
-        if text in ("", "[", "]"):
+        if text in _SKIPPED_LINES:
             continue
         source = f"{path.name}:{number}"
         try:
-            entity = json.loads(text)
-        except json.JSONDecodeError as error:
-            problems.append(Problem(source, f"malformed JSON: {error.msg} at column {error.colno}"))
-            continue
+            entity = orjson.loads(text)
+        except orjson.JSONDecodeError:  # orjson refuses more than json (lone surrogates, NaN, big ints)
+            try:
+                entity = json.loads(text)
+            except json.JSONDecodeError as error:
+                problems.append(Problem(source, f"malformed JSON: {error.msg} at column {error.colno}"))
+                continue
+            except UnicodeDecodeError as error:
+                problems.append(Problem(source, f"not UTF-8: {error.reason} at byte {error.start}"))
+                continue
         if not isinstance(entity, dict):
             problems.append(Problem(source, "line is not a JSON object"))
             continue

@@ -1,7 +1,7 @@
 """The embedded knowledge base: an Oxigraph store built from Wikidata entity JSON, served over HTTP SPARQL.
 
-``build_store`` maps the entities to RDF (``rdf_mapping``) and loads them with the
-``oxigraph`` command-line tool; a store whose snapshot id (content hash of the
+``build_store`` maps the entities to N-Triples as it reads them (``rdf_mapping``) and loads the file
+with Oxigraph's bulk loader; a store whose snapshot id (content hash of the
 entity files + mapping version) is unchanged is reused as is. ``shared_store`` keeps
 one store per content in the user cache, so every build and process reuses it (a
 build of the sample saves ~2.5 s of mapping and loading). ``serve_mirror``
@@ -27,15 +27,15 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
-import pyoxigraph
 from pyoxigraph import Literal, NamedNode, QuerySolutions, RdfFormat, Store
 
 from reasonvqa.children import free_port, popen_bound, stop, wait_answering
 from reasonvqa.locks import exclusive_lock
-from reasonvqa.knowledge.entity_dump import _open_text, entity_files, read_entities
-from reasonvqa.knowledge.rdf_mapping import MAPPING_VERSION, MappingStats, entity_triples, property_declarations
+from reasonvqa.knowledge.entity_dump import Problem, _open_text, entity_files, iter_entities, merged, normalized
+from reasonvqa.knowledge.rdf_mapping import (MAPPING_VERSION, Datatypes, MappingStats, entity_lines, entity_sort_key,
+                                             property_declarations)
 from reasonvqa.snapshot import files_digest
 
 log = logging.getLogger(__name__)
@@ -90,34 +90,80 @@ def oxigraph_binary() -> str:
 
 
 def write_ntriples(entities_path: Path, out_file: Path, languages: tuple[str, ...] = ("en",)) -> dict:
-    """Map every entity to N-Triples in ``out_file``; return a report of counts and problems."""
-    read = read_entities(entities_path)
-    if not read.entities:
-        problems = "; ".join(f"{p.source}: {p.reason}" for p in read.problems[:5])
-        raise MirrorError(f"no usable Wikidata entity in {entities_path}" + (f" ({problems})" if problems else ""))
+    """Map every entity to N-Triples in ``out_file``, streaming the records; return a report of counts and problems.
+
+    Records are mapped as they are read, each entity's lines written as one block. An id met again (the
+    sample's transcribed statements add to fetched entities) is merged at the end: its records are read
+    again and merged as ``read_entities`` merges them, its first block is turned into comment lines in
+    place (same length) and the merged entity's lines are appended. Only ids and block offsets stay in memory.
+    """
+    files = entity_files(Path(entities_path))
+    problems: list[Problem] = []
     stats = MappingStats()
-    datatypes: dict[str, str] = {}
-
-    def triples() -> Iterator[pyoxigraph.Triple]:
-        for entity_id in sorted(read.entities, key=lambda e: (e[0], int(e[1:]))):
-            yield from entity_triples(read.entities[entity_id], languages, stats, datatypes)
-        yield from property_declarations(datatypes)
-
+    datatypes = Datatypes()
+    blocks: dict[str, tuple[int, int]] = {}  # id -> (offset, length) of its first block
+    again: set[str] = set()
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    with out_file.open("wb") as handle:
-        pyoxigraph.serialize(triples(), handle, format=RdfFormat.N_TRIPLES)
-    report = {
-        "entities": len(read.entities),
+    with out_file.open("w+b") as handle:
+        for record in iter_entities(files, problems):
+            entity_id = record["id"]
+            if entity_id in blocks:
+                again.add(entity_id)
+                continue
+            block = "".join(entity_lines(normalized(record), languages, stats, datatypes)).encode()
+            blocks[entity_id] = (handle.tell(), len(block))
+            handle.write(block)
+        if not blocks:
+            shown = "; ".join(f"{p.source}: {p.reason}" for p in problems[:5])
+            raise MirrorError(f"no usable Wikidata entity in {entities_path}" + (f" ({shown})" if shown else ""))
+        if again:
+            _merge_repeated(handle, files, again, blocks, languages, stats, datatypes)
+        handle.seek(0, os.SEEK_END)
+        declared = datatypes.by_property()
+        handle.write("".join(property_declarations(declared)).encode())
+    for problem in problems:
+        log.warning("entity input %s: %s", problem.source, problem.reason)
+    return {
+        "entities": len(blocks),
         "statements": stats.statements,
         "truthy_triples": stats.truthy,
-        "properties": len(datatypes),
+        "properties": len(declared),
         "skipped": dict(sorted(stats.skipped.items())),
-        "problems": [{"source": p.source, "reason": p.reason} for p in read.problems],
-        "files": [f.name for f in read.files],
+        "problems": [{"source": p.source, "reason": p.reason} for p in problems],
+        "files": [f.name for f in files],
     }
-    for problem in read.problems:
-        log.warning("entity input %s: %s", problem.source, problem.reason)
-    return report
+
+
+def _merge_repeated(handle: BinaryIO, files: list[Path], ids: set[str], blocks: dict[str, tuple[int, int]],
+                    languages: tuple[str, ...], stats: MappingStats, datatypes: Datatypes) -> None:
+    """Replace the first block of each id in ``ids`` by the lines of its merged records."""
+    records: dict[str, list[dict]] = {}
+    for record in iter_entities(files, []):  # the problems were reported by the first read
+        if record["id"] in ids:
+            records.setdefault(record["id"], []).append(record)
+    for entity_id in sorted(ids, key=entity_sort_key):
+        first = MappingStats()
+        block = "".join(entity_lines(normalized(records[entity_id][0]), languages, first, Datatypes())).encode()
+        offset, length = blocks[entity_id]
+        if len(block) != length:
+            raise MirrorError(f"entity {entity_id} mapped to other lines on a second read of {files[0].parent}")
+        stats.subtract(first)  # counted again, merged, below
+        handle.seek(offset)
+        handle.write(b"#" + block[1:].replace(b"\n<", b"\n#"))  # every line starts with '<': now a comment
+        handle.seek(0, os.SEEK_END)
+        handle.write("".join(entity_lines(merged(records[entity_id]), languages, stats, datatypes)).encode())
+
+
+def bulk_load(ntriples: Path, location: Path) -> None:
+    """Load an N-Triples file into a new store at ``location`` with Oxigraph's bulk loader, in process."""
+    store = Store(str(location))
+    try:
+        store.bulk_load(path=str(ntriples), format=RdfFormat.N_TRIPLES)
+        store.flush()
+    except (OSError, SyntaxError, ValueError) as error:
+        raise MirrorError(f"oxigraph load failed for {ntriples}: {error}") from None
+    finally:
+        del store  # closed here: the server opens it next
 
 
 def build_store(entities_path: Path, store_dir: Path) -> Path:
@@ -139,13 +185,7 @@ def build_store(entities_path: Path, store_dir: Path) -> Path:
         started = time.perf_counter()
         report = write_ntriples(entities_path, data)
         mapped = time.perf_counter()
-        done = subprocess.run(
-            [oxigraph_binary(), "load", "--location", str(staging / STORE_SUBDIR), "--file", str(data)],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            raise MirrorError(f"oxigraph load failed for {entities_path}: {done.stderr.strip()[-2000:]}")
+        bulk_load(data, staging / STORE_SUBDIR)
         data.unlink()
         report["seconds"] = {"mapping": round(mapped - started, 3), "load": round(time.perf_counter() - mapped, 3)}
         (staging / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
@@ -188,6 +228,14 @@ def _wait_ready(url: str, process: subprocess.Popen, log_file: Path, timeout_s: 
                    late=lambda: MirrorError(f"oxigraph server at {url} not ready after {timeout_s:.0f} s"), poll_s=0.05)
 
 
+_SERVED: dict[str, Path] = {}  # endpoint URL -> store, for the mirrors this process serves now
+
+
+def served_store(endpoint: str) -> Path | None:
+    """The store behind ``endpoint`` when it is a mirror this process serves (``serve_mirror``), else None."""
+    return _SERVED.get(endpoint)
+
+
 @contextlib.contextmanager
 def serve_mirror(entities_path: Path, work_dir: Path, *, location: Path | None = None,
                  ready_timeout_s: float = 30.0) -> Iterator[str]:
@@ -217,7 +265,11 @@ def serve_mirror(entities_path: Path, work_dir: Path, *, location: Path | None =
                 last_error = error
                 continue
             log.info("knowledge mirror serving %s on %s", location, url)
-            yield url
+            _SERVED[url] = Path(location)
+            try:
+                yield url
+            finally:
+                _SERVED.pop(url, None)
             return
         finally:
             stop(process)
@@ -249,7 +301,7 @@ class InProcessClient:
             for name in names:
                 term = solution[name]
                 if term is not None:
-                    row[name] = _json_term(term)
+                    row[name] = json_term(term)
             rows.append(row)
         return rows
 
@@ -257,7 +309,7 @@ class InProcessClient:
         return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": 0}
 
 
-def _json_term(term: object) -> dict[str, str]:
+def json_term(term: object) -> dict[str, str]:
     """A term in the SPARQL 1.1 JSON results shape (what WDQS returns)."""
     if isinstance(term, NamedNode):
         return {"type": "uri", "value": term.value}

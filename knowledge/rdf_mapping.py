@@ -12,11 +12,15 @@ Emitted per item (https://www.mediawiki.org/wiki/Wikibase/Indexing/RDF_Dump_Form
 - for every property seen: its ``wikibase:claim``, ``statementProperty``,
   ``statementValue``, ``directClaim`` and ``propertyType`` declarations.
 
-Qualifiers and references are not mapped (nothing the pipeline asks reads them).
+Qualifiers other than P585 and references are not mapped (nothing the pipeline asks reads them).
+
+Each triple is one N-Triples line built from preformatted strings (no RDF term objects per triple);
+IRIs and language tags that come from the data are checked (and written) by pyoxigraph once each.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -25,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 from urllib.parse import quote
 
-from pyoxigraph import Literal, NamedNode, Triple
+from pyoxigraph import Literal, NamedNode
 
 WD = "http://www.wikidata.org/entity/"
 WDS = "http://www.wikidata.org/entity/statement/"
@@ -39,12 +43,16 @@ WDNO = "http://www.wikidata.org/prop/novalue/"
 GENID = "http://www.wikidata.org/.well-known/genid/"
 WIKIBASE = "http://wikiba.se/ontology#"
 SCHEMA = "http://schema.org/"
-RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
-RDFS_LABEL = NamedNode("http://www.w3.org/2000/01/rdf-schema#label")
 XSD = "http://www.w3.org/2001/XMLSchema#"
-WKT = NamedNode("http://www.opengis.net/ont/geosparql#wktLiteral")
 COMMONS_SITE = "https://commons.wikimedia.org/"
 UNIT_ONE = WD + "Q199"  # Wikidata writes unit "1" for dimensionless quantities
+
+RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
+RDFS_LABEL = "<http://www.w3.org/2000/01/rdf-schema#label>"
+DECIMAL = f"^^<{XSD}decimal>"
+DATETIME = f"^^<{XSD}dateTime>"
+INTEGER = f"^^<{XSD}integer>"
+WKT = "^^<http://www.opengis.net/ont/geosparql#wktLiteral>"
 
 MAPPING_VERSION = "3"  # bump when the triples produced for the same input change
 
@@ -71,14 +79,33 @@ _VALUE_TYPE_TO_DATATYPE = {
     "time": "time",
     "globecoordinate": "globe-coordinate",
 }
+_PID = re.compile(r"P[1-9][0-9]*")
+_ENTITY_ID = re.compile(r"[QP][1-9][0-9]*")
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"})
 
 
-def _n(iri: str) -> NamedNode:
-    return NamedNode(iri)
+def _wb(name: str) -> str:
+    return f"<{WIKIBASE}{name}>"
 
 
-def _wb(name: str) -> NamedNode:
-    return NamedNode(WIKIBASE + name)
+def _string(text: str) -> str:
+    """A string's N-Triples form (quotes included); ValueError for text that is not Unicode scalars."""
+    text.encode("utf-8")  # a lone surrogate cannot be written (pyoxigraph refused it too)
+    if "\\" in text or '"' in text or "\n" in text or "\r" in text:
+        text = text.translate(_ESCAPES)
+    return f'"{text}"'
+
+
+@functools.lru_cache(maxsize=4096)
+def _checked_iri(iri: str) -> str:
+    """``<iri>`` for an IRI from the data (units, calendars, URLs): ValueError unless absolute and valid."""
+    return str(NamedNode(iri))
+
+
+@functools.lru_cache(maxsize=256)
+def _language(tag: str) -> str:
+    """``@tag`` as RDF writes it (checked and normalized by pyoxigraph); ValueError for a bad tag."""
+    return str(Literal("", language=tag))[2:]
 
 
 @dataclass
@@ -90,40 +117,73 @@ class MappingStats:
     truthy: int = 0
     skipped: Counter = field(default_factory=Counter)
 
+    def subtract(self, other: "MappingStats") -> None:
+        """Take back what ``other`` counted (an entity mapped again with more records)."""
+        self.entities -= other.entities
+        self.statements -= other.statements
+        self.truthy -= other.truthy
+        self.skipped.subtract(other.skipped)
+        self.skipped = +self.skipped
 
-def entity_triples(entity: dict, languages: Iterable[str], stats: MappingStats, datatypes: dict[str, str]) -> Iterator[Triple]:
-    """Triples of one entity; records each property's datatype in ``datatypes``."""
-    subject = _n(WD + entity["id"])
+
+class Datatypes:
+    """Each property's datatype: the first met in (entity id, property id, statement) order, whatever
+    order the entities are mapped in."""
+
+    def __init__(self) -> None:
+        self.chosen: dict[str, tuple[tuple, str]] = {}
+
+    def offer(self, pid: str, datatype: str, where: tuple) -> None:
+        current = self.chosen.get(pid)
+        if current is None or where < current[0]:
+            self.chosen[pid] = (where, datatype)
+
+    def by_property(self) -> dict[str, str]:
+        return {pid: datatype for pid, (_, datatype) in self.chosen.items()}
+
+
+def entity_sort_key(entity_id: str) -> tuple[str, int]:
+    return entity_id[0], int(entity_id[1:])
+
+
+def entity_lines(entity: dict, languages: Iterable[str], stats: MappingStats, datatypes: Datatypes) -> Iterator[str]:
+    """N-Triples lines of one (normalized) entity; offers each property's datatype to ``datatypes``."""
+    entity_id = entity["id"]
+    subject = f"<{WD}{entity_id}>"
+    order = entity_sort_key(entity_id)
     stats.entities += 1
     wanted = set(languages)
     for lang, label in sorted(entity.get("labels", {}).items()):
         if lang in wanted and isinstance(label, dict) and isinstance(label.get("value"), str):
-            yield Triple(subject, RDFS_LABEL, Literal(label["value"], language=lang))
+            yield f"{subject} {RDFS_LABEL} {_string(label['value'])}{_language(lang)} .\n"
     if entity.get("type") == "property" and entity.get("datatype"):
-        datatypes.setdefault(entity["id"], entity["datatype"])
-    for pid in sorted(entity.get("claims", {}), key=lambda p: int(p[1:]) if p[1:].isdigit() else 0):
-        if not re.fullmatch(r"P[1-9][0-9]*", pid):
+        datatypes.offer(entity_id, entity["datatype"], (order, -1, 0))
+    claims = entity.get("claims", {})
+    for position, pid in enumerate(sorted(claims, key=lambda p: int(p[1:]) if p[1:].isdigit() else 0)):
+        if not _PID.fullmatch(pid):
             stats.skipped["malformed property id"] += 1
             continue
-        yield from _property_triples(subject, entity["id"], pid, entity["claims"][pid], stats, datatypes)
+        yield from _property_lines(subject, entity_id, pid, claims[pid], stats, datatypes, (order, position))
     commons = entity.get("sitelinks", {}).get("commonswiki")
     if isinstance(commons, dict) and isinstance(commons.get("title"), str):
         title = commons["title"]
-        page = _n(COMMONS_SITE + "wiki/" + quote(title.replace(" ", "_"), safe=":/(),'!*@$;=~-._"))
-        yield Triple(page, _n(SCHEMA + "about"), subject)
-        yield Triple(page, _n(SCHEMA + "isPartOf"), _n(COMMONS_SITE))
-        yield Triple(page, _n(SCHEMA + "name"), Literal(title, language="en"))
-        yield Triple(page, _n(SCHEMA + "inLanguage"), Literal("en"))
-        yield Triple(page, RDF_TYPE, _n(SCHEMA + "Article"))
+        page = "<" + COMMONS_SITE + "wiki/" + quote(title.replace(" ", "_"), safe=":/(),'!*@$;=~-._") + ">"
+        yield f"{page} <{SCHEMA}about> {subject} .\n"
+        yield f"{page} <{SCHEMA}isPartOf> <{COMMONS_SITE}> .\n"
+        yield f"{page} <{SCHEMA}name> {_string(title)}@en .\n"
+        yield f'{page} <{SCHEMA}inLanguage> "en" .\n'
+        yield f"{page} {RDF_TYPE} <{SCHEMA}Article> .\n"
 
 
-def _property_triples(subject: NamedNode, entity_id: str, pid: str, statements: list, stats: MappingStats, datatypes: dict[str, str]) -> Iterator[Triple]:
+def _property_lines(subject: str, entity_id: str, pid: str, statements: list, stats: MappingStats,
+                    datatypes: Datatypes, where: tuple) -> Iterator[str]:
     valid = [s for s in statements if isinstance(s, dict) and isinstance(s.get("mainsnak"), dict)]
     if len(valid) != len(statements):
         stats.skipped["malformed statement"] += len(statements) - len(valid)
     ranks = {s.get("rank", "normal") for s in valid}
     best = "preferred" if "preferred" in ranks else "normal"
-    for statement in valid:
+    claim, simple, direct = f"<{P}{pid}>", f"<{PS}{pid}>", f"<{WDT}{pid}>"
+    for index, statement in enumerate(valid):
         rank = statement.get("rank", "normal")
         if rank not in ("preferred", "normal", "deprecated"):
             stats.skipped["unknown rank"] += 1
@@ -131,26 +191,27 @@ def _property_triples(subject: NamedNode, entity_id: str, pid: str, statements: 
         snak = statement["mainsnak"]
         datatype = snak.get("datatype") or _infer_datatype(snak)
         if datatype:
-            datatypes.setdefault(pid, datatype)
-        node = _n(WDS + _statement_local_name(entity_id, statement))
+            datatypes.offer(pid, datatype, (*where, index))
+        local = WDS + _statement_local_name(entity_id, statement)
+        node = f"<{local}>"
         is_best = rank == best
         stats.statements += 1
-        yield Triple(subject, _n(P + pid), node)
-        yield Triple(node, RDF_TYPE, _wb("Statement"))
-        yield Triple(node, _wb("rank"), _wb(rank.capitalize() + "Rank"))
+        yield f"{subject} {claim} {node} .\n"
+        yield f"{node} {RDF_TYPE} {_wb('Statement')} .\n"
+        yield f"{node} {_wb('rank')} {_wb(rank.capitalize() + 'Rank')} .\n"
         if is_best:
-            yield Triple(node, RDF_TYPE, _wb("BestRank"))
+            yield f"{node} {RDF_TYPE} {_wb('BestRank')} .\n"
         snaktype = snak.get("snaktype", "value")
         if snaktype == "novalue":
-            yield Triple(node, RDF_TYPE, _n(WDNO + pid))
+            yield f"{node} {RDF_TYPE} <{WDNO}{pid}> .\n"
             if is_best:
-                yield Triple(subject, RDF_TYPE, _n(WDNO + pid))
+                yield f"{subject} {RDF_TYPE} <{WDNO}{pid}> .\n"
             continue
         if snaktype == "somevalue":
-            value = _n(GENID + hashlib.md5(node.value.encode()).hexdigest())
-            yield Triple(node, _n(PS + pid), value)
+            value = f"<{GENID}{hashlib.md5(local.encode()).hexdigest()}>"
+            yield f"{node} {simple} {value} .\n"
             if is_best:
-                yield Triple(subject, _n(WDT + pid), value)
+                yield f"{subject} {direct} {value} .\n"
             continue
         mapped = _simple_value(snak, datatype, stats)
         if mapped is None:
@@ -160,18 +221,18 @@ def _property_triples(subject: NamedNode, entity_id: str, pid: str, statements: 
         except (KeyError, TypeError, ValueError) as error:
             stats.skipped[f"invalid {datatype} value: {type(error).__name__}"] += 1
             continue
-        yield Triple(node, _n(PS + pid), mapped)
+        yield f"{node} {simple} {mapped} .\n"
         if is_best:
             stats.truthy += 1
-            yield Triple(subject, _n(WDT + pid), mapped)
+            yield f"{subject} {direct} {mapped} .\n"
         yield from value_node
-        yield from _qualifier_triples(node, statement, stats)
+        yield from _qualifier_lines(node, statement, stats)
 
 
 QUALIFIERS = ("P585",)  # point in time: the date a time-varying value (population, head of government) holds for
 
 
-def _qualifier_triples(node: NamedNode, statement: dict, stats: MappingStats) -> Iterator[Triple]:
+def _qualifier_lines(node: str, statement: dict, stats: MappingStats) -> Iterator[str]:
     """``pq:`` triples of the statement's qualifiers in ``QUALIFIERS`` (simple values, as WDQS has them)."""
     qualifiers = statement.get("qualifiers")
     if not isinstance(qualifiers, dict):
@@ -182,7 +243,7 @@ def _qualifier_triples(node: NamedNode, statement: dict, stats: MappingStats) ->
                 continue
             value = _simple_value(snak, snak.get("datatype") or _infer_datatype(snak), stats)
             if value is not None:
-                yield Triple(node, _n(PQ + pid), value)
+                yield f"{node} <{PQ}{pid}> {value} .\n"
 
 
 def _statement_local_name(entity_id: str, statement: dict) -> str:
@@ -204,7 +265,8 @@ def _infer_datatype(snak: dict) -> str | None:
     return _VALUE_TYPE_TO_DATATYPE.get(kind) if isinstance(kind, str) else None
 
 
-def _simple_value(snak: dict, datatype: str | None, stats: MappingStats) -> NamedNode | Literal | None:
+def _simple_value(snak: dict, datatype: str | None, stats: MappingStats) -> str | None:
+    """The N-Triples term of the snak's simple value, or None (counted in ``stats.skipped``)."""
     datavalue = snak.get("datavalue")
     if not isinstance(datavalue, dict) or "value" not in datavalue:
         stats.skipped["value snak without datavalue"] += 1
@@ -215,24 +277,27 @@ def _simple_value(snak: dict, datatype: str | None, stats: MappingStats) -> Name
             target = value.get("id") if isinstance(value, dict) else None
             if target is None and isinstance(value, dict) and "numeric-id" in value:
                 target = ("P" if datatype == "wikibase-property" else "Q") + str(value["numeric-id"])
-            if not isinstance(target, str) or not re.fullmatch(r"[QP][1-9][0-9]*", target):
+            if not isinstance(target, str) or not _ENTITY_ID.fullmatch(target):
                 stats.skipped["entity value without a Q/P id"] += 1
                 return None
-            return _n(WD + target)
+            return f"<{WD}{target}>"
         if datatype in ("string", "external-id", "math", "musical-notation"):
-            return Literal(str(value))
+            return _string(str(value))
         if datatype == "monolingualtext":
-            return Literal(value["text"], language=value["language"])
+            text = value["text"]
+            if not isinstance(text, str):
+                raise TypeError("monolingual text is not a string")
+            return _string(text) + _language(value["language"])
         if datatype == "quantity":
-            return Literal(_decimal(value["amount"]), datatype=_n(XSD + "decimal"))
+            return _string(_decimal(value["amount"])) + DECIMAL
         if datatype == "time":
-            return Literal(_xsd_datetime(value["time"], value.get("precision")), datatype=_n(XSD + "dateTime"))
+            return _string(_xsd_datetime(value["time"], value.get("precision"))) + DATETIME
         if datatype == "commonsMedia":
-            return _n("http://commons.wikimedia.org/wiki/Special:FilePath/" + quote(str(value).replace(" ", "_")))
+            return f"<http://commons.wikimedia.org/wiki/Special:FilePath/{quote(str(value).replace(' ', '_'))}>"
         if datatype in ("url", "tabular-data", "geo-shape"):
-            return _n(quote(str(value), safe=":/?#[]@!$&'()*+,;=%~-._"))
+            return _checked_iri(quote(str(value), safe=":/?#[]@!$&'()*+,;=%~-._"))
         if datatype == "globe-coordinate":
-            return Literal(f"Point({value['longitude']} {value['latitude']})", datatype=WKT)
+            return _string(f"Point({value['longitude']} {value['latitude']})") + WKT
     except (KeyError, TypeError, ValueError) as error:
         stats.skipped[f"invalid {datatype} value: {type(error).__name__}"] += 1
         return None
@@ -240,42 +305,39 @@ def _simple_value(snak: dict, datatype: str | None, stats: MappingStats) -> Name
     return None
 
 
-def _value_node(statement: NamedNode, pid: str, snak: dict, datatype: str | None) -> Iterator[Triple]:
+def _value_node(statement: str, pid: str, snak: dict, datatype: str | None) -> Iterator[str]:
     value = snak["datavalue"]["value"]
     if datatype not in ("quantity", "time"):
         return
-    node = _n(WDV + hashlib.md5(json.dumps(value, sort_keys=True).encode()).hexdigest())
-    yield Triple(statement, _n(PSV + pid), node)
+    node = f"<{WDV}{hashlib.md5(json.dumps(value, sort_keys=True).encode()).hexdigest()}>"
+    yield f"{statement} <{PSV}{pid}> {node} .\n"
     if datatype == "quantity":
         unit = value.get("unit", "1")
-        yield Triple(node, RDF_TYPE, _wb("QuantityValue"))
-        yield Triple(node, _wb("quantityAmount"), Literal(_decimal(value["amount"]), datatype=_n(XSD + "decimal")))
-        yield Triple(node, _wb("quantityUnit"), _n(UNIT_ONE if unit == "1" else unit))
+        yield f"{node} {RDF_TYPE} {_wb('QuantityValue')} .\n"
+        yield f"{node} {_wb('quantityAmount')} {_string(_decimal(value['amount']))}{DECIMAL} .\n"
+        yield f"{node} {_wb('quantityUnit')} {_checked_iri(UNIT_ONE if unit == '1' else unit)} .\n"
         for bound, name in (("upperBound", "quantityUpperBound"), ("lowerBound", "quantityLowerBound")):
             if bound in value:
-                yield Triple(node, _wb(name), Literal(_decimal(value[bound]), datatype=_n(XSD + "decimal")))
+                yield f"{node} {_wb(name)} {_string(_decimal(value[bound]))}{DECIMAL} .\n"
     else:
-        yield Triple(node, RDF_TYPE, _wb("TimeValue"))
-        yield Triple(node, _wb("timeValue"), Literal(_xsd_datetime(value["time"], value["precision"]), datatype=_n(XSD + "dateTime")))
-        yield Triple(node, _wb("timePrecision"), Literal(str(int(value["precision"])), datatype=_n(XSD + "integer")))
-        yield Triple(node, _wb("timeTimezone"), Literal(str(int(value.get("timezone", 0))), datatype=_n(XSD + "integer")))
+        yield f"{node} {RDF_TYPE} {_wb('TimeValue')} .\n"
+        yield f"{node} {_wb('timeValue')} {_string(_xsd_datetime(value['time'], value['precision']))}{DATETIME} .\n"
+        yield f"{node} {_wb('timePrecision')} \"{int(value['precision'])}\"{INTEGER} .\n"
+        yield f"{node} {_wb('timeTimezone')} \"{int(value.get('timezone', 0))}\"{INTEGER} .\n"
         if value.get("calendarmodel"):
-            yield Triple(node, _wb("timeCalendarModel"), _n(value["calendarmodel"]))
+            yield f"{node} {_wb('timeCalendarModel')} {_checked_iri(value['calendarmodel'])} .\n"
 
 
-def property_declarations(datatypes: dict[str, str]) -> Iterator[Triple]:
+def property_declarations(datatypes: dict[str, str]) -> Iterator[str]:
     """The property-entity triples WDQS has for each property (claim/statement/direct predicates)."""
     for pid in sorted(datatypes, key=lambda p: int(p[1:])):
-        prop = _n(WD + pid)
-        yield Triple(prop, RDF_TYPE, _wb("Property"))
+        prop = f"<{WD}{pid}>"
         kind = PROPERTY_TYPES.get(datatypes[pid], "".join(w.capitalize() for w in re.split(r"[-_]", datatypes[pid])))
-        yield Triple(prop, _wb("propertyType"), _wb(kind))
-        yield Triple(prop, _wb("directClaim"), _n(WDT + pid))
-        yield Triple(prop, _wb("claim"), _n(P + pid))
-        yield Triple(prop, _wb("statementProperty"), _n(PS + pid))
-        yield Triple(prop, _wb("statementValue"), _n(PSV + pid))
-        yield Triple(prop, _wb("qualifier"), _n(PQ + pid))
-        yield Triple(prop, _wb("novalue"), _n(WDNO + pid))
+        yield f"{prop} {RDF_TYPE} {_wb('Property')} .\n"
+        yield f"{prop} {_wb('propertyType')} {_wb(kind)} .\n"
+        for predicate, base in (("directClaim", WDT), ("claim", P), ("statementProperty", PS),
+                                ("statementValue", PSV), ("qualifier", PQ), ("novalue", WDNO)):
+            yield f"{prop} {_wb(predicate)} <{base}{pid}> .\n"
 
 
 def _decimal(amount: object) -> str:

@@ -1,6 +1,8 @@
 """The knowledge stages: ``LinkStage`` (a source shard's objects -> Wikidata items) and ``FactsStage``
 (a batch of linked items -> up to 3 hops of facts), each shard's SPARQL answers recorded beside its
-output (``knowledge/recorded.py``) and cached per shard (``knowledge/wikidata.py``'s query cache).
+output (``knowledge/recorded.py``) and cached per shard (``knowledge/wikidata.py``'s query cache); on the
+embedded mirror served by this process, the facts' statements queries are answered from its store
+(``knowledge/mirror_statements.py``).
 
 Their config names the endpoint and caches of the build (``KnowledgeShardConfig``); ``replay``
 answers every query from a release's recorded answers instead (offline: no endpoint, no cache).
@@ -45,11 +47,19 @@ def knowledge_client(config: KnowledgeShardConfig, cache_name: str) -> Iterator[
 
         yield replay_client(config.replay)
         return
+    from reasonvqa.knowledge.mirror import served_store
     from reasonvqa.knowledge.wikidata import WikidataClient, query_cache
 
     with query_cache(config.cache_dir, cache_name) as cache:
-        yield WikidataClient(config.endpoint, config.knowledge, cache, cache_key=config.cache_key,
-                             throttle=query_throttle(config.knowledge))
+        client = WikidataClient(config.endpoint, config.knowledge, cache, cache_key=config.cache_key,
+                                throttle=query_throttle(config.knowledge))
+        store = served_store(config.endpoint)
+        if store is None:  # a remote endpoint, or a mirror served by another process
+            yield client
+            return
+        from reasonvqa.knowledge.mirror_statements import StatementsClient
+
+        yield StatementsClient(client, store)  # the mirror this process serves: statements from its store
 
 
 class LinkStage(Stage):
