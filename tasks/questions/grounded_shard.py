@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from reasonvqa import sources
 from reasonvqa.stage import Rejects, StageResult, part_name
 from reasonvqa.tasks.questions.grounded import (STAGE, add_rejects, form_weights, image_candidates, mark_duplicates,
-                                                references, to_rows)
+                                                references, reject_table, to_rows)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.absence import absent_labels
 from reasonvqa.tasks.questions.hallucination import hallucination_candidates
@@ -48,9 +48,9 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
     own_kinds = {kind for kind in {row["source"] for row in image_rows.values()} if _names_own_classes(kind)}
     own = frozenset(i for i, row in image_rows.items() if row["source"] in own_kinds)
     refused = classify_regions(by_image, objects, own)
-    for r, reason in refused:
-        rejects.add(reason, f"{source_file}#{r.image_id}", {"region_id": r.region_id, "label": r.label, "synset": r.synset,
-                                                          "lexname": lexname(r.synset)})
+    rejects.add_table(reject_table([reason for _, reason in refused], [f"{source_file}#{r.image_id}" for r, _ in refused],
+                                   [{"region_id": r.region_id, "label": r.label, "synset": r.synset,
+                                     "lexname": lexname(r.synset)} for r, _ in refused]))
     relations_of: dict[str, list[dict]] = {}
     if relations is not None and relations.num_rows:
         for r in relations.select(["image_id", "subject_id", "object_id", "predicate", "subject_label",
