@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -169,9 +170,35 @@ def grounded_cpu(work: Path, dump: Path | None = None, profile: Path | None = No
             (dump / f"{shard.number}-counts.json").write_text(json.dumps(
                 {"rows_in": result.rows_in, "rows_out": result.rows_out, "extra": result.extra}, sort_keys=True))
     with_regions = sum(len(set(r.outputs["regions"]["image_id"].to_pylist())) for _, r in results)
-    return {"images": images, "images_with_regions": with_regions, "questions": sum(r.rows_out for _, r in results),
+    return {"code": str(Path(grounded_shard.__file__).parent), "images": images, "images_with_regions": with_regions, "questions": sum(r.rows_out for _, r in results),
             "cpu_s": round(cpu, 3), "absence_cpu_s": round(absence_cpu[0], 3),
             "ms_per_image_with_regions_without_absence": round(1000 * (cpu - absence_cpu[0]) / max(with_regions, 1), 3)}
+
+
+# A child that imports this checkout's ``benchmarks`` by its file path and everything else from its interpreter's
+# environment: ``python -m`` would put this checkout first on sys.path, so a baseline checkout's interpreter would
+# import this checkout's ``reasonvqa`` (its folder is here) instead of its own editable install's.
+_CHILD = ("import importlib.util, sys; "
+          "spec = importlib.util.spec_from_file_location('benchmarks', {init!r}, submodule_search_locations=[{folder!r}]); "
+          "module = importlib.util.module_from_spec(spec); sys.modules['benchmarks'] = module; "
+          "spec.loader.exec_module(module); from benchmarks.bench_rehearsal import main; main()")
+
+
+def grounded_ab(args: argparse.Namespace) -> dict:
+    """``grounded_cpu`` in a fresh interpreter per run, alternating with ``--baseline``'s checkout; medians."""
+    folder = Path(__file__).resolve().parent
+    code = _CHILD.format(init=str(folder / "__init__.py"), folder=str(folder))
+    sides = [measure.side(None, "this checkout")] + ([measure.side(args.baseline, "baseline")] if args.baseline else [])
+    load_before = measure.load_average()
+    runs = measure.alternate(sides, lambda s: [s.python, "-P", "-c", code, "--child", "--grounded",
+                                               str(args.grounded.resolve())], args.repeats)
+    per_image = {label: statistics.median(r.result["ms_per_image_with_regions_without_absence"] for r in runs
+                                          if r.label == label) for label in dict.fromkeys(r.label for r in runs)}
+    result = measure.report("grounded stage function over a build's shards, one process (medians)", runs, load_before,
+                            {"ms_per_image_with_regions_without_absence": per_image})
+    for run in runs:
+        print(f"{run.label}: {run.result}")
+    return result
 
 
 def _stage_shards(folder: Path) -> list[tuple[dict, float]]:
@@ -366,10 +393,7 @@ def main() -> None:
         measure.child_result(grounded_cpu(args.grounded, args.dump, args.profile))
         return
     if args.grounded:
-        result = measure.measure_workload("benchmarks.bench_rehearsal", ["--grounded", str(args.grounded.resolve())], args,
-                                          "grounded stage function over a build's shards, in one process")
-        for run in result["runs"]:
-            print(f"{run['label']}: {run['result']}")
+        result = grounded_ab(args)
     elif args.sample:
         result = sample(args)
     elif args.scale:

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
-
 from reasonvqa.tasks.questions.grounded import (Candidate, attribute_words, pick, singular, stable_order,
                                                 subject_regions)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
@@ -77,16 +75,20 @@ def shown_relations(regions: list[Region], refs: dict[str, str], image: dict,
                                                     for x, y in itertools.combinations(instances, 2)):
             continue
         rows = [row[a.region_id] for a in instances]
+        axes = []  # per axis: its two sides, and per object region whether each instance is on either side
+        for first, second in (("left", "right"), ("above", "below")):
+            on_first, on_second = clear[first][rows], clear[second][rows]
+            known = (on_first | on_second).all(axis=0)  # every instance clearly on one side along this axis
+            axes.append((first, second, known.tolist(), on_first.T.tolist(), on_second.T.tolist()))
         for j, b in enumerate(regions):
             if not b.label or b.region_id not in refs or b.label == label:
                 continue
             held = {}
-            for first, second in (("left", "right"), ("above", "below")):
-                on_first, on_second = clear[first][rows, j], clear[second][rows, j]
-                if (on_first | on_second).all():  # every instance clearly on one side along this axis
-                    for side, on in ((first, on_first), (second, on_second)):
-                        if on.any():
-                            held[_SPATIAL[side]] = [instances[k] for k in np.flatnonzero(on)]
+            for first, second, known, firsts, seconds in axes:
+                if known[j]:
+                    for side, on in ((first, firsts[j]), (second, seconds[j])):
+                        if any(on):
+                            held[_SPATIAL[side]] = [a for a, there in zip(instances, on) if there]
             if held:
                 predicate = pick(sorted(held), label, b.region_id, "shown relation")
                 out[(label, b.region_id, predicate)] = (held[predicate], b)
