@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import sources
@@ -81,7 +82,8 @@ def _generate(images: pa.Table, objects: pa.Table | None, attributes: pa.Table |
     absent = absent_labels(corpus, eligible, config.hallucination_candidates_per_image, taxonomies or {},
                            config.absence_probability, config.absence_min_label_images)
     labels: dict[str, set[str]] = {}
-    for image_id, label in zip(corpus["image_id"].to_pylist(), corpus["label"].to_pylist()):
+    mine = corpus.filter(pc.is_in(corpus["image_id"], pa.array(eligible, pa.string())))  # not the whole build's, per shard
+    for image_id, label in zip(mine["image_id"].to_pylist(), mine["label"].to_pylist()):
         labels.setdefault(image_id, set()).add(label)
     shard_labels = {r.label for image_id in eligible for r in by_image.get(image_id, []) if r.label}
     index = predicate_index(corpus_relations, shard_labels)
