@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -114,6 +115,90 @@ def floor_release(release: Path, out: Path) -> dict:
 
 
 # --- the work folder's accounting --------------------------------------------------------------------
+
+
+def grounded_cpu(work: Path, dump: Path | None = None, profile: Path | None = None) -> dict:
+    """The grounded stage's own function over each source shard of a kept build's work folder, in this process (no
+    Prefect, nothing written): CPU seconds in all and inside ``absent_labels`` (the absence co-occurrence, timed
+    apart), ms per image without it. ``dump``: write each shard's questions, regions and rejects there (to compare
+    two checkouts' outputs byte for byte); ``profile``: write a cProfile of the run there."""
+    import cProfile
+
+    import pyarrow.parquet as pq
+
+    from reasonvqa.shards import SourceShard
+    from reasonvqa.stage_contract import ShardContext
+    from reasonvqa.tasks.questions import grounded_shard
+    from reasonvqa.tasks.questions.grounded_config import GroundedConfig
+    from reasonvqa.tasks.questions.grounded_stage import GroundedStage, GroundedStageConfig
+    from reasonvqa.tasks.questions.text import english
+
+    manifest = json.loads((work / "shards.json").read_text())
+    shards = [SourceShard(m["number"], m["source"], m["unit"], m["shard"], work / m["stage_dir"]) for m in manifest]
+    config = GroundedStageConfig(rules=GroundedConfig(), corpus=work / "corpus_labels.parquet",
+                                 corpus_relations=work / "corpus_relations.parquet")
+    stage = GroundedStage(config)
+    absent_labels, absence_cpu = grounded_shard.absent_labels, [0.0]
+
+    def timed_absent_labels(*args, **kwargs):
+        start = time.process_time()
+        try:
+            return absent_labels(*args, **kwargs)
+        finally:
+            absence_cpu[0] += time.process_time() - start
+
+    grounded_shard.absent_labels = timed_absent_labels  # type: ignore[assignment]
+    english()  # inflect's import (typeguard instruments it: seconds) is once per process, not per image
+    inputs = [(shard, stage.read(shard)) for shard in shards]
+    images = sum(t["images"].num_rows for _, t in inputs)
+    profiler = cProfile.Profile() if profile else None
+    cpu0 = time.process_time()
+    if profiler:
+        profiler.enable()
+    results = [(shard, stage.process(tables, ShardContext(unit=shard, shard=shard.number)))
+               for shard, tables in inputs]
+    if profiler:
+        profiler.disable()
+        profiler.dump_stats(str(profile))
+    cpu = time.process_time() - cpu0
+    if dump:
+        dump.mkdir(parents=True, exist_ok=True)
+        for shard, result in results:
+            for name, table in result.outputs.items():
+                pq.write_table(table, dump / f"{shard.number}-{name}.parquet")
+            pq.write_table(result.rejects.table(), dump / f"{shard.number}-rejects.parquet")
+            (dump / f"{shard.number}-counts.json").write_text(json.dumps(
+                {"rows_in": result.rows_in, "rows_out": result.rows_out, "extra": result.extra}, sort_keys=True))
+    with_regions = sum(len(set(r.outputs["regions"]["image_id"].to_pylist())) for _, r in results)
+    return {"code": str(Path(grounded_shard.__file__).parent), "images": images, "images_with_regions": with_regions, "questions": sum(r.rows_out for _, r in results),
+            "cpu_s": round(cpu, 3), "absence_cpu_s": round(absence_cpu[0], 3),
+            "ms_per_image_with_regions_without_absence": round(1000 * (cpu - absence_cpu[0]) / max(with_regions, 1), 3)}
+
+
+# A child that imports this checkout's ``benchmarks`` by its file path and everything else from its interpreter's
+# environment: ``python -m`` would put this checkout first on sys.path, so a baseline checkout's interpreter would
+# import this checkout's ``reasonvqa`` (its folder is here) instead of its own editable install's.
+_CHILD = ("import importlib.util, sys; "
+          "spec = importlib.util.spec_from_file_location('benchmarks', {init!r}, submodule_search_locations=[{folder!r}]); "
+          "module = importlib.util.module_from_spec(spec); sys.modules['benchmarks'] = module; "
+          "spec.loader.exec_module(module); from benchmarks.bench_rehearsal import main; main()")
+
+
+def grounded_ab(args: argparse.Namespace) -> dict:
+    """``grounded_cpu`` in a fresh interpreter per run, alternating with ``--baseline``'s checkout; medians."""
+    folder = Path(__file__).resolve().parent
+    code = _CHILD.format(init=str(folder / "__init__.py"), folder=str(folder))
+    sides = [measure.side(None, "this checkout")] + ([measure.side(args.baseline, "baseline")] if args.baseline else [])
+    load_before = measure.load_average()
+    runs = measure.alternate(sides, lambda s: [s.python, "-P", "-c", code, "--child", "--grounded",
+                                               str(args.grounded.resolve())], args.repeats)
+    per_image = {label: statistics.median(r.result["ms_per_image_with_regions_without_absence"] for r in runs
+                                          if r.label == label) for label in dict.fromkeys(r.label for r in runs)}
+    result = measure.report("grounded stage function over a build's shards, one process (medians)", runs, load_before,
+                            {"ms_per_image_with_regions_without_absence": per_image})
+    for run in runs:
+        print(f"{run.label}: {run.result}")
+    return result
 
 
 def _stage_shards(folder: Path) -> list[tuple[dict, float]]:
@@ -289,6 +374,10 @@ def main() -> None:
     parser.add_argument("--inputs", type=Path, default=DEFAULT_INPUTS, help="where the generated inputs are kept")
     parser.add_argument("--markdown", type=Path, help="also write the table here")
     parser.add_argument("--keep", action="store_true", help="keep the build's output folder")
+    parser.add_argument("--grounded", type=Path, metavar="WORK",
+                        help="time the grounded stage's function over a kept build's work folder (A/B with --baseline)")
+    parser.add_argument("--dump", type=Path, help="with --grounded: write its outputs there")
+    parser.add_argument("--profile", type=Path, help="with --grounded: write a cProfile there")
     parser.add_argument("--floor", choices=("read", "prepare-ntriples", "mirror", "generation", "release"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -300,7 +389,12 @@ def main() -> None:
                   "release": lambda: floor_release(args.inputs, args.out)}
         measure.child_result(floors[args.floor]())
         return
-    if args.sample:
+    if args.grounded and args.child:
+        measure.child_result(grounded_cpu(args.grounded, args.dump, args.profile))
+        return
+    if args.grounded:
+        result = grounded_ab(args)
+    elif args.sample:
         result = sample(args)
     elif args.scale:
         result = rehearsal(args.scale, args.inputs, args.keep)

@@ -30,10 +30,11 @@ import hashlib
 import itertools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import yaml
@@ -90,6 +91,7 @@ def uncountable() -> frozenset[str]:
     return frozenset(str(w).lower() for w in yaml.safe_load(UNCOUNTABLE_FILE.read_text(encoding="utf-8"))["uncountable"])
 
 
+@lru_cache(maxsize=1 << 16)
 def countable(label: str) -> bool:
     """False for a mass noun ("apparel", "grass"), whose plural a counting question cannot use."""
     return label.lower() not in uncountable() and singular(label.lower()) not in uncountable()
@@ -128,9 +130,25 @@ def be(label: str) -> str:
     return "are" if is_plural(label) else "is"
 
 
+def json_writer(**options: Any) -> Callable[[Any], str]:
+    """``json.dumps(obj, **options)``, the same text, with the C encoder made once rather than once per call."""
+    encoder = json.JSONEncoder(**options)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None or encoder.indent is not None:
+        return encoder.encode
+    strings = json.encoder.encode_basestring_ascii if encoder.ensure_ascii else json.encoder.encode_basestring
+    encode = make(None, encoder.default, strings, None, encoder.key_separator, encoder.item_separator,
+                  encoder.sort_keys, encoder.skipkeys, encoder.allow_nan)
+    return lambda obj: "".join(encode(obj, 0))
+
+
+_ID_JSON = json_writer(separators=(",", ":"))
+_RECORD_JSON = json_writer(default=str, sort_keys=True)  # a reject's record as Rejects.add writes it
+
+
 def question_id(kind: str, image_id: str, task_type: str, question: str, answer: str) -> str:
     """blake2b of kind, image, task type, question and answer, 20 hex characters."""
-    text = json.dumps([kind, image_id, task_type, question, answer], separators=(",", ":"))
+    text = _ID_JSON([kind, image_id, task_type, question, answer])
     return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
 
 
@@ -193,6 +211,7 @@ def _bare(ref: str) -> str:
     return ref[4:] if ref.startswith("the ") else ref
 
 
+@lru_cache(maxsize=1 << 16)
 def be_ref(ref: str) -> str:
     """"are" when a reference names a plural thing ("the white pants"), else "is" (a marked region is one)."""
     return "is" if _MARKER.search(ref) else be(_bare(ref))
@@ -208,7 +227,10 @@ def pick(options: list, *parts: str):
     return options[int(stable_order(*parts), 16) % len(options)]
 
 
-def pick_form(options: list[tuple[str, str, str]], weights: dict[str, int] | None, *parts: str) -> tuple[str, str, str]:
+_Option = TypeVar("_Option", bound=tuple)
+
+
+def pick_form(options: list[_Option], weights: dict[str, int] | None, *parts: str) -> _Option:
     """One (task type, form, question) option, drawn by a stable hash in proportion to ``weights[form]`` (how many
     real questions of the image take that form), so hallucination questions take each form about as often as real
     ones do and the form carries no signal; uniform where no option's form has a real question."""
@@ -487,32 +509,41 @@ def mark_duplicates(candidates: list[Candidate]) -> None:
 
 def to_rows(candidates: list[Candidate], sources: dict[str, str], objects_of: dict[str, str], kind: str = KIND,
             generator_model: str | None = None) -> pa.Table:
-    """Kept candidates as QUESTIONS rows, sorted by question_id."""
-    version = rules_version()
-    rows: list[dict[str, Any]] = []
-    for c in candidates:
-        if c.reason is not None:
-            continue
-        objects = sorted({objects_of[r] for r in c.evidence if r in objects_of})
-        rows.append({
-            "question_id": question_id(kind, c.image_id, c.task_type, c.question, c.answer), "image_id": c.image_id,
-            "image_source": sources.get(c.image_id), "object_ids": objects, "question": c.question, "answer": c.answer,
-            "answer_category": "number" if c.task_type == "counting" and c.answer.isdigit() else "literal",
-            "n_hop": 0, "has_scene_graph": False, "template_version": version, "kind": kind,
-            "generator_model": generator_model, "evidence_object_ids": objects, "task_type": c.task_type,
-            "evidence_region_ids": c.evidence, "is_hallucination": c.is_hallucination,
-            "template_ids": [c.template_id] if c.template_id else None,
-            "absence_basis": c.detail.get("absence_basis") if c.is_hallucination else None,
-            "absence_evidence": evidence_text(c.detail.get("absence_evidence")) if c.is_hallucination else None,
-        })
-    rows.sort(key=lambda r: r["question_id"])
-    return schemas.from_rows(rows, schemas.QUESTIONS)
+    """Kept candidates as QUESTIONS rows, sorted by question_id (built column by column)."""
+    kept = [c for c in candidates if c.reason is None]
+    ids = [question_id(kind, c.image_id, c.task_type, c.question, c.answer) for c in kept]
+    order = sorted(range(len(kept)), key=ids.__getitem__)  # stable, as a sort of the rows by question_id
+    kept = [kept[i] for i in order]
+    n = len(kept)
+    objects = [sorted({objects_of[r] for r in c.evidence if r in objects_of}) for c in kept]
+    columns: dict[str, list] = {
+        "question_id": [ids[i] for i in order], "image_id": [c.image_id for c in kept],
+        "image_source": [sources.get(c.image_id) for c in kept], "object_ids": objects,
+        "question": [c.question for c in kept], "answer": [c.answer for c in kept],
+        "answer_category": ["number" if c.task_type == "counting" and c.answer.isdigit() else "literal" for c in kept],
+        "n_hop": [0] * n, "has_scene_graph": [False] * n, "template_version": [rules_version()] * n, "kind": [kind] * n,
+        "generator_model": [generator_model] * n, "evidence_object_ids": objects,
+        "task_type": [c.task_type for c in kept], "evidence_region_ids": [c.evidence for c in kept],
+        "is_hallucination": [c.is_hallucination for c in kept],
+        "template_ids": [[c.template_id] if c.template_id else None for c in kept],
+        "absence_basis": [c.detail.get("absence_basis") if c.is_hallucination else None for c in kept],
+        "absence_evidence": [evidence_text(c.detail.get("absence_evidence")) if c.is_hallucination else None
+                             for c in kept],
+    }
+    return pa.table({f.name: pa.array(columns.get(f.name, [None] * n), f.type) for f in schemas.QUESTIONS},
+                    schema=schemas.QUESTIONS)
+
+
+def reject_table(reasons: list[str], locations: list[str], records: list[dict]) -> pa.Table:
+    """(reason, source, record) rows for ``Rejects.add_table``, each record JSON as ``Rejects.add`` writes it."""
+    return pa.table({"reason": pa.array(reasons, pa.string()), "source": pa.array(locations, pa.string()),
+                     "record": pa.array([_RECORD_JSON(r) for r in records], pa.string())})
 
 
 def add_rejects(rejects: Rejects, candidates: list[Candidate], source_file: str) -> None:
     """One reject per rejected candidate, located by file and image."""
-    for c in candidates:
-        if c.reason is not None:
-            rejects.add(c.reason, f"{source_file}#{c.image_id}",
-                        {"task_type": c.task_type, "question": c.question, "answer": c.answer, "evidence": c.evidence,
-                         **({"template_id": c.template_id} if c.template_id else {}), **c.detail})
+    rejected = [c for c in candidates if c.reason is not None]
+    rejects.add_table(reject_table(
+        [c.reason for c in rejected if c.reason is not None], [f"{source_file}#{c.image_id}" for c in rejected],
+        [{"task_type": c.task_type, "question": c.question, "answer": c.answer, "evidence": c.evidence,
+          **({"template_id": c.template_id} if c.template_id else {}), **c.detail} for c in rejected]))

@@ -13,12 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reasonvqa import sources
+from reasonvqa.gc_pause import gc_paused
 from reasonvqa.stage import Rejects, StageResult, part_name
 from reasonvqa.tasks.questions.grounded import (STAGE, add_rejects, form_weights, image_candidates, mark_duplicates,
-                                                references, to_rows)
+                                                references, reject_table, to_rows)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.absence import absent_labels
 from reasonvqa.tasks.questions.hallucination import hallucination_candidates
@@ -41,16 +43,26 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
     ``relations`` the shard's annotated relations and ``corpus_relations`` the build's predicate
     counts (hallucination_relation.corpus_relation_counts), for impossible-relation candidates;
     ``taxonomies`` the labels each source kind annotates exhaustively (absence.corpus_taxonomies).
+    The cyclic GC is paused meanwhile (reasonvqa/gc_pause.py): the candidates are many small objects without
+    cycles, and the collector re-scanning them all took about a fifth of the stage's time.
     """
+    with gc_paused():
+        return _generate(images, objects, attributes, regions, corpus, config, shard, source_file, relations,
+                         corpus_relations, taxonomies)
+
+
+def _generate(images: pa.Table, objects: pa.Table | None, attributes: pa.Table | None, regions: pa.Table,
+              corpus: pa.Table, config: GroundedConfig, shard: int, source_file: str, relations: pa.Table | None,
+              corpus_relations: pa.Table | None, taxonomies: dict[str, list[str]] | None) -> StageResult:
     rejects = Rejects(STAGE, shard)
     image_rows = {r["image_id"]: r for r in images.select(["image_id", "source", "width", "height"]).to_pylist()}
     by_image = regions_by_image(regions)
     own_kinds = {kind for kind in {row["source"] for row in image_rows.values()} if _names_own_classes(kind)}
     own = frozenset(i for i, row in image_rows.items() if row["source"] in own_kinds)
     refused = classify_regions(by_image, objects, own)
-    for r, reason in refused:
-        rejects.add(reason, f"{source_file}#{r.image_id}", {"region_id": r.region_id, "label": r.label, "synset": r.synset,
-                                                          "lexname": lexname(r.synset)})
+    rejects.add_table(reject_table([reason for _, reason in refused], [f"{source_file}#{r.image_id}" for r, _ in refused],
+                                   [{"region_id": r.region_id, "label": r.label, "synset": r.synset,
+                                     "lexname": lexname(r.synset)} for r, _ in refused]))
     relations_of: dict[str, list[dict]] = {}
     if relations is not None and relations.num_rows:
         for r in relations.select(["image_id", "subject_id", "object_id", "predicate", "subject_label",
@@ -70,7 +82,8 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
     absent = absent_labels(corpus, eligible, config.hallucination_candidates_per_image, taxonomies or {},
                            config.absence_probability, config.absence_min_label_images)
     labels: dict[str, set[str]] = {}
-    for image_id, label in zip(corpus["image_id"].to_pylist(), corpus["label"].to_pylist()):
+    mine = corpus.filter(pc.is_in(corpus["image_id"], pa.array(eligible, pa.string())))  # not the whole build's, per shard
+    for image_id, label in zip(mine["image_id"].to_pylist(), mine["label"].to_pylist()):
         labels.setdefault(image_id, set()).add(label)
     shard_labels = {r.label for image_id in eligible for r in by_image.get(image_id, []) if r.label}
     index = predicate_index(corpus_relations, shard_labels)

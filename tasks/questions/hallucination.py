@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from collections.abc import Callable
 
 import polars as pl
 import pyarrow as pa
@@ -50,12 +51,30 @@ def words(text: str) -> str:
 
 def is_absent(label: str, present: set[str]) -> bool:
     """True when no present label contains ``label`` (or its plural) as whole words, or is contained in it."""
-    forms = {words(label), words(plural(label)), words(singular(label))}
-    for p in present:
-        wp = words(p)
-        if any(f in wp or wp in f for f in forms):
-            return False
-    return True
+    return PresentWords(present).absent(label)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _substrings(text: str) -> frozenset[str]:
+    """Every non-empty substring of ``text`` (a label's words: short)."""
+    return frozenset(text[i:j] for i in range(len(text)) for j in range(i + 1, len(text) + 1))
+
+
+class PresentWords:
+    """The present labels of one image, as ``words``, for many ``absent`` tests: "a present label contains f" is one
+    substring search in their join (no ``words`` text holds the separator) and "f contains a present label" a set
+    intersection with f's substrings."""
+
+    def __init__(self, present: set[str]) -> None:
+        self.words = {words(p) for p in present}
+        self.joined = "\x00".join(self.words)
+
+    def absent(self, label: str) -> bool:
+        """``is_absent(label, present)``."""
+        for f in {words(label), words(plural(label)), words(singular(label))}:
+            if f in self.joined or not _substrings(f).isdisjoint(self.words):
+                return False
+        return True
 
 
 def forms(absent: str, named: list[str], attribute: str = "color", key: tuple[str, ...] = (),
@@ -65,16 +84,30 @@ def forms(absent: str, named: list[str], attribute: str = "color", key: tuple[st
     named objects (the other object of a spatial or size question, drawn by a stable hash of ``key``, as are the
     axis, which object is named first and which option comes first); ``attribute`` (color or material) is what
     the attribute form asks; ``counting`` False leaves out "How many <absent> are there in the image?"."""
+    return [(task, form, question()) for task, form, question in lazy_forms(absent, named, attribute, key, counting)]
+
+
+def lazy_forms(absent: str, named: list[str], attribute: str = "color", key: tuple[str, ...] = (),
+               counting: bool = True) -> list[tuple[str, str, Callable[[], str]]]:
+    """``forms`` with each question written only when called (a candidate takes one form of several)."""
     ref = f"the {absent}"
-    out = [("counting", "count", count_question(plural(absent)))] if counting and countable(absent) else []
-    out.append(("attribute", attribute, attribute_question(ref, attribute)))
+    out: list[tuple[str, str, Callable[[], str]]] = []
+    if counting and countable(absent):
+        out.append(("counting", "count", lambda: count_question(plural(absent))))
+    out.append(("attribute", attribute, lambda: attribute_question(ref, attribute)))
     if named:
-        other = pick(named, *key, "other")
-        a, b = (other, ref) if flip(*key, "spatial first") else (ref, other)
-        axis = pick(["horizontal", "vertical"], *key, "axis")
-        out.append(("spatial", "spatial", spatial_question(a, b, axis, flip(*key, "options"))))
-        a, b = (other, ref) if flip(*key, "larger first") else (ref, other)
-        out.append(("comparison", "larger", larger_question(a, b)))
+        def spatial() -> str:
+            other = pick(named, *key, "other")
+            a, b = (other, ref) if flip(*key, "spatial first") else (ref, other)
+            axis = pick(["horizontal", "vertical"], *key, "axis")
+            return spatial_question(a, b, axis, flip(*key, "options"))
+
+        def larger() -> str:
+            other = pick(named, *key, "other")
+            a, b = (other, ref) if flip(*key, "larger first") else (ref, other)
+            return larger_question(a, b)
+
+        out += [("spatial", "spatial", spatial), ("comparison", "larger", larger)]
     return out
 
 
@@ -84,6 +117,13 @@ def identification_slots(weights: dict[str, int] | None) -> list[tuple[str, str,
     than real ones (the wording carries no signal; "What is the red object?" has no counterpart with a basis)."""
     weights = weights or {}
     return [("identification", form_of(p), p) for p in SIDES for _ in range(weights.get(form_of(p), 0))]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _absent_class(label: str) -> tuple[str | None, str | None, str]:
+    """(synset, lexname, name) of an absent label: its most frequent noun sense and the name questions use."""
+    synset, lex = word_class(label)
+    return synset, lex, synset_lemma(synset) or label
 
 
 def hallucination_candidates(image_id: str, regions: list[Region], labels: set[str], absent: list[AbsentLabel],
@@ -99,20 +139,21 @@ def hallucination_candidates(image_id: str, regions: list[Region], labels: set[s
     refs = references(regions)
     named = sorted(ref for r in regions if (ref := refs.get(r.region_id)) and r.label and ref == f"the {r.label}")
     present = {r.synset for r in regions if r.synset}
+    present_words = PresentWords(labels)
     out: list[Candidate] = []
     kept: Counter = Counter()
     slots = identification_slots(weights) if "identification" in config.task_types else []
     for choice in absent:
         label = choice.label
-        synset, lex = word_class(label)
-        name = synset_lemma(synset) or label
+        synset, lex, name = _absent_class(label)
         reason = ("unknown_class" if synset is None else "non_object_class" if lex not in OBJECT_LEXNAMES else
-                  "not_absent" if synset in present or not is_absent(label, labels) or not is_absent(name, labels) else None)
+                  "not_absent" if synset in present or not present_words.absent(label) or not present_words.absent(name) else None)
         picked = []
         if kept[choice.basis] < config.hallucination_candidates_per_image:
-            options = [f for f in forms(name, named, key=(image_id, label)) if f[0] in config.task_types]
+            options = [f for f in lazy_forms(name, named, key=(image_id, label)) if f[0] in config.task_types]
             if options:
-                picked.append(pick_form(options, weights, image_id, label, "form"))
+                task, form, question = pick_form(options, weights, image_id, label, "form")
+                picked.append((task, form, question()))
         if slots and choice.basis is not None and reason is None:
             task, form, predicate = slots.pop(0)
             picked.append((task, form, identify_question(predicate, f"the {name}")))

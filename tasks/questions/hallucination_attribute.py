@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+import numpy as np
 import yaml
 
 from reasonvqa.absence_bases import ATTRIBUTE_BASIS
@@ -35,8 +36,8 @@ from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.tasks.questions.grounded import (Candidate, attribute_words, be, pick_form, plural, singular,
                                                 stable_order)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
-from reasonvqa.tasks.questions.hallucination import forms, words
-from reasonvqa.tasks.questions.regions import Region, box_iou
+from reasonvqa.tasks.questions.hallucination import lazy_forms, words
+from reasonvqa.tasks.questions.regions import Region, iou_matrix
 
 FAMILIES_FILE = TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml"
 TEMPLATE_ID = "hallucination:wrong_attribute"
@@ -51,6 +52,11 @@ def attribute_families() -> dict[str, tuple[tuple[str, ...], ...]]:
 
 def _carries(attributes: list[str], group: tuple[str, ...]) -> bool:
     """True when some attribute holds a word of ``group`` (or its plural) as whole words."""
+    return _carries_words(tuple(attributes), group)
+
+
+@lru_cache(maxsize=1 << 16)  # asked for every other region of the image per group: few distinct attribute lists
+def _carries_words(attributes: tuple[str, ...], group: tuple[str, ...]) -> bool:
     texts = [words(a) for a in attributes]
     return any(words(form) in t for w in group for form in (w, plural(w)) for t in texts)
 
@@ -84,15 +90,20 @@ def attribute_candidates(image_id: str, regions: list[Region], refs: dict[str, s
     naming = attribute_words()
     out: list[Candidate] = []
     kept = 0
+    index = {r.region_id: i for i, r in enumerate(labeled)}
+    duplicate: np.ndarray | None = None  # IoU >= duplicate_iou between labeled regions, when a subject needs it
     for r in sorted(labeled, key=lambda r: stable_order(r.region_id, "attribute")):
         if kept >= config.hallucination_candidates_per_image:
             break
         assert r.label is not None  # labeled regions only
         if len(same[singular(r.label)]) != 1 or refs.get(r.region_id) != f"the {r.label}":
             continue
-        carried = [a for o in labeled if o is r or box_iou(r, o) >= config.duplicate_iou for a in o.attributes]
+        if duplicate is None:
+            duplicate = iou_matrix(labeled) >= config.duplicate_iou
+        i = index[r.region_id]
+        carried = [a for j, o in enumerate(labeled) if j == i or duplicate[i, j] for a in o.attributes]
         others = [n for n in named if n != f"the {r.label}"]
-        others_regions = [o for o in labeled if o is not r and box_iou(r, o) < config.duplicate_iou]
+        others_regions = [o for j, o in enumerate(labeled) if j != i and not duplicate[i, j]]
         for family in known_families(r.attributes):
             if not any(w in naming for group in attribute_families()[family] for w in group):
                 continue  # real questions never name a region by this family (size, shape)
@@ -101,11 +112,12 @@ def attribute_candidates(image_id: str, regions: list[Region], refs: dict[str, s
                 wrong = group[0]
                 phrase = f"{wrong} {r.label}"
                 asked = "material" if family == "color" else "color"
-                options = [f for f in forms(phrase, others, attribute=asked, key=(image_id, r.region_id, wrong),
-                                            counting=False) if f[0] in config.task_types]
+                options = [f for f in lazy_forms(phrase, others, attribute=asked, key=(image_id, r.region_id, wrong),
+                                                 counting=False) if f[0] in config.task_types]
                 if not options:
                     break
-                task, form, question = pick_form(options, weights, image_id, r.region_id, wrong, "form")
+                task, form, write = pick_form(options, weights, image_id, r.region_id, wrong, "form")
+                question = write()
                 answer = f"There {be(r.label)} no {phrase} in the image."
                 annotated = sorted(a for a in r.attributes if any(_carries([a], g) for g in attribute_families()[family]))
                 c = Candidate(image_id, task, question, answer, [], is_hallucination=True, template_id=TEMPLATE_ID,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,7 +38,7 @@ from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.tasks.questions.grounded import (Candidate, be, countable, pick_form, plural, singular, spatial_answer,
                                                 stable_order)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
-from reasonvqa.tasks.questions.regions import Region, box_iou, object_region_id
+from reasonvqa.tasks.questions.regions import Region, iou_matrix, object_region_id
 
 RELATIONS_FILE = TEMPLATES_DIR / "grounded" / "relations.yaml"
 TEMPLATE_ID = "hallucination:impossible_relation"
@@ -182,8 +183,9 @@ def relation_candidates(image_id: str, regions: list[Region], refs: dict[str, st
     annotated: dict[tuple[str, str], set[str]] = {}
     for s_, o_, f_ in annotated_families(relations, region_of):
         annotated.setdefault((s_, o_), set()).add(f_)
-    aliases = {r.region_id: {o.region_id for o in labeled if box_iou(r, o) >= config.duplicate_iou} | {r.region_id}
-               for r in labeled}
+    duplicate = iou_matrix(labeled) >= config.duplicate_iou
+    aliases = {r.region_id: {labeled[j].region_id for j in np.flatnonzero(row)} | {r.region_id}
+               for r, row in zip(labeled, duplicate)}
     own = own_triples(relations)
     fams, ask = families(), askable()
     pairs = sorted(((a, b) for a in subjects for b in objects if b.label != a.label and b.region_id not in aliases[a.region_id]),

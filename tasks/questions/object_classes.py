@@ -139,6 +139,7 @@ def class_verdict(synset: str | None, has_taxonomy: bool) -> tuple[str | None, s
     return synset_lemma(synset), None
 
 
+@lru_cache(maxsize=1 << 16)  # asked for every absent candidate of every image: few distinct labels
 def word_class(word: str) -> tuple[str | None, str | None]:
     """(synset, lexname) of a bare label's most frequent noun sense (``<lemma>.n.01``; a plural's singular
     when the label itself is no lemma), (None, None) when WordNet has no such noun."""

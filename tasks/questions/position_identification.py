@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import itertools
 
-from reasonvqa.tasks.questions.grounded import Candidate, spatial_answer, stable_order
+import numpy as np
+
+from reasonvqa.tasks.questions.grounded import Candidate, stable_order
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
-from reasonvqa.tasks.questions.regions import Region, box_iou
+from reasonvqa.tasks.questions.regions import Region, box_iou, side_masks
 
 TEMPLATE_ID = "grounded:identify_position"
 # predicate -> (axis, side as spatial_answer names it)
@@ -51,33 +53,47 @@ def identify_question(predicate: str, ref: str) -> str:
     return f"What is the object {predicate} {ref}?"
 
 
-def _centre_past(r: Region, anchor: Region, side: str) -> bool:
-    """Whether the centre of ``r`` lies beyond the anchor's edge on ``side`` (clearly there or not)."""
-    cx, cy = r.x + r.w / 2, r.y + r.h / 2
-    return {"left": cx < anchor.x, "right": cx > anchor.right, "above": cy < anchor.y, "below": cy > anchor.bottom}[side]
+def _centre_past(regions: list[Region]) -> dict[str, np.ndarray]:
+    """side -> [i, j] True where the centre of ``regions[i]`` lies beyond the edge of ``regions[j]`` on that side
+    (clearly there or not)."""
+    x, y, w, h = np.array([(r.x, r.y, r.w, r.h) for r in regions], dtype=np.float64).reshape(-1, 4).T
+    cx, cy = x + w / 2, y + h / 2
+    return {"left": cx[:, None] < x[None, :], "right": cx[:, None] > (x + w)[None, :],
+            "above": cy[:, None] < y[None, :], "below": cy[:, None] > (y + h)[None, :]}
 
 
-def _meets(a: Region, b: Region) -> bool:
-    """Whether the boxes of ``a`` and ``b`` overlap or touch."""
-    return a.x <= b.right and b.x <= a.right and a.y <= b.bottom and b.y <= a.bottom
+def _meets(regions: list[Region]) -> np.ndarray:
+    """[i, j] True where the boxes of ``regions[i]`` and ``regions[j]`` overlap or touch."""
+    x, y, w, h = np.array([(r.x, r.y, r.w, r.h) for r in regions], dtype=np.float64).reshape(-1, 4).T
+    right, bottom = x + w, y + h
+    return ((x[:, None] <= right[None, :]) & (x[None, :] <= right[:, None]) & (y[:, None] <= bottom[None, :])
+            & (y[None, :] <= bottom[:, None]))
 
 
 def position_identifications(regions: list[Region], refs: dict[str, str], image: dict,
                              config: GroundedConfig) -> list[Candidate]:
     """The position identification candidates of one image (kept ones and ``ambiguous_spatial`` /
-    ``several_objects`` rejects); none where a region has no label."""
+    ``several_objects`` rejects); none where a region has no label. The geometry of every (region, anchor)
+    pair is computed at once (numpy), the same comparisons as ``grounded.spatial_answer``."""
     if "identification" not in config.task_types or any(not r.label for r in regions):
         return []
     width, height = image.get("width") or 0, image.get("height") or 0
     anchors = sorted((r for r in regions if r.region_id in refs), key=lambda r: stable_order(r.region_id, "position"))
+    if not anchors:
+        return []
+    column = {r.region_id: j for j, r in enumerate(regions)}
+    clear = side_masks(regions, config.spatial_margin * width, config.spatial_margin * height)
+    past, meets = _centre_past(regions), _meets(regions)
     out: list[Candidate] = []
     kept = 0
     for anchor, predicate in itertools.product(anchors, SIDES):
         if kept >= config.max_pairs_per_image:
             break
-        axis, side = SIDES[predicate]
-        others = [r for r in regions if r.region_id != anchor.region_id]
-        there = [r for r in others if spatial_answer(r, anchor, axis, width, height, config) == side]
+        _, side = SIDES[predicate]
+        j = column[anchor.region_id]
+        here = clear[side][:, j].copy()
+        here[j] = False  # the anchor itself is not among the others
+        there = [regions[i] for i in np.flatnonzero(here)]
         if not there or len({r.label for r in there}) > 1 or not there[0].subject:
             continue  # nothing there, or objects of several classes: no single answer to examine
         label = there[0].label
@@ -85,7 +101,9 @@ def position_identifications(regions: list[Region], refs: dict[str, str], image:
         c = Candidate(anchor.image_id, "identification", identify_question(predicate, refs[anchor.region_id]), label,
                       [r.region_id for r in there] + [anchor.region_id], detail={"predicate": predicate},
                       template_id=TEMPLATE_ID, form=form_of(predicate))
-        if any(_centre_past(r, anchor, side) and not _meets(r, anchor) for r in others if r not in there):
+        beside = past[side][:, j] & ~meets[:, j] & ~here
+        beside[j] = False
+        if beside.any():
             c.reason = "ambiguous_spatial"
         elif any(box_iou(a, b) < config.duplicate_iou for a, b in itertools.combinations(there, 2)):
             c.reason = "several_objects"

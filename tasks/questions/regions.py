@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -135,6 +136,34 @@ def box_iou(a: Region, b: Region) -> float:
     inter = ix * iy
     union = a.w * a.h + b.w * b.h - inter
     return inter / union if union > 0 else 0.0
+
+
+def iou_matrix(regions: list[Region]) -> np.ndarray:
+    """``box_iou`` of every pair of ``regions`` (row i, column j) in one numpy pass: the same float64 steps in the same
+    order, so each value equals ``box_iou``'s (the per-pair function where a coordinate is not finite)."""
+    box = np.array([(r.x, r.y, r.w, r.h) for r in regions], dtype=np.float64).reshape(-1, 4)
+    if not np.isfinite(box).all():  # Python's min/max treat NaN unlike numpy's
+        return np.array([[box_iou(a, b) for b in regions] for a in regions], dtype=np.float64).reshape(len(regions), -1)
+    x, y, w, h = box.T
+    right, bottom = x + w, y + h
+    ix = np.maximum(0.0, np.minimum(right[:, None], right[None, :]) - np.maximum(x[:, None], x[None, :]))
+    iy = np.maximum(0.0, np.minimum(bottom[:, None], bottom[None, :]) - np.maximum(y[:, None], y[None, :]))
+    inter = ix * iy
+    area = w * h
+    union = area[:, None] + area[None, :] - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(union > 0, inter / union, 0.0)
+
+
+def side_masks(regions: list[Region], gap_x: float, gap_y: float) -> dict[str, np.ndarray]:
+    """side -> [i, j] True where ``grounded.spatial_answer(regions[i], regions[j], axis)`` names that side ("left",
+    "right" along x with margin ``gap_x``; "above", "below" along y with ``gap_y``), for every pair at once."""
+    x, y, w, h = np.array([(r.x, r.y, r.w, r.h) for r in regions], dtype=np.float64).reshape(-1, 4).T
+    right, bottom = x + w, y + h
+    left = right[:, None] + gap_x <= x[None, :]
+    above = bottom[:, None] + gap_y <= y[None, :]
+    return {"left": left, "right": ~left & (right[None, :] + gap_x <= x[:, None]),
+            "above": above, "below": ~above & (bottom[None, :] + gap_y <= y[:, None])}
 
 
 def image_labels(objects: pa.Table | None, regions: pa.Table | None) -> pa.Table:

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import itertools
 
-from reasonvqa.tasks.questions.grounded import (Candidate, attribute_words, pick, singular, spatial_answer, stable_order,
+from reasonvqa.tasks.questions.grounded import (Candidate, attribute_words, pick, singular, stable_order,
                                                 subject_regions)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.hallucination_relation import (askable, families, geometry_refutes, normalize_predicate,
                                                               relation_forms)
-from reasonvqa.tasks.questions.regions import Region, box_iou, object_region_id
+from reasonvqa.tasks.questions.regions import Region, box_iou, object_region_id, side_masks
 
 
 def relation_questions(regions: list[Region], refs: dict[str, str], relations: list[dict], image: dict,
@@ -66,20 +66,29 @@ def shown_relations(regions: list[Region], refs: dict[str, str], image: dict,
         assert r.label is not None  # subject regions are labeled
         by_label.setdefault(r.label, []).append(r)
     out: dict[tuple[str, str, str], tuple[list[Region], Region]] = {}
+    if not by_label:
+        return out
+    row = {r.region_id: i for i, r in enumerate(regions)}
+    clear = side_masks(regions, config.spatial_margin * width, config.spatial_margin * height)
     for label, instances in sorted(by_label.items()):
         if len(instances) > config.max_count or any(box_iou(x, y) >= config.duplicate_iou
                                                     for x, y in itertools.combinations(instances, 2)):
             continue
-        for b in regions:
+        rows = [row[a.region_id] for a in instances]
+        axes = []  # per axis: its two sides, and per object region whether each instance is on either side
+        for first, second in (("left", "right"), ("above", "below")):
+            on_first, on_second = clear[first][rows], clear[second][rows]
+            known = (on_first | on_second).all(axis=0)  # every instance clearly on one side along this axis
+            axes.append((first, second, known.tolist(), on_first.T.tolist(), on_second.T.tolist()))
+        for j, b in enumerate(regions):
             if not b.label or b.region_id not in refs or b.label == label:
                 continue
             held = {}
-            for axis in ("horizontal", "vertical"):
-                sides = [spatial_answer(a, b, axis, width, height, config) for a in instances]
-                known = [s for s in sides if s is not None]
-                if len(known) == len(sides):
-                    for side in sorted(set(known)):
-                        held[_SPATIAL[side]] = [a for a, s in zip(instances, sides) if s == side]
+            for first, second, known, firsts, seconds in axes:
+                if known[j]:
+                    for side, on in ((first, firsts[j]), (second, seconds[j])):
+                        if any(on):
+                            held[_SPATIAL[side]] = [a for a, there in zip(instances, on) if there]
             if held:
                 predicate = pick(sorted(held), label, b.region_id, "shown relation")
                 out[(label, b.region_id, predicate)] = (held[predicate], b)

@@ -1,13 +1,25 @@
 """Literal fixtures in the record model: one Visual Genome street scene and one landmark photo,
-linked items, and a small fact table (real Wikidata items and values, trimmed)."""
+linked items, and a small fact table (real Wikidata items and values, trimmed); the grounded stage's result on
+50 real Visual Genome images (``vg50``, data/vg_first50)."""
 
 from __future__ import annotations
 
+import glob
+from pathlib import Path
+
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from reasonvqa import schemas
 from reasonvqa.tasks.questions.bank import load_bank
+from reasonvqa.tasks.questions.grounded_config import GroundedConfig
+from reasonvqa.tasks.questions.grounded_shard import generate_grounded
+from reasonvqa.tasks.questions.hallucination_relation import corpus_relation_counts
+from reasonvqa.tasks.questions.regions import image_labels, object_region_id, shard_regions
+from reasonvqa.tasks.sources.vg import ingest_vg
+
+VG50 = Path(__file__).parent / "data" / "vg_first50"
 
 
 def item(subject, label, prop, qid, value_label, hop=1, rank="normal"):
@@ -207,3 +219,19 @@ def links() -> pa.Table:
         ],
         schemas.ENTITY_LINKS,
     )
+
+
+@pytest.fixture(scope="module")
+def vg50(tmp_path_factory):
+    """(generate_grounded's result, the regions, region id -> synset) of the 50 images, default config."""
+    stage = tmp_path_factory.mktemp("vg50") / "stage"
+    ingest_vg(VG50, stage)
+    tables = {k: pa.concat_tables([pq.read_table(f) for f in sorted(glob.glob(f"{stage}/{k}/*.parquet"))])
+              for k in ("images", "objects", "attributes", "relations")}
+    regions = shard_regions(tables["objects"], tables["attributes"], None)
+    result = generate_grounded(tables["images"], tables["objects"], tables["attributes"], regions,
+                               image_labels(tables["objects"], regions), GroundedConfig(), 0,
+                               relations=tables["relations"], corpus_relations=corpus_relation_counts([tables["relations"]]))
+    synsets = {object_region_id(o): s for o, s in zip(tables["objects"]["object_id"].to_pylist(),
+                                                      tables["objects"]["synset"].to_pylist())}
+    return result, regions, synsets

@@ -5,42 +5,15 @@ question parses with a link grammar."""
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import re
 from collections import Counter, defaultdict
-from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-import pytest
-
-from reasonvqa.tasks.questions.grounded_config import GroundedConfig
-from reasonvqa.tasks.questions.grounded_shard import generate_grounded
-from reasonvqa.tasks.questions.hallucination_relation import corpus_relation_counts
 from reasonvqa.tasks.questions.object_classes import OBJECT_LEXNAMES, lexname
-from reasonvqa.tasks.questions.regions import image_labels, object_region_id, shard_regions
-from reasonvqa.tasks.sources.vg import ingest_vg
 from tests.tasks.questions.link_grammar import unparsed
 from tests.tasks.questions.text_only import first_option, majority_rate, masked, vote_accuracy
 
-DATA = Path(__file__).parent / "data" / "vg_first50"
 SHARE = 0.27  # the released hallucination share (VistaQA 3.1; balance.hallucination_share)
-
-
-@pytest.fixture(scope="module")
-def vg50(tmp_path_factory):
-    stage = tmp_path_factory.mktemp("vg50") / "stage"
-    ingest_vg(DATA, stage)
-    tables = {k: pa.concat_tables([pq.read_table(f) for f in sorted(glob.glob(f"{stage}/{k}/*.parquet"))])
-              for k in ("images", "objects", "attributes", "relations")}
-    regions = shard_regions(tables["objects"], tables["attributes"], None)
-    result = generate_grounded(tables["images"], tables["objects"], tables["attributes"], regions,
-                               image_labels(tables["objects"], regions), GroundedConfig(), 0,
-                               relations=tables["relations"], corpus_relations=corpus_relation_counts([tables["relations"]]))
-    synsets = {object_region_id(o): s for o, s in zip(tables["objects"]["object_id"].to_pylist(),
-                                                      tables["objects"]["synset"].to_pylist())}
-    return result, regions, synsets
 
 
 def released_share(rows: list[dict]) -> list[dict]:
