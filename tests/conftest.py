@@ -30,12 +30,14 @@ def prefect_api() -> Iterator[str]:
     URL, also exported as PREFECT_API_URL to the subprocesses tests start, so a `reasonvqa build` there uses it
     instead of starting and migrating a server of its own (~8 CPU s a command)."""
     prefect_environment()
-    from prefect.settings import PREFECT_API_URL
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=180):  # ~65 s on a loaded 2-core machine
         url = PREFECT_API_URL.value()
-        with pytest.MonkeyPatch.context() as patch:
+        # no flow-run heartbeats in the tests' processes, as against the CLI's own server (reasonvqa/prefect_api.py):
+        # a flow call's exit waits for the heartbeat thread's 1 s sleep, 0.5 s on average per flow run
+        with pytest.MonkeyPatch.context() as patch, temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
             patch.setenv("PREFECT_API_URL", url)
             yield url
 
