@@ -14,6 +14,8 @@ from typing import Iterator
 
 import pytest
 
+from reasonvqa.children import popen_bound
+
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -30,8 +32,8 @@ def _moto_endpoint(executable: Path) -> str:
     global _server
     if _server is None or _server[0].poll() is not None:
         port = _free_port()
-        process = subprocess.Popen([str(executable), "-H", "127.0.0.1", "-p", str(port)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = popen_bound([str(executable), "-H", "127.0.0.1", "-p", str(port)],  # dies with this process
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         atexit.register(_stop, process)
         _server = (process, f"http://127.0.0.1:{port}")
     return _server[1]
