@@ -6,6 +6,7 @@ import importlib
 import os
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -24,13 +25,21 @@ prepare()
 
 
 @pytest.fixture(scope="session")
-def prefect_api():
-    """One temporary Prefect API (prefect_test_harness) for the session of this process (each xdist worker)."""
+def prefect_api() -> Iterator[str]:
+    """One temporary Prefect API (prefect_test_harness) for the session of this process (each xdist worker); its
+    URL, also exported as PREFECT_API_URL to the subprocesses tests start, so a `reasonvqa build` there uses it
+    instead of starting and migrating a server of its own (~8 CPU s a command)."""
     prefect_environment()
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=180):  # ~65 s on a loaded 2-core machine
-        yield
+        url = PREFECT_API_URL.value()
+        # no flow-run heartbeats in the tests' processes, as against the CLI's own server (reasonvqa/prefect_api.py):
+        # a flow call's exit waits for the heartbeat thread's 1 s sleep, 0.5 s on average per flow run
+        with pytest.MonkeyPatch.context() as patch, temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+            patch.setenv("PREFECT_API_URL", url)
+            yield url
 
 
 @pytest.fixture(scope="session")
@@ -110,40 +119,54 @@ def _seconds_per_file(config) -> dict[str, float]:
 
 
 # --- make test: the slowest work first, on both cores ---------------------------------------------------------
-# Before any record (a fresh clone), units are ordered by these seconds, measured on the 2-core machine
-# (`pytest -n 2 --dist loadfile --durations=0`, setup included; a shared build counts where it was made),
-# the rest after them in collection order.
+# Before any record (a fresh clone), units are ordered by these seconds: each unit's setup + call + teardown in a
+# full run (`pytest -n auto --dist loadfile --durations=0`, 2 cores, load ~9 from other work, 2026-12-07) times
+# 0.45, about a quiet machine's seconds (a shared build counts where it was made); the rest after them in
+# collection order.
 ESTIMATED_S = {
     "tests/test_prefect_yaml.py": 100,
-    "tests/flows/test_build_models_url.py": 95,
-    "tests/test_readme.py::test_journey_runs_as_written[deployments]": 87,
-    "tests/tasks/proposals/test_stage.py": 65,
-    "tests/flows/test_build_work_url.py": 62,
-    "tests/test_readme.py::test_journey_runs_as_written[sample]": 62,
-    "tests/reasonvqa/test_processes.py": 57,
-    "tests/test_packaging.py": 40,
-    "tests/flows/test_build_reasonvqa.py": 40,
-    "tests/flows/test_build_remote_cluster.py": 30,
-    "tests/reasonvqa/test_prefect_api.py": 25,
-    "tests/flows/test_resplit.py": 25,
-    "tests/flows/test_build_partitioned.py": 25,
-    "tests/flows/test_deployments.py": 25,
-    "tests/flows/test_knowledge_rebuild.py": 24,
-    "tests/flows/test_rate_limit.py": 20,
-    "tests/annotation_exports/test_labelstudio_server.py": 20,
-    "tests/tasks/balance/test_partitioned.py": 16,
-    "tests/tasks/verify/test_sandbox.py": 15,
-    "tests/flows/test_new_source.py": 12,
-    "tests/tasks/questions/test_grounded_wording.py": 12,
-    "tests/flows/test_build_grounded.py": 10,
-    "tests/flows/test_build_verified_qa.py": 10,
-    "tests/tasks/proposals/test_models.py": 8,
-    "tests/knowledge/test_wordnet.py": 8,
-    "tests/reasonvqa/test_lease.py": 8,
+    "tests/flows/test_build_models_url.py::test_region_proposals_on_a_url_work_folder": 90,
+    "tests/test_readme.py::test_journey_runs_as_written[deployments]": 88,
+    "tests/tasks/proposals/test_stage.py": 80,
+    "tests/flows/test_build_work_url.py": 73,
+    "tests/test_readme.py::test_journey_runs_as_written[sample]": 65,
+    "tests/reasonvqa/test_processes.py": 60,
+    "tests/flows/test_build_reasonvqa.py": 54,
+    "tests/flows/test_build_partitioned.py": 54,
+    "tests/test_packaging.py": 46,
+    "tests/tasks/balance/test_partitioned.py": 40,
+    "tests/flows/test_knowledge_rebuild.py": 40,
+    "tests/flows/test_build_remote_cluster.py": 33,
+    "tests/flows/test_resplit.py": 32,
+    "tests/flows/test_deployments.py": 27,
+    "tests/tasks/verify/test_sandbox.py": 26,
+    "tests/tasks/proposals/test_nms.py": 26,
+    "tests/tasks/balance/test_stats.py": 22,
+    "tests/reasonvqa/test_prefect_api.py": 22,
+    "tests/flows/test_rate_limit.py": 21,
+    "tests/flows/test_build_models_url.py::test_grounded_vlm_questions_on_a_url_work_folder": 20,
+    "tests/tasks/questions/test_grounded_wording.py": 17,
+    "tests/reasonvqa/test_lease.py": 16,
+    "tests/annotation_exports/test_labelstudio_server.py": 15,
+    "tests/tasks/sources/test_nuscenes.py": 13,
+    "tests/tasks/questions/test_bank.py": 12,
+    "tests/knowledge/test_wordnet.py": 12,
+    "tests/flows/test_stage_runner.py": 11,
+    "tests/benchmarks/test_measure.py": 11,
+    "tests/flows/test_sample_wording.py": 10,
+    "tests/flows/test_review_roundtrip.py": 10,
+    "tests/knowledge/test_end_to_end.py": 9,
+    "tests/tasks/balance/test_properties.py": 8,
+    "tests/reasonvqa/test_workstore.py": 8,
+    "tests/knowledge/test_wikidata.py": 8,
+    "tests/flows/test_build_verified_qa.py": 8,
+    "tests/flows/test_add_a_stage.py": 8,
+    "tests/flows/test_absence_review.py": 8,
+    "tests/annotation_exports/test_import_validation.py": 8,
 }
 # Files whose tests share no module fixture: under --dist loadfile each of their tests is a unit of its own,
 # so two long tests of one file run on two workers at once instead of one after the other.
-PER_TEST_FILES = ("tests/test_readme.py",)
+PER_TEST_FILES = ("tests/test_readme.py", "tests/flows/test_build_models_url.py")
 
 
 def _unit(nodeid: str) -> str:

@@ -77,6 +77,10 @@ def annotate_batch(folder: Path) -> str:
 
 # (journey, index of the block it comes before): what a person does there
 HUMAN_STEPS = {("sample", 1): annotate_batch}
+# journeys whose commands run their flows on the session's Prefect API (tests/conftest.py's ``prefect_api``), as
+# with a configured PREFECT_API_URL, instead of each `reasonvqa build` starting a server of its own: that start is
+# checked by tests/reasonvqa/test_processes.py and tests/test_packaging.py (deployments starts its own server)
+SESSION_API_JOURNEYS = ("sample",)
 # what each journey must have left behind, checked after it ran
 EXPECTED_RELEASES = {
     "sample": ["0.1.0", "0.1.0-places", "0.1.0-gld", "0.1.0-reviewed"],
@@ -159,7 +163,7 @@ def run_journey(journey: str, blocks: list[Block], folder: Path, env: dict, port
 
 @pytest.mark.integration
 @pytest.mark.parametrize("journey", sorted(EXPECTED_RELEASES))
-def test_journey_runs_as_written(journey, tmp_path):
+def test_journey_runs_as_written(journey, tmp_path, request):
     folder = tmp_path / "checkout"
     folder.mkdir()
     shutil.copy(PROJECT / "prefect.yaml", folder / "prefect.yaml")
@@ -168,6 +172,8 @@ def test_journey_runs_as_written(journey, tmp_path):
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
                PREFECT_HOME=str(tmp_path / "home"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
                PREFECT_WORKER_QUERY_SECONDS="1", COLUMNS="500")
+    if journey in SESSION_API_JOURNEYS:
+        env["PREFECT_API_URL"] = request.getfixturevalue("prefect_api")
     run_journey(journey, journey_blocks(documents())[journey], folder, env, str(free_port()), timeout_s=480)
     for version in EXPECTED_RELEASES[journey]:
         assert verify_release(folder / "out" / "reasonvqa-sample" / version) == []

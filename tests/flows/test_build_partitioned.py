@@ -2,6 +2,7 @@
 
 import re
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -65,8 +66,23 @@ def small_parts(monkeypatch) -> list:
     return calls
 
 
-def test_partitioned_build_writes_the_in_memory_release(tmp_path, small_parts):
-    in_memory = build("off", tmp_path / "off")
+@pytest.fixture(scope="module")
+def made_once(tmp_path_factory) -> Callable[..., Any]:
+    """``made_once(make, *args)``: ``make(*args, folder)``'s result, made once per module (the in-memory releases
+    that two tests each compare with; made inside the first test that asks, with its ``small_parts`` sizes)."""
+    made: dict[tuple, Any] = {}
+
+    def release(make: Callable[..., Any], *args: Any) -> Any:
+        key = (make.__name__, *map(repr, args))
+        if key not in made:
+            made[key] = make(*args, tmp_path_factory.mktemp("in-memory"))
+        return made[key]
+
+    return release
+
+
+def test_partitioned_build_writes_the_in_memory_release(tmp_path, small_parts, made_once):
+    in_memory = made_once(build, "off")
     on_disk = build("on", tmp_path / "on")
     auto = build("auto", tmp_path / "auto")  # 3,000 rows >= min_rows: on disk
     assert [(len(paths), run) for paths, run in small_parts] == [(5, in_process)] * 2  # 3,000 rows in files of 700
@@ -78,8 +94,8 @@ def test_partitioned_build_writes_the_in_memory_release(tmp_path, small_parts):
 
 
 @pytest.mark.integration
-def test_partitioned_steps_on_two_dask_workers_write_the_in_memory_release(tmp_path, small_parts):
-    in_memory = build("off", tmp_path / "off")
+def test_partitioned_steps_on_two_dask_workers_write_the_in_memory_release(tmp_path, small_parts, made_once):
+    in_memory = made_once(build, "off")
     on_dask = release_flow.with_options(task_runner=make_task_runner(dask_workers=2))
     on_disk = Path(on_dask("on", tmp_path / "dask"))
     assert [run for _, run in small_parts] == [run_partition_steps]
@@ -143,8 +159,8 @@ def build_from_shards(mode: str, select: KindSelection, root: Path, min_rows: in
 
 @pytest.mark.parametrize("select, on_disk_rows", [(KindSelection(), 3_200), (KindSelection(kinds=["template"]), 3_000)])
 def test_question_shards_go_to_the_partitioned_path_as_files_and_give_the_in_memory_release(
-        tmp_path, small_parts, select, on_disk_rows):
-    in_memory, kind, _, in_memory_report = build_from_shards("off", select, tmp_path / "off")
+        tmp_path, small_parts, select, on_disk_rows, made_once):
+    in_memory, kind, _, in_memory_report = made_once(build_from_shards, "off", select)
     assert kind is pa.Table and small_parts == []
     on_disk, kind, shards, report = build_from_shards("on", select, tmp_path / "on")
     assert kind is PoolFiles and report == in_memory_report
@@ -155,9 +171,9 @@ def test_question_shards_go_to_the_partitioned_path_as_files_and_give_the_in_mem
     assert contents(on_disk) == contents(in_memory)
 
 
-def test_a_selection_under_min_rows_falls_back_to_the_in_memory_path(tmp_path, small_parts):
+def test_a_selection_under_min_rows_falls_back_to_the_in_memory_path(tmp_path, small_parts, made_once):
     select = KindSelection(kinds=["template"])
-    in_memory, *_ = build_from_shards("off", select, tmp_path / "off")
+    in_memory, *_ = made_once(build_from_shards, "off", select)
     auto, kind, _, report = build_from_shards("auto", select, tmp_path / "auto", min_rows=3_100)  # 3,200 in, 3,000 kept
     assert kind is pa.Table and small_parts == [] and report["questions_out"] == 3_000
     assert contents(auto) == contents(in_memory)

@@ -60,12 +60,14 @@ def test_a_second_api_in_one_process_records_its_task_runs_and_the_process_exits
 
 
 def test_a_configured_api_is_used_as_is_with_prefect_s_heartbeats():
-    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings, temporary_settings
 
     from reasonvqa.prefect_api import local_prefect_api
 
-    default = get_current_settings().flows.heartbeat_frequency
-    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+    # Prefect's default heartbeat (the session's Prefect API, tests/conftest.py, turns it off in this process)
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"},
+                            restore_defaults={PREFECT_FLOWS_HEARTBEAT_FREQUENCY}):
+        default = get_current_settings().flows.heartbeat_frequency
         with local_prefect_api() as started:
             assert started is None
             assert get_current_settings().flows.heartbeat_frequency == default is not None
