@@ -558,6 +558,7 @@ def build_verified_qa_command(
     from pydantic import ValidationError
 
     from reasonvqa.storage import local_work_folder
+    from reasonvqa.yaml_files import load_yaml
 
     work_dir = local_work_folder(work) if work is not None else None  # a URL: exit 2, saying why
     _check_out_folder(out)
@@ -565,7 +566,7 @@ def build_verified_qa_command(
     from reasonvqa.flows.build_verified_qa import VerifiedBuildConfig, build_verified_qa
 
     try:
-        cfg = VerifiedBuildConfig.model_validate(yaml.safe_load(config.read_text(encoding="utf-8")) or {})
+        cfg = VerifiedBuildConfig.model_validate(load_yaml(config.read_text(encoding="utf-8")) or {})
     except (yaml.YAMLError, ValidationError) as exc:
         typer.echo(f"error: {config}: {exc}", err=True)
         raise typer.Exit(2)

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from reasonvqa.yaml_files import load_yaml
 from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.paths import RESOURCE_ROOTS, SAMPLE_DIR
 from reasonvqa.sources import SourceConfig, SourceEntry, parse_config
@@ -127,7 +127,7 @@ def load_config(path: Path) -> BuildConfig:
     values or unknown keys (every config model forbids extras: a misspelled ``endpont``
     must not silently mean "use the defaults").
     """
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    raw = load_yaml(path.read_text(encoding="utf-8")) or {}
     cfg = BuildConfig.model_validate(raw)
     base = path.resolve().parent
     for src in cfg.sources:  # every path field of the source's own config model

@@ -19,8 +19,8 @@ import sys
 import uuid
 from pathlib import Path
 
-import yaml
 
+from reasonvqa.yaml_files import load_yaml
 from reasonvqa.knowledge.config import KNOWLEDGE_DATA_DIR
 from reasonvqa.knowledge.ids import check_pid, check_qid, is_qid, is_wordnet_id
 
@@ -81,7 +81,7 @@ def _entity(qid: str, label: str, claims: dict[str, list], sitelinks: dict[str, 
 
 def transcribed_entities(path: Path = TRANSCRIBED_YAML) -> list[dict]:
     """The hand-transcribed entities of ``path``, in QID order."""
-    spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    spec = load_yaml(Path(path).read_text(encoding="utf-8"))
     entities = []
     for qid in sorted(spec, key=lambda q: int(q[1:])):
         item = spec[qid]

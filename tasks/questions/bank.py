@@ -16,6 +16,7 @@ import yaml
 from pydantic import AfterValidator, StrictBool, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from reasonvqa.yaml_files import load_yaml
 from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.snapshot import files_digest
 from reasonvqa.tasks.questions.text import normalize_predicate, normalize_text
@@ -302,7 +303,7 @@ def _read_yaml(path: Path):
     if not path.exists():
         raise BankError(path, "<file>", "missing")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise BankError(path, "<file>", f"invalid YAML: {exc}") from exc
 

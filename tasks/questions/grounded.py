@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
-import yaml
 
+from reasonvqa.yaml_files import load_yaml
 from reasonvqa import absence_bases, schemas
 from reasonvqa.absence_bases import evidence_text
 from reasonvqa.paths import TEMPLATES_DIR
@@ -74,7 +74,7 @@ class Candidate:
 @lru_cache(maxsize=1)
 def attribute_words() -> dict[str, str]:
     """attribute word -> its category (color, material), from templates/grounded/attributes.yaml."""
-    data = yaml.safe_load(ATTRIBUTES_FILE.read_text(encoding="utf-8"))
+    data = load_yaml(ATTRIBUTES_FILE.read_text(encoding="utf-8"))
     return {word: category for category, words in sorted(data.items()) for word in words}
 
 
@@ -88,7 +88,7 @@ RULE_FILES = (ATTRIBUTES_FILE, UNCOUNTABLE_FILE, TEMPLATES_DIR / "grounded" / "w
 @lru_cache(maxsize=1)
 def uncountable() -> frozenset[str]:
     """Mass-noun class labels (templates/grounded/uncountable.yaml): never counted."""
-    return frozenset(str(w).lower() for w in yaml.safe_load(UNCOUNTABLE_FILE.read_text(encoding="utf-8"))["uncountable"])
+    return frozenset(str(w).lower() for w in load_yaml(UNCOUNTABLE_FILE.read_text(encoding="utf-8"))["uncountable"])
 
 
 @lru_cache(maxsize=1 << 16)

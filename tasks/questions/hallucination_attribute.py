@@ -29,8 +29,8 @@ import math
 from functools import lru_cache
 
 import numpy as np
-import yaml
 
+from reasonvqa.yaml_files import load_yaml
 from reasonvqa.absence_bases import ATTRIBUTE_BASIS
 from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.tasks.questions.grounded import (Candidate, attribute_words, be, pick_form, plural, singular,
@@ -46,7 +46,7 @@ TEMPLATE_ID = "hallucination:wrong_attribute"
 @lru_cache(maxsize=1)
 def attribute_families() -> dict[str, tuple[tuple[str, ...], ...]]:
     """family -> its groups of words for the same thing, from templates/grounded/wrong_attributes.yaml."""
-    data = yaml.safe_load(FAMILIES_FILE.read_text(encoding="utf-8"))
+    data = load_yaml(FAMILIES_FILE.read_text(encoding="utf-8"))
     return {family: tuple(tuple(str(w).lower() for w in group) for group in groups) for family, groups in sorted(data.items())}
 
 

@@ -32,8 +32,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import yaml
 
+from reasonvqa.yaml_files import load_yaml
 from reasonvqa.paths import TEMPLATES_DIR
 from reasonvqa.tasks.questions.grounded import (Candidate, be, countable, pick_form, plural, singular, spatial_answer,
                                                 stable_order)
@@ -63,7 +63,7 @@ def normalize_predicate(text: str | None) -> str:
 @lru_cache(maxsize=1)
 def families() -> dict[str, Family]:
     """family name -> Family, from templates/grounded/relations.yaml."""
-    data = yaml.safe_load(RELATIONS_FILE.read_text(encoding="utf-8"))
+    data = load_yaml(RELATIONS_FILE.read_text(encoding="utf-8"))
     return {name: Family(name, tuple(spec["ask"]), spec["geometry"], spec.get("inverse"), tuple(spec.get("excludes") or ()))
             for name, spec in sorted(data.items())}
 
@@ -71,7 +71,7 @@ def families() -> dict[str, Family]:
 @lru_cache(maxsize=1)
 def predicate_families() -> dict[str, str]:
     """predicate (asked or also) -> its family."""
-    data = yaml.safe_load(RELATIONS_FILE.read_text(encoding="utf-8"))
+    data = load_yaml(RELATIONS_FILE.read_text(encoding="utf-8"))
     out = {}
     for name, spec in sorted(data.items()):
         for p in list(spec["ask"]) + list(spec.get("also") or []):
