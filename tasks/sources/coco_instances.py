@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from reasonvqa.jsonstream import StreamFailure, iter_json_array
 from reasonvqa.stage import write_parquet
+from reasonvqa.work_files import present
 
 IMAGE_DATA = "image_data.json"
 COCO_TAXONOMY = pa.schema([("image_id", pa.string()), ("coco_id", pa.int64()), ("category_ids", pa.list_(pa.int32()))])
@@ -68,11 +69,13 @@ def coco_taxonomy_table(image_data: Path, instances: list[Path], max_images: int
 
 
 def write_coco_taxonomy(configs: list, path: Path) -> Path | None:
-    """The COCO categories of every VG source config naming ``coco_instances``, one Parquet file; None when none
-    names any."""
+    """The COCO categories of every VG source config naming ``coco_instances``, one Parquet file (kept from an earlier
+    run of the same build: the work folder's key follows the config and the files); None when none names any."""
+    if not any(getattr(c, "coco_instances", None) for c in configs):
+        return None
+    if present(path):
+        return path
     tables = [coco_taxonomy_table(Path(c.path) / IMAGE_DATA, list(c.coco_instances), c.max_images)
               for c in configs if getattr(c, "coco_instances", None)]
-    if not tables:
-        return None
     write_parquet(pa.concat_tables(tables).sort_by([("image_id", "ascending")]), path)
     return path

@@ -83,6 +83,10 @@ def test_the_vg_config_names_coco_files_and_the_flow_writes_their_table(files, t
     source.check(config)
     assert write_coco_taxonomy([config], tmp_path / "coco.parquet") == tmp_path / "coco.parquet"
     assert pq.read_table(tmp_path / "coco.parquet")["image_id"].to_pylist() == ["vg:2", "vg:3", "vg:4", "vg:6"]
+    # a rerun of the same build (same work folder) keeps the table it wrote
+    written = (tmp_path / "coco.parquet").stat().st_mtime_ns
+    assert write_coco_taxonomy([config], tmp_path / "coco.parquet") == tmp_path / "coco.parquet"
+    assert (tmp_path / "coco.parquet").stat().st_mtime_ns == written
     # without the option: nothing is written, and the config dumps as before the option existed
     plain = source.config_model.model_validate({"kind": "vg", "path": str(vg)})
     assert write_coco_taxonomy([plain], tmp_path / "none.parquet") is None and not (tmp_path / "none.parquet").exists()
