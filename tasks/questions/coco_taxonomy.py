@@ -10,7 +10,13 @@ row per category, with its id and name as COCO spells them, the label a question
 3.0 synset, and ``blocking_synsets``: every name (``lemma.n.sense``) of that synset and of the synsets a
 VG annotator may give the same thing ("table" for a COCO "dining table", "plant" for a "potted plant",
 "phone" for a "cell phone", "man" for a "person"; "stop sign" has no WordNet 3.0 synset, street_sign.n.01
-stands for it). A category is never claimed absent from an image whose own VG objects carry one of its
+stands for it). Labels are chosen so that a question names the category's own synset (hallucination.py takes
+a label's most frequent noun sense: "cellphone", "computer mouse", "television set", "pot plant"). Nine
+have no such label: for banana, cake, toilet, hot dog and toaster the first sense is another object sense
+of the same word (the question's words are right); traffic light, stop sign, kite and book have none
+that is a physical object (a signal, a possession, a writing), and hallucination.py refuses them with
+its reason.
+A category is never claimed absent from an image whose own VG objects carry one of its
 blocking synsets (VG may annotate a cup COCO missed), nor where its label is among the image's labels
 (absence.py's anti-join).
 """
