@@ -17,8 +17,8 @@ Bases of absent objects, strongest first (``ABSENT_OBJECT_BASES``; every name in
   of its config has a taxonomy of its own, the COCO categories not annotated on it (coco_taxonomy.py;
   evidence ``{"taxonomy": "coco", "coco_id": ..., "classes": 80}``), which takes the place of its source's.
 - ``review``: a human decision imported from review (annotation_exports); evidence the decision id.
-- ``detector``: a detector's negative at a stated threshold (reserved: the proposals stage does not
-  yet record which prompted classes found no box before its filters, so none is made here).
+- ``detector``: a detector's negative at a stated threshold: a class the proposals stage prompted and
+  found no box for (detector_negatives.py, applied after ``absent_labels``).
 - ``cooccurrence`` (weakest): the label is improbable for the scene by corpus co-occurrence:
   among the n images sharing a label with this one, k hold it, and the rule-of-succession
   estimate (k + 1) / (n + 2) is below ``absence_probability``; evidence the estimate, threshold,

@@ -81,7 +81,7 @@ RULE_FILES = (ATTRIBUTES_FILE, UNCOUNTABLE_FILE, TEMPLATES_DIR / "grounded" / "w
               Path(__file__), *(Path(__file__).with_name(n) for n in ("hallucination.py", "hallucination_attribute.py",
                                                                      "hallucination_relation.py", "absence.py",
                                                                      "position_identification.py", "cooccurrence.py",
-                                                                     "coco_taxonomy.py")),
+                                                                     "coco_taxonomy.py", "detector_negatives.py")),
               Path(absence_bases.__file__), DATA_DIR / "coco_categories.tsv")
 
 

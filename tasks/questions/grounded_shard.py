@@ -22,6 +22,7 @@ from reasonvqa.tasks.questions.grounded import (STAGE, add_rejects, form_weights
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.absence import absent_labels
 from reasonvqa.tasks.questions.coco_taxonomy import image_taxonomies
+from reasonvqa.tasks.questions.detector_negatives import negatives_part, read_negatives, with_detector_negatives
 from reasonvqa.tasks.questions.hallucination import hallucination_candidates
 from reasonvqa.tasks.questions.hallucination_attribute import attribute_candidates
 from reasonvqa.tasks.questions.hallucination_relation import predicate_index, relation_candidates
@@ -36,14 +37,15 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
                       regions: pa.Table, corpus: pa.Table, config: GroundedConfig, shard: int,
                       source_file: str = "regions", *, relations: pa.Table | None = None,
                       corpus_relations: pa.Table | None = None, taxonomies: dict[str, list[str]] | None = None,
-                      coco: pa.Table | None = None) -> StageResult:
+                      coco: pa.Table | None = None, negatives: pa.Table | None = None) -> StageResult:
     """Grounded questions of one shard whose every region is in ``regions`` (see ``shard_regions``).
 
     ``corpus`` holds (image_id, label) of every image of the build, for absent-object candidates;
     ``relations`` the shard's annotated relations and ``corpus_relations`` the build's predicate
     counts (hallucination_relation.corpus_relation_counts), for impossible-relation candidates;
     ``taxonomies`` the labels each source kind annotates exhaustively (absence.corpus_taxonomies); ``coco`` the
-    COCO categories of the VG images that are COCO images (coco_taxonomy.py), a taxonomy of their own.
+    COCO categories of the VG images that are COCO images (coco_taxonomy.py), a taxonomy of their own;
+    ``negatives`` the proposals stage's detector negatives (detector_negatives.py).
     """
     rejects = Rejects(STAGE, shard)
     image_rows = {r["image_id"]: r for r in images.select(["image_id", "source", "width", "height"]).to_pylist()}
@@ -70,9 +72,11 @@ def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa
 
     unlabeled = unlabeled_images(regions)
     eligible = sorted(i for i in image_rows if i not in unlabeled)
+    own = image_taxonomies(coco, objects)
     absent = absent_labels(corpus, eligible, config.hallucination_candidates_per_image, taxonomies or {},
-                           config.absence_probability, config.absence_min_label_images,
-                           image_taxonomies=image_taxonomies(coco, objects))
+                           config.absence_probability, config.absence_min_label_images, image_taxonomies=own)
+    absent = with_detector_negatives(absent, negatives, {i for i in eligible if i not in own and
+                                                         image_rows[i]["source"] not in (taxonomies or {})})
     labels: dict[str, set[str]] = {}
     for image_id, label in zip(corpus["image_id"].to_pylist(), corpus["label"].to_pylist()):
         labels.setdefault(image_id, set()).add(label)
@@ -114,7 +118,7 @@ def grounded_for_shard(images: pa.Table, objects: pa.Table, attributes: pa.Table
     regions = shard_regions(objects, attributes, source_regions, proposals)
     return generate_grounded(images, objects, attributes, regions, pq.read_table(corpus_path), config, shard, source_file,
                              relations=relations, corpus_relations=pq.read_table(corpus_relations_path), taxonomies=taxonomies,
-                             coco=_coco_of(coco_path, images))
+                             coco=_coco_of(coco_path, images), negatives=read_negatives(negatives_part(proposals_file)))
 
 
 def _coco_of(path: Path | None, images: pa.Table) -> pa.Table | None:
