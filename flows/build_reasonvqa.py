@@ -40,6 +40,7 @@ from reasonvqa.tasks.questions.grounded_stage import GroundedStage, grounded_con
 from reasonvqa.tasks.questions.grounded_vlm import GroundedVLMStage
 from reasonvqa.tasks.questions.questions_stage import QuestionsStage, QuestionsStageConfig
 from reasonvqa.tasks.release.knowledge_source import SourceKnowledge, open_release_knowledge
+from reasonvqa.tasks.sources.coco_instances import write_coco_taxonomy
 from reasonvqa.tasks.sources.ingest import SourcesStage, SourceStageConfig, source_stage_dir, unit_dir
 
 
@@ -111,8 +112,9 @@ def _build_in(config: BuildConfig, out_dir: Path, work_dir: Path, inputs: dict[s
     extra_pools: list[pa.Table] = []
     grounding = None
     if config.grounded.enabled:
+        coco = write_coco_taxonomy([s for s in config.sources if s.kind == "vg"], work_dir / "coco_taxonomy.parquet")
         grounding = start_stage(GroundedStage, grounded_config(config.grounded, shards, work_dir, proposals_dir,
-                                                               exhaustive_labels(config)), work_dir / "grounded", shards)
+                                                               exhaustive_labels(config), coco), work_dir / "grounded", shards)
 
     properties = load_bank().property_ids(config.questions.domains)
     replay = replay_file(recorded.answers, work_dir) if recorded is not None else None

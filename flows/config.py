@@ -130,10 +130,13 @@ def load_config(path: Path) -> BuildConfig:
     raw = load_yaml(path.read_text(encoding="utf-8")) or {}
     cfg = BuildConfig.model_validate(raw)
     base = path.resolve().parent
-    for src in cfg.sources:  # every path field of the source's own config model
+    for src in cfg.sources:  # every path field (or list of paths) of the source's own config model
         for name in type(src).model_fields:
-            if isinstance(getattr(src, name), Path):
-                setattr(src, name, _resolve(base, getattr(src, name)))
+            value = getattr(src, name)
+            if isinstance(value, Path):
+                setattr(src, name, _resolve(base, value))
+            elif isinstance(value, list) and value and all(isinstance(v, Path) for v in value):
+                setattr(src, name, [_resolve(base, v) for v in value])
     knowledge = cfg.knowledge
     for name in ("mirror_entities", "wordnet_table", "cache_dir"):
         if getattr(knowledge, name) is not None:

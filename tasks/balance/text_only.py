@@ -11,9 +11,10 @@ with its number of questions and its chance:
 - ``answer_first_in_a_or_b``: questions "... A or B ...?" whose answer is one of the two options (its
   words occur on one side of the " or " only): the share answered by the first option. Chance 0.5,
   target 35-65 %.
-- ``masked_question_prior``: the most common train answer of the same masked question, scored on test
-  (a masked text not in train: the kind's most common train answer). Chance: the kind's most common
-  train answer alone, on the same test questions. Reported, not judged.
+- ``masked_question_prior``: a question is answered by the most common answer of the same masked question
+  among the other folds' questions (5 folds by image, train+test, as above; a masked text the other folds
+  lack: their most common answer of the kind). Chance: the kind's most common answer of the other folds
+  alone, on the same questions. Reported, not judged.
 
 Ties are credited 1/k and every accuracy is the exact mean of its credits (``exact_mean``), so the report
 does not depend on how the released rows come in parts or their order. Hashes (masked texts, answers,
@@ -34,8 +35,7 @@ FOLDS = 5
 HALLUCINATION_MARGIN = 0.05  # issue 30: a text-only classifier no better than the majority rate + 5 points
 FIRST_OPTION_BAND = (0.35, 0.65)  # issue 30: the answer is the first option of "A or B" in 35-65 % of them
 TEXT_COLUMNS = ["question", "answer", "kind", "is_hallucination", "image_id"]
-_ROW = {"kind": pl.String, "masked": pl.UInt64, "halluc": pl.Boolean, "fold": pl.UInt8, "test": pl.Boolean,
-        "answer": pl.UInt64, "first": pl.Int8}
+_ROW = {"kind": pl.String, "masked": pl.UInt64, "halluc": pl.Boolean, "fold": pl.UInt8, "answer": pl.UInt64, "first": pl.Int8}
 
 
 def first_option(questions: pl.Series, answers: pl.Series) -> pl.Series:
@@ -54,16 +54,15 @@ def first_option(questions: pl.Series, answers: pl.Series) -> pl.Series:
 
 class TextOnly:
     """The compact per-row facts of every released part (kind, hashed masked question, hallucination flag, image
-    fold, split, hashed answer, A-or-B side), and the per-kind report once every part is in."""
+    fold, hashed answer, A-or-B side), and the per-kind report once every part is in."""
 
     def __init__(self) -> None:
         self.parts: list[pl.DataFrame] = []
 
     def add(self, train: pa.Table, test: pa.Table) -> None:
-        for table, is_test in ((train, False), (test, True)):
+        for table in (train, test):
             if table.num_rows and "question" in table.column_names and "answer" in table.column_names:
-                self.parts.append(_rows(cast(pl.DataFrame, pl.from_arrow(table.select([c for c in TEXT_COLUMNS if c in table.column_names]))),
-                                        is_test))
+                self.parts.append(_rows(cast(pl.DataFrame, pl.from_arrow(table.select([c for c in TEXT_COLUMNS if c in table.column_names])))))
 
     def report(self) -> dict:
         rows = pl.concat(self.parts) if self.parts else pl.DataFrame(schema=_ROW)
@@ -77,7 +76,7 @@ class TextOnly:
         return {"kinds": out, "closed_class_words": sorted(CLOSED_CLASS), "folds": FOLDS}
 
 
-def _rows(frame: pl.DataFrame, is_test: bool) -> pl.DataFrame:
+def _rows(frame: pl.DataFrame) -> pl.DataFrame:
     """The compact facts of one part's rows (masked texts computed once per distinct question)."""
     distinct = frame.select(pl.col("question").unique())
     distinct = distinct.with_columns(masked=masked(distinct["question"]).hash(seed=0))
@@ -89,7 +88,6 @@ def _rows(frame: pl.DataFrame, is_test: bool) -> pl.DataFrame:
         "masked": frame["masked"],
         "halluc": column("is_hallucination", pl.Boolean),
         "fold": (column("image_id", pl.String).hash(seed=1) % FOLDS).cast(pl.UInt8),
-        "test": pl.Series([is_test] * n, dtype=pl.Boolean),
         "answer": frame["answer"].hash(seed=0),
         "first": first_option(frame["question"].fill_null(""), frame["answer"].fill_null("")),
     }, schema=_ROW)
@@ -149,23 +147,35 @@ def answer_first(rows: pl.DataFrame) -> dict | None:
 
 
 def masked_prior(rows: pl.DataFrame) -> dict | None:
-    """The most common train answer of each masked question, scored on test; None without train or test rows."""
-    train, test = rows.filter(~pl.col("test")), rows.filter(pl.col("test"))
-    if not train.height or not test.height:
+    """The most common answer of each masked question among the other folds' questions, 5 folds by image, on
+    train+test; None when the kind's questions lie in one fold only (no other folds to learn from)."""
+    parts = [_prior_credits(rows.filter(pl.col("fold") != f), rows.filter(pl.col("fold") == f))
+             for f in range(FOLDS)]
+    scored = pl.concat(parts)
+    if not scored.height:
         return None
-    pairs = train.group_by("masked", "answer").agg(c=pl.len())
+    return {"accuracy": exact_mean(scored["credit"]), "n": scored.height, "chance": exact_mean(scored["chance"]),
+            "chance_is": "the kind's most common answer of the other folds", "coverage": exact_mean(scored["seen"]),
+            "scored_on": "train+test, folds by image"}
+
+
+def _prior_credits(learn: pl.DataFrame, scored: pl.DataFrame) -> pl.DataFrame:
+    """Per scored row: the credit of the learned rows' most common answer of its masked text (a masked text they do
+    not hold: their most common answer), the credit of their most common answer alone, and whether the text was
+    seen; ties credited 1/k. Empty when either side is."""
+    if not learn.height or not scored.height:
+        return pl.DataFrame(schema={"credit": pl.Float64, "chance": pl.Float64, "seen": pl.Float64})
+    pairs = learn.group_by("masked", "answer").agg(c=pl.len())
     top = pairs.filter(pl.col("c") == pl.col("c").max().over("masked"))
     ties = top.group_by("masked").agg(k=pl.len())
-    overall = train.group_by("answer").agg(c=pl.len())
+    overall = learn.group_by("answer").agg(c=pl.len())
     overall_top = overall.filter(pl.col("c") == pl.col("c").max())
     k_all = overall_top.height
-    seen = test.join(ties, on="masked", how="left")
+    seen = scored.join(ties, on="masked", how="left")
     hit = seen.join(top.select("masked", "answer", hit=pl.lit(True)), on=["masked", "answer"], how="left")
     base = hit.join(overall_top.select("answer", base=pl.lit(True)), on="answer", how="left")
-    credit = base.select(
-        pl.when(pl.col("k").is_null()).then(pl.when(pl.col("base")).then(1.0 / k_all).otherwise(0.0))
-        .otherwise(pl.when(pl.col("hit")).then(1.0 / pl.col("k")).otherwise(0.0))).to_series()
-    chance = base.select(pl.when(pl.col("base")).then(1.0 / k_all).otherwise(0.0)).to_series()
-    return {"accuracy": exact_mean(credit), "n": test.height, "chance": exact_mean(chance),
-            "chance_is": "the kind's most common train answer", "coverage": exact_mean(
-                seen.select(pl.col("k").is_not_null().cast(pl.Float64)).to_series()), "scored_on": "test"}
+    chance = pl.when(pl.col("base")).then(1.0 / k_all).otherwise(0.0)
+    return base.select(
+        credit=pl.when(pl.col("k").is_null()).then(chance).otherwise(pl.when(pl.col("hit")).then(1.0 / pl.col("k"))
+                                                                     .otherwise(0.0)),
+        chance=chance, seen=pl.col("k").is_not_null().cast(pl.Float64))

@@ -9,7 +9,7 @@ of the original image.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -29,6 +29,7 @@ class Detections:
     labels: list[str]  # class of each box, one of the prompt's classes
     scores: np.ndarray  # class score: max token probability inside the class's span
     box_scores: np.ndarray  # max token probability over the whole caption
+    best: dict[str, float] = field(default_factory=dict)  # per prompt class: its highest probability over every box
 
 
 def cxcywh_to_xyxy_pixels(boxes: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -117,4 +118,5 @@ class GroundingDinoDetector:
             labels=[prompt.classes[k] for k in assigned.label[keep]],
             scores=assigned.class_score[keep],
             box_scores=assigned.box_score[keep],
+            best={c: float(assigned.best[k]) for k, c in enumerate(prompt.classes)},
         )

@@ -109,11 +109,13 @@ def class_token_mask(prompt: Prompt, tokenizer: Any, max_text_len: int = MAX_TEX
 
 @dataclass(frozen=True)
 class ClassAssignment:
-    """Per box: class index, class score (max prob over the class's tokens), box score (max over all)."""
+    """Per box: class index, class score (max prob over the class's tokens), box score (max over all); per class:
+    ``best``, its highest token probability over every box (what a negative of that class reports)."""
 
     label: np.ndarray
     class_score: np.ndarray
     box_score: np.ndarray
+    best: np.ndarray
 
 
 def assign_classes(probs: np.ndarray, mask: np.ndarray) -> ClassAssignment:
@@ -126,4 +128,5 @@ def assign_classes(probs: np.ndarray, mask: np.ndarray) -> ClassAssignment:
     per_class = np.where(mask[None, :, :], probs[:, None, :], -np.inf).max(axis=2)  # (boxes, classes)
     label = per_class.argmax(axis=1) if len(mask) else np.zeros(len(probs), dtype=np.int64)
     class_score = per_class[np.arange(len(probs)), label] if len(mask) else np.zeros(len(probs))
-    return ClassAssignment(label, class_score, probs.max(axis=1) if probs.size else np.zeros(len(probs)))
+    best = per_class.max(axis=0) if len(probs) else np.zeros(len(mask))
+    return ClassAssignment(label, class_score, probs.max(axis=1) if probs.size else np.zeros(len(probs)), best)

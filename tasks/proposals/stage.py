@@ -34,6 +34,9 @@ from reasonvqa.tasks.proposals.tagging import TagRequest, apply_stop_list, load_
 
 NMS_SUPPRESSED = "nms_suppressed"
 IMAGE_UNREADABLE = "image_unreadable"
+# the prompted classes of an image that no box reached the box threshold for: a detector's negative
+NEGATIVES = pa.schema([("image_id", pa.string()), ("label", pa.string()), ("best_score", pa.float64()),
+                       ("threshold", pa.float64()), ("model", pa.string())])
 
 
 class ProposalsStage(Stage):
@@ -43,6 +46,7 @@ class ProposalsStage(Stage):
     resources = Resources(device="cpu", memory_mb=4000)
     # a shard without objects reads an empty objects table; ``root`` is one row naming the image folder
     inputs = {"images": schemas.IMAGES, "objects": schemas.OBJECTS, "root": pa.schema([("root", pa.string())])}
+    outputs = {"regions": schemas.REGIONS, "negatives": NEGATIVES}
 
     def __init__(self, config: ProposalsConfig, device: str | None = None) -> None:
         super().__init__(config, device or config.device)
@@ -77,6 +81,7 @@ class ProposalsStage(Stage):
         items = image_items(inputs["images"], inputs.get("objects"), root)
         rejects = Rejects(self.name, ctx.shard)
         rows: list[dict] = []
+        negatives: list[dict] = []
         stats: Counter[str] = Counter()
         per_call = self.config.images_per_call
         cache = ctx.cache
@@ -89,13 +94,16 @@ class ProposalsStage(Stage):
                 result = cache.call("proposals", key, functools.partial(self.propose, batch))
                 for image in result:
                     rows += image["regions"]
+                    negatives += image.get("negatives", [])  # a call cached before negatives were recorded: none
                     for drop in image["drops"]:
                         rejects.add(drop["reason"], drop["source"], drop["record"])
                     stats.update(image["stats"])
         rows.sort(key=lambda r: r["region_id"])
         table = schemas.from_rows(rows, schemas.REGIONS)
+        negatives.sort(key=lambda r: (r["image_id"], r["label"]))
         rows_in = stats["candidates"] + stats["images_unreadable"]
-        return StageResult({"regions": table}, rejects, rows_in=rows_in,
+        return StageResult({"regions": table, "negatives": pa.Table.from_pylist(negatives, schema=NEGATIVES)}, rejects,
+                           rows_in=rows_in,
                            extra={"images": len(items), **dict(sorted(stats.items()))})
 
     # ---- one batch of images (one cached call) ---------------------------------------------
@@ -176,8 +184,23 @@ class ProposalsStage(Stage):
                                      "tagger": self.tagger.name}, sort_keys=True),
             })
         counts = Counter(d["reason"] for d in drops)
-        return {"regions": regions, "drops": drops,
-                "stats": {**stats, "candidates": len(boxes), "regions": len(regions), **counts}}
+        negatives = detector_negatives(item.image_id, found, set(labels.tolist()), self.config.detector.box_threshold,
+                                       self.detector.name)
+        return {"regions": regions, "drops": drops, "negatives": negatives,
+                "stats": {**stats, "candidates": len(boxes), "regions": len(regions), "negatives": len(negatives), **counts}}
+
+
+
+def detector_negatives(image_id: str, found: list, detected: set[str], threshold: float, model: str) -> list[dict]:
+    """The prompted classes of one image (``found``: its (prompt, Detections) of every pass) with no candidate box
+    (``detected``: the classes of its candidates) and no box probability reaching ``threshold``, each with the best
+    probability the detector gave it."""
+    best: dict[str, float] = {}
+    for _, d in found:
+        for label, score in d.best.items():
+            best[label] = max(best.get(label, 0.0), score)
+    return [{"image_id": image_id, "label": label, "best_score": round(score, 6), "threshold": threshold, "model": model}
+            for label, score in sorted(best.items()) if label not in detected and score < threshold]
 
 
 def _finite(value: float) -> float | None:

@@ -13,10 +13,12 @@ Bases of absent objects, strongest first (``ABSENT_OBJECT_BASES``; every name in
 - ``taxonomy``: the image's source annotates that class exhaustively (nuScenes' own categories,
   a source config's ``exhaustive_labels``); evidence ``{"taxonomy": <source kind>, "classes": n}``.
   Only classes of that taxonomy are ever claimed absent from such an image (never "no sidewalk"
-  on a nuScenes frame).
+  on a nuScenes frame). A Visual Genome image that is a COCO image found in the COCO instances files
+  of its config has a taxonomy of its own, the COCO categories not annotated on it (coco_taxonomy.py;
+  evidence ``{"taxonomy": "coco", "coco_id": ..., "classes": 80}``), which takes the place of its source's.
 - ``review``: a human decision imported from review (annotation_exports); evidence the decision id.
-- ``detector``: a detector's negative at a stated threshold (reserved: the proposals stage does not
-  yet record which prompted classes found no box before its filters, so none is made here).
+- ``detector``: a detector's negative at a stated threshold: a class the proposals stage prompted and
+  found no box for (detector_negatives.py, applied after ``absent_labels``).
 - ``cooccurrence`` (weakest): the label is improbable for the scene by corpus co-occurrence:
   among the n images sharing a label with this one, k hold it, and the rule-of-succession
   estimate (k + 1) / (n + 2) is below ``absence_probability``; evidence the estimate, threshold,
@@ -42,6 +44,7 @@ from typing import cast
 import polars as pl
 import pyarrow as pa
 
+from reasonvqa.tasks.questions.coco_taxonomy import ImageTaxonomy
 from reasonvqa.tasks.questions.cooccurrence import Cooccurrence
 
 ROW_BUDGET = 5_000_000  # co-occurrence score rows held at once (absent_labels)
@@ -78,7 +81,8 @@ def _stable_rank(values: list[str], salt: str) -> list[int]:
 
 
 def absent_labels(corpus: pa.Table, images: list[str], per_image: int, taxonomies: dict[str, list[str]],
-                  threshold: float, min_label_images: int = 2) -> dict[str, list[AbsentLabel]]:
+                  threshold: float, min_label_images: int = 2, *,
+                  image_taxonomies: dict[str, ImageTaxonomy] | None = None) -> dict[str, list[AbsentLabel]]:
     """image -> labels to claim absent, each with its basis (see the module docstring), at most ``3 * per_image``
     per basis: taxonomy classes (most co-occurring first) for images of a source with a taxonomy; else the most
     co-occurring labels (unbased) and labels improbable for the scene (``cooccurrence``, drawn in a stable hash
@@ -86,6 +90,7 @@ def absent_labels(corpus: pa.Table, images: list[str], per_image: int, taxonomie
 
     ``corpus`` holds (image_id, label) of every image of the build (regions.image_labels). Labels present in the
     image (exactly) are never returned; the caller checks whole-word containment (hallucination.is_absent).
+    ``image_taxonomies``: image -> a taxonomy of its own (coco_taxonomy.image_taxonomies), before its source's.
     """
     if corpus.num_rows == 0 or not images or per_image == 0:
         return {}
@@ -98,29 +103,31 @@ def absent_labels(corpus: pa.Table, images: list[str], per_image: int, taxonomie
     out: dict[str, list[AbsentLabel]] = {}
     for start in range(0, len(images), step):
         out.update(_absent_chunk(pairs, common, cooccurrence, images[start:start + step], 3 * per_image, taxonomies,
-                                 threshold))
+                                 threshold, image_taxonomies or {}))
     return out
 
 
 def _absent_chunk(pairs: pl.DataFrame, common: pl.DataFrame, cooccurrence: Cooccurrence, images: list[str], cap: int,
-                  taxonomies: dict[str, list[str]], threshold: float) -> dict[str, list[AbsentLabel]]:
+                  taxonomies: dict[str, list[str]], threshold: float,
+                  own: dict[str, ImageTaxonomy]) -> dict[str, list[AbsentLabel]]:
     """``absent_labels`` for some of the images."""
     mine = pairs.filter(pl.col("image_id").is_in(images))
     # the images of the corpus that share a label with each of ours (n), and how many of them hold each label (k)
     scenes, scores = cooccurrence.scenes_and_scores(images)
     out: dict[str, list[AbsentLabel]] = {}
-    with_taxonomy = [i for i in images if source_of(i) in taxonomies]
+    with_taxonomy = [i for i in images if source_of(i) in taxonomies or i in own]
     if with_taxonomy:
-        classes = pl.DataFrame([(i, label) for i in with_taxonomy for label in taxonomies[source_of(i)]],
+        classes = pl.DataFrame([(i, label) for i in with_taxonomy
+                                for label in (own[i].labels if i in own else taxonomies[source_of(i)])],
                                schema={"image_id": pl.String, "label": pl.String}, orient="row")
         ranked = (classes.join(mine, on=["image_id", "label"], how="anti").join(scores, on=["image_id", "label"], how="left")
                   .with_columns(pl.col("k").fill_null(0)).sort(["image_id", "k", "label"], descending=[False, True, False])
                   .group_by("image_id", maintain_order=True).head(cap))
         for image_id, label in ranked.select("image_id", "label").iter_rows():
             kind = source_of(image_id)
-            out.setdefault(image_id, []).append(
-                AbsentLabel(label, "taxonomy", {"taxonomy": kind, "classes": len(taxonomies[kind])}))
-    others = [i for i in images if source_of(i) not in taxonomies]
+            evidence = own[image_id].evidence if image_id in own else {"taxonomy": kind, "classes": len(taxonomies[kind])}
+            out.setdefault(image_id, []).append(AbsentLabel(label, "taxonomy", evidence))
+    others = [i for i in images if source_of(i) not in taxonomies and i not in own]
     if not others:
         return out
     improbable = _improbable(common, mine, scenes, scores, others, cap, threshold)

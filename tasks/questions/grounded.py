@@ -41,7 +41,7 @@ import pyarrow as pa
 from reasonvqa.yaml_files import load_yaml
 from reasonvqa import absence_bases, schemas
 from reasonvqa.absence_bases import evidence_text
-from reasonvqa.paths import TEMPLATES_DIR
+from reasonvqa.paths import DATA_DIR, TEMPLATES_DIR
 from reasonvqa.stage import Rejects
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.regions import Region, box_iou
@@ -81,8 +81,9 @@ def attribute_words() -> dict[str, str]:
 RULE_FILES = (ATTRIBUTES_FILE, UNCOUNTABLE_FILE, TEMPLATES_DIR / "grounded" / "wrong_attributes.yaml", TEMPLATES_DIR / "grounded" / "relations.yaml",
               Path(__file__), *(Path(__file__).with_name(n) for n in ("hallucination.py", "hallucination_attribute.py",
                                                                      "hallucination_relation.py", "absence.py",
-                                                                     "position_identification.py", "cooccurrence.py")),
-              Path(absence_bases.__file__))
+                                                                     "position_identification.py", "cooccurrence.py",
+                                                                     "coco_taxonomy.py", "detector_negatives.py")),
+              Path(absence_bases.__file__), DATA_DIR / "coco_categories.tsv")
 
 
 @lru_cache(maxsize=1)

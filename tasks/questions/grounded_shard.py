@@ -23,6 +23,8 @@ from reasonvqa.tasks.questions.grounded import (STAGE, add_rejects, form_weights
                                                 references, reject_table, to_rows)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.absence import absent_labels
+from reasonvqa.tasks.questions.coco_taxonomy import image_taxonomies
+from reasonvqa.tasks.questions.detector_negatives import negatives_part, read_negatives, with_detector_negatives
 from reasonvqa.tasks.questions.hallucination import hallucination_candidates
 from reasonvqa.tasks.questions.hallucination_attribute import attribute_candidates
 from reasonvqa.tasks.questions.hallucination_relation import predicate_index, relation_candidates
@@ -36,24 +38,28 @@ from reasonvqa.work_files import present
 def generate_grounded(images: pa.Table, objects: pa.Table | None, attributes: pa.Table | None,
                       regions: pa.Table, corpus: pa.Table, config: GroundedConfig, shard: int,
                       source_file: str = "regions", *, relations: pa.Table | None = None,
-                      corpus_relations: pa.Table | None = None, taxonomies: dict[str, list[str]] | None = None) -> StageResult:
+                      corpus_relations: pa.Table | None = None, taxonomies: dict[str, list[str]] | None = None,
+                      coco: pa.Table | None = None, negatives: pa.Table | None = None) -> StageResult:
     """Grounded questions of one shard whose every region is in ``regions`` (see ``shard_regions``).
 
     ``corpus`` holds (image_id, label) of every image of the build, for absent-object candidates;
     ``relations`` the shard's annotated relations and ``corpus_relations`` the build's predicate
     counts (hallucination_relation.corpus_relation_counts), for impossible-relation candidates;
-    ``taxonomies`` the labels each source kind annotates exhaustively (absence.corpus_taxonomies).
+    ``taxonomies`` the labels each source kind annotates exhaustively (absence.corpus_taxonomies); ``coco`` the
+    COCO categories of the VG images that are COCO images (coco_taxonomy.py), a taxonomy of their own;
+    ``negatives`` the proposals stage's detector negatives (detector_negatives.py).
     The cyclic GC is paused meanwhile (reasonvqa/gc_pause.py): the candidates are many small objects without
     cycles, and the collector re-scanning them all took about a fifth of the stage's time.
     """
     with gc_paused():
         return _generate(images, objects, attributes, regions, corpus, config, shard, source_file, relations,
-                         corpus_relations, taxonomies)
+                         corpus_relations, taxonomies, coco, negatives)
 
 
 def _generate(images: pa.Table, objects: pa.Table | None, attributes: pa.Table | None, regions: pa.Table,
               corpus: pa.Table, config: GroundedConfig, shard: int, source_file: str, relations: pa.Table | None,
-              corpus_relations: pa.Table | None, taxonomies: dict[str, list[str]] | None) -> StageResult:
+              corpus_relations: pa.Table | None, taxonomies: dict[str, list[str]] | None, coco: pa.Table | None,
+              negatives: pa.Table | None) -> StageResult:
     rejects = Rejects(STAGE, shard)
     image_rows = {r["image_id"]: r for r in images.select(["image_id", "source", "width", "height"]).to_pylist()}
     by_image = regions_by_image(regions)
@@ -79,8 +85,11 @@ def _generate(images: pa.Table, objects: pa.Table | None, attributes: pa.Table |
 
     unlabeled = unlabeled_images(regions)
     eligible = sorted(i for i in image_rows if i not in unlabeled)
+    own = image_taxonomies(coco, objects)
     absent = absent_labels(corpus, eligible, config.hallucination_candidates_per_image, taxonomies or {},
-                           config.absence_probability, config.absence_min_label_images)
+                           config.absence_probability, config.absence_min_label_images, image_taxonomies=own)
+    absent = with_detector_negatives(absent, negatives, {i for i in eligible if i not in own and
+                                                         image_rows[i]["source"] not in (taxonomies or {})})
     labels: dict[str, set[str]] = {}
     mine = corpus.filter(pc.is_in(corpus["image_id"], pa.array(eligible, pa.string())))  # not the whole build's, per shard
     for image_id, label in zip(mine["image_id"].to_pylist(), mine["label"].to_pylist()):
@@ -116,12 +125,21 @@ def _generate(images: pa.Table, objects: pa.Table | None, attributes: pa.Table |
 def grounded_for_shard(images: pa.Table, objects: pa.Table, attributes: pa.Table, relations: pa.Table,
                        source_regions: pa.Table, proposals_file: Path | None, corpus_path: Path,
                        corpus_relations_path: Path, config: GroundedConfig, shard: int, source_file: str,
-                       taxonomies: dict[str, list[str]] | None = None) -> StageResult:
-    """Read the shard's proposal regions (if the proposals stage wrote any) and generate."""
+                       taxonomies: dict[str, list[str]] | None = None, coco_path: Path | None = None) -> StageResult:
+    """Read the shard's proposal regions (if the proposals stage wrote any) and the COCO categories of its images
+    (when a VG config names COCO instances files), and generate."""
     proposals = pq.read_table(proposals_file) if proposals_file is not None and present(proposals_file) else None
     regions = shard_regions(objects, attributes, source_regions, proposals)
     return generate_grounded(images, objects, attributes, regions, pq.read_table(corpus_path), config, shard, source_file,
-                             relations=relations, corpus_relations=pq.read_table(corpus_relations_path), taxonomies=taxonomies)
+                             relations=relations, corpus_relations=pq.read_table(corpus_relations_path), taxonomies=taxonomies,
+                             coco=_coco_of(coco_path, images), negatives=read_negatives(negatives_part(proposals_file)))
+
+
+def _coco_of(path: Path | None, images: pa.Table) -> pa.Table | None:
+    """The rows of the build's COCO category table (coco_instances.COCO_TAXONOMY) for the shard's images."""
+    if path is None:
+        return None
+    return pq.read_table(path, filters=[("image_id", "in", images["image_id"].to_pylist())]) if images.num_rows else None
 
 
 def proposals_part(proposals_dir: Path | None, shard: int) -> Path | None:

@@ -54,19 +54,21 @@ class GroundedStageConfig(BaseModel):
     corpus: Path
     corpus_relations: Path
     taxonomies: dict[str, list[str]] = {}
+    coco: Path | None = None  # the COCO categories of VG images that are COCO images (tasks/sources/coco_instances.py)
 
 
 def grounded_config(config: GroundedConfig, shards: list[SourceShard], work_dir: Path, proposals_dir: Path | None,
-                    exhaustive: dict[str, list[str] | None] | None = None) -> GroundedStageConfig:
+                    exhaustive: dict[str, list[str] | None] | None = None, coco: Path | None = None) -> GroundedStageConfig:
     """Write the corpus files once and return the stage's config.
 
     ``exhaustive``: source kind -> the labels it annotates exhaustively (None: its own categories, the labels
-    its images carry in the corpus); absence.corpus_taxonomies resolves it once for every shard."""
+    its images carry in the corpus); absence.corpus_taxonomies resolves it once for every shard. ``coco``: the
+    COCO category table of the build's VG images, if a VG config names COCO instances files."""
     corpus = write_corpus_labels(shards, proposals_dir, work_dir / "corpus_labels.parquet")
     corpus_relations = write_corpus_relations(shards, work_dir / "corpus_relations.parquet")
     taxonomies = corpus_taxonomies(pq.read_table(corpus), exhaustive or {}) if exhaustive else {}
     return GroundedStageConfig(rules=config, proposals_dir=proposals_dir, corpus=corpus,
-                               corpus_relations=corpus_relations, taxonomies=taxonomies)
+                               corpus_relations=corpus_relations, taxonomies=taxonomies, coco=coco)
 
 
 class GroundedStage(Stage):
@@ -86,7 +88,7 @@ class GroundedStage(Stage):
         return grounded_for_shard(
             inputs["images"], inputs["objects"], inputs["attributes"], inputs["relations"], inputs["regions"],
             proposals_part(config.proposals_dir, shard.number), config.corpus, config.corpus_relations,
-            config.rules, shard.number, source_file, config.taxonomies)
+            config.rules, shard.number, source_file, config.taxonomies, config.coco)
 
 
 def grounded_results(stage_dir: Path) -> tuple[pa.Table, pa.Table]:

@@ -270,7 +270,8 @@ _TEXT_ONLY = {  # bias.json text_only baseline -> (what it does, its value's key
                                    "outside a closed-class list masked; folds by image)", "accuracy",
                                    "at most chance + 5 points"),
     "answer_first_in_a_or_b": ("\"A or B\" questions answered by their first option", "share_first", "35% - 65%"),
-    "masked_question_prior": ("the most common train answer of the same masked question (test)", "accuracy", "-"),
+    "masked_question_prior": ("the most common answer of the same masked question in the other folds (folds by "
+                              "image)", "accuracy", "-"),
 }
 
 
@@ -286,7 +287,7 @@ def text_only_section(text_only: dict) -> list[str]:
     if not rows:
         return []
     return ["", "Text-only baselines per kind: what the question's wording alone tells (chance: the majority class, "
-            "0.5 for the first option, the kind's most common train answer for the prior).", "",
+            "0.5 for the first option, the kind's most common answer of the other folds for the prior).", "",
             "| kind | baseline | accuracy or share | questions | chance | target | target met |",
             "| --- | --- | ---: | ---: | ---: | --- | --- |", *rows]
 

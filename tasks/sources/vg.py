@@ -15,13 +15,17 @@ tasks/sources/vg_shard.py; file alignment: tasks/sources/vg_merge.py.
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, ClassVar, Iterator, Literal, NamedTuple
+
+from pydantic import Field
 
 from reasonvqa.gc_pause import gc_paused
 from reasonvqa.jsonstream import StreamFailure, iter_json_array
+from reasonvqa.snapshot import folder_snapshot_id
 from reasonvqa.sources import Source, SourceConfig, require_folder
 from reasonvqa.stage import RereadUnit, StageResult
 from reasonvqa.tasks.sources.ingest import ingest_unit
@@ -103,6 +107,17 @@ def read_image_index(path: Path) -> tuple[ImageIndex, StreamFailure | None]:
     return index, failures[0] if failures else None
 
 
+class VgConfig(SourceConfig):
+    """Visual Genome options: COCO instances files for the images that are COCO images."""
+
+    kind: Literal["vg"] = "vg"
+    # left out of dumps when empty, so configs (and their hashes) without it read as before it existed
+    coco_instances: list[Path] = Field(default_factory=list, exclude_if=lambda value: not value,
+                                       description="COCO instances files (instances_train2014.json, ...): images "
+                                       "with a coco_id found there may have a COCO category not annotated on them "
+                                       "claimed absent (basis taxonomy; tasks/sources/coco_instances.py).")
+
+
 class PartitionedPass(NamedTuple):
     """The unit value of a second read: files not in image_data order are partitioned first."""
 
@@ -113,6 +128,7 @@ class VgSource(Source):
     """Visual Genome v1.2/v1.4 folder: one work unit (the files are read front to back together)."""
 
     kind = "vg"
+    config_model: ClassVar[type[SourceConfig]] = VgConfig
     visual_domain = "mixed"  # everyday indoor and outdoor scenes (YFCC100M and MS-COCO images)
     license = "CC BY 4.0"
     redistributable = True
@@ -121,6 +137,15 @@ class VgSource(Source):
 
     def check(self, config: SourceConfig) -> None:
         locate_files(require_folder(config))
+        for path in self.typed(config).coco_instances:
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"COCO instances file not found: {path}")
+
+    def snapshot(self, config: SourceConfig) -> str:
+        """The files directly in ``path``, and the COCO instances files when the config names any."""
+        own = folder_snapshot_id(config.path, recursive=False)
+        coco = [folder_snapshot_id(Path(p)) for p in self.typed(config).coco_instances]
+        return own if not coco else "sha256:" + hashlib.sha256("\0".join([own, *coco]).encode()).hexdigest()
 
     def read(self, config: SourceConfig, unit: Any, shard_size: int) -> Iterator[StageResult]:
         """Shards of ``shard_size`` image_data rows; ``config.max_images`` keeps the first N rows

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -13,6 +15,13 @@ def test_yaml_config_resolves_relative_source_paths(tmp_path):
     assert cfg.sources[0].path == tmp_path / "vg"
     assert cfg.questions.domains == ["Places & Locations"]
     assert cfg.seed == 7 and cfg.split.train_ratio == 0.7
+
+
+def test_a_list_of_source_paths_resolves_too(tmp_path):
+    (tmp_path / "build.yaml").write_text("sources:\n  - {kind: vg, path: vg, coco_instances: [coco/instances_val2014.json, "
+                                         "/data/instances_train2014.json]}\n")
+    assert load_config(tmp_path / "build.yaml").sources[0].coco_instances == [
+        tmp_path / "coco" / "instances_val2014.json", Path("/data/instances_train2014.json")]
 
 
 def test_unknown_source_kind_is_refused(tmp_path):

@@ -52,17 +52,37 @@ def test_wording_that_gives_the_hallucination_away_is_caught_and_one_that_does_n
     assert report["chance"] == 0.75 and report["accuracy"] == 0.75 and report["check"] == "met"
 
 
-def test_a_or_b_position_and_the_masked_prior_with_their_chance():
+def test_a_or_b_position_with_its_chance():
     rows = [grounded(f"e{i}", f"vg:{i}", f"Is the cup{i} to the left or to the right of the box?",
                      "left" if i % 3 else "right", False) for i in range(120)]
     kinds = bias_report(*release(rows))["text_only"]["kinds"]["grounded"]
     first = kinds["answer_first_in_a_or_b"]
     assert (first["share_first"], first["n"], first["chance"], first["check"]) == (0.6667, 120, 0.5, "not_met")
-    prior = kinds["masked_question_prior"]
-    # one masked question whose train answers are 2/3 "left": the prior says "left", right on test 2/3 of the time
-    test_left = sum(1 for i in range(1, 120, 2) if i % 3) / 60
-    assert prior["n"] == 60 and prior["accuracy"] == round(test_left, 4) == prior["chance"] and prior["coverage"] == 1.0
     assert "hallucination_from_wording" not in kinds  # one class only
+
+
+def test_the_masked_prior_is_scored_on_every_question_by_the_other_folds():
+    # 80 images ask "left or right" (always "left"), 40 "above or below" (always "below"): whatever the folds, the
+    # other folds hold both masked texts with "left" the more common answer
+    rows = [grounded(f"g{i}", f"vg:{i}", f"Is the cup{i} to the left or to the right of the box?", "left", False)
+            for i in range(80)]
+    rows += [grounded(f"h{i}", f"vg:{i}", f"Is the lamp{i} above or below the box?", "below", False) for i in range(80, 120)]
+    # two masked texts of one question each: no other fold has them, the kind's most common answer ("left") is guessed
+    rows += [grounded("u1", "vg:1000", "Which thing is behind the box?", "left", False),
+             grounded("u2", "vg:1001", "What is in the middle of the image?", "up", False)]
+    prior = bias_report(*release(rows))["text_only"]["kinds"]["grounded"]["masked_question_prior"]
+    assert prior["n"] == 122  # train and test: every released question of the kind
+    assert prior["accuracy"] == round(121 / 122, 4)  # all 120 by their masked text, u1 by the kind's answer, u2 missed
+    assert prior["chance"] == round(81 / 122, 4)  # "left" alone: the 80 + u1
+    assert prior["coverage"] == round(120 / 122, 4) and prior["scored_on"] == "train+test, folds by image"
+
+
+def test_the_masked_prior_splits_a_tie_among_the_other_folds():
+    # one masked text; each image has one "left" and one "right" question, so every fold's complement ties: 1/2 each
+    rows = [grounded(f"t{i}{side}", f"vg:{i}", f"Is the cup{i} to the left or to the right of the box?", side, False)
+            for i in range(60) for side in ("left", "right")]
+    prior = bias_report(*release(rows))["text_only"]["kinds"]["grounded"]["masked_question_prior"]
+    assert (prior["n"], prior["accuracy"], prior["chance"], prior["coverage"]) == (120, 0.5, 0.5, 1.0)
 
 
 def test_the_report_does_not_depend_on_parts():

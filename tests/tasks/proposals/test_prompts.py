@@ -51,6 +51,7 @@ def test_class_is_the_argmax_over_class_spans_not_a_thresholded_sub_word(tokeniz
     assert result.label.tolist() == [0, 1, 1]
     assert result.class_score.tolist() == [0.9, 0.6, 0.1]
     assert result.box_score.tolist() == [0.9, 0.6, 0.95]
+    assert result.best.tolist() == [0.9, 0.6]  # each class's highest probability over the three boxes
 
 
 def test_passes_stay_under_the_limit_and_keep_every_tag(tokenizer):

@@ -16,7 +16,9 @@ pytest.importorskip("segment_anything")
 from reasonvqa import schemas  # noqa: E402
 from reasonvqa.stage_contract import run_stage_shard  # noqa: E402
 from reasonvqa.stage import read_table  # noqa: E402
-from reasonvqa.tasks.proposals.stage import ProposalsStage  # noqa: E402
+from reasonvqa.tasks.proposals.detector import Detections  # noqa: E402
+from reasonvqa.tasks.proposals.prompts import build_prompt  # noqa: E402
+from reasonvqa.tasks.proposals.stage import NEGATIVES, ProposalsStage, detector_negatives  # noqa: E402
 from reasonvqa.tasks.proposals.random_models import TINY_SAM, register_tiny_sam, tiny_proposals_config  # noqa: E402
 
 
@@ -85,6 +87,26 @@ def test_every_candidate_is_a_region_or_a_reject_with_its_reason(config, shard, 
     assert suppressed and all(s["suppressed_by"].startswith(s["image_id"] + "/p") for s in suppressed)
     assert all(r["region_id"].startswith(r["image_id"] + "/p") for r in rows)
     assert regions["region_id"].to_pylist() == sorted(regions["region_id"].to_pylist())
+
+
+def test_prompted_classes_no_box_reached_are_the_detectors_negatives():
+    # two passes over one image: "dog . man ." found a dog box; "cup ." and "man" never reached 0.35
+    first = Detections(np.array([[1.0, 2.0, 30.0, 40.0]]), ["dog"], np.array([0.5]), np.array([0.6]),
+                       best={"dog": 0.5, "man": 0.3})
+    second = Detections(np.zeros((0, 4)), [], np.zeros(0), np.zeros(0), best={"cup": 0.1234567, "man": 0.34})
+    dog_man, cup = build_prompt(["dog", "man"]), build_prompt(["cup"])
+    found = [(dog_man, first), (cup, second)]
+    assert detector_negatives("vg:1", found, {"dog"}, 0.35, "grounding_dino") == [
+        {"image_id": "vg:1", "label": "cup", "best_score": 0.123457, "threshold": 0.35, "model": "grounding_dino"},
+        {"image_id": "vg:1", "label": "man", "best_score": 0.34, "threshold": 0.35, "model": "grounding_dino"}]
+    # a class whose best probability reaches the threshold is no negative, though its box was filtered out
+    assert [r["label"] for r in detector_negatives("vg:1", found, {"dog"}, 0.34, "m")] == ["cup"]
+
+
+def test_the_stage_writes_its_negatives_table(config, shard, tmp_path):
+    run(config, shard, tmp_path / "low")  # zero thresholds: every prompted class has its boxes
+    table = read_table(tmp_path / "low", "negatives")
+    assert table.num_rows == 0 and table.schema.equals(NEGATIVES)
 
 
 def test_same_inputs_give_identical_bytes_and_a_finished_shard_is_not_redone(config, shard, tmp_path):

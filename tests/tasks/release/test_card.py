@@ -32,14 +32,14 @@ def test_card_shows_the_text_only_baselines_per_kind_with_n_and_chance():
                      "hallucination_from_wording": {"accuracy": 0.87, "n": 1200, "chance": 0.73, "check": "not_met"},
                      "answer_first_in_a_or_b": {"share_first": 0.52, "n": 310, "chance": 0.5, "check": "met"},
                      "masked_question_prior": {"accuracy": 0.21, "n": 360, "chance": 0.08}},
-        "template": {"questions": 90, "masked_question_prior": {"accuracy": 0.4, "n": 30, "chance": 0.1}}}}}
+        "template": {"questions": 90, "masked_question_prior": {"accuracy": 0.4, "n": 90, "chance": 0.1}}}}}
     card = render_card(name="r", version="1", splits=["train", "test"], counts={}, config_hash="h", inputs={},
                        stats_files={}, bias=bias)
     assert ("| grounded | hallucination or not, voted by the questions of the same wording (every word outside a "
             "closed-class list masked; folds by image) | 87.0% | 1200 | 73.0% | at most chance + 5 points | no |") in card
     assert '| grounded | "A or B" questions answered by their first option | 52.0% | 310 | 50.0% | 35% - 65% | yes |' in card
-    assert ("| template | the most common train answer of the same masked question (test) | 40.0% | 30 | 10.0% | - | "
-            "n/a |") in card
+    assert ("| template | the most common answer of the same masked question in the other folds (folds by image) | "
+            "40.0% | 90 | 10.0% | - | n/a |") in card
 
 
 def test_card_licenses_follow_the_sources_of_the_build():
