@@ -1,7 +1,8 @@
 """Text-only baselines per question kind (``bias.json`` ``text_only``): what a reader of the question alone gets.
 
 A dataset whose questions need the image must not be answerable from the wording. Three readers, each
-with its number of questions and its chance:
+with its number of questions and its chance, per kind and (kind ``all``, when a release has several kinds) over
+every released question together:
 
 - ``hallucination_from_wording``: every word outside ``CLOSED_CLASS`` (function words and the generic
   nouns of the templates) is masked, and a question is called a hallucination question when most
@@ -34,6 +35,7 @@ from reasonvqa.masked_questions import CLOSED_CLASS, masked
 FOLDS = 5
 HALLUCINATION_MARGIN = 0.05  # issue 30: a text-only classifier no better than the majority rate + 5 points
 FIRST_OPTION_BAND = (0.35, 0.65)  # issue 30: the answer is the first option of "A or B" in 35-65 % of them
+ALL_KINDS = "all"  # the entry of every released question together (beside the per-kind ones, when there are several)
 TEXT_COLUMNS = ["question", "answer", "kind", "is_hallucination", "image_id"]
 _ROW = {"kind": pl.String, "masked": pl.UInt64, "halluc": pl.Boolean, "fold": pl.UInt8, "answer": pl.UInt64, "first": pl.Int8}
 
@@ -67,13 +69,18 @@ class TextOnly:
     def report(self) -> dict:
         rows = pl.concat(self.parts) if self.parts else pl.DataFrame(schema=_ROW)
         self.parts = []
-        out = {}
-        for kind in sorted(rows["kind"].unique().to_list()):
-            mine = rows.filter(pl.col("kind") == kind)
-            entry = {"questions": mine.height, "hallucination_from_wording": hallucination_from_wording(mine),
-                     "answer_first_in_a_or_b": answer_first(mine), "masked_question_prior": masked_prior(mine)}
-            out[kind] = {k: v for k, v in entry.items() if v is not None}
+        kinds = sorted(rows["kind"].unique().to_list())
+        out = {kind: _baselines(rows.filter(pl.col("kind") == kind)) for kind in kinds}
+        if len(kinds) > 1:  # the release as a whole: every question, whatever its kind
+            out[ALL_KINDS] = _baselines(rows)
         return {"kinds": out, "closed_class_words": sorted(CLOSED_CLASS), "folds": FOLDS}
+
+
+def _baselines(rows: pl.DataFrame) -> dict:
+    """The three readers over ``rows`` (one kind's or the release's), those that apply."""
+    entry = {"questions": rows.height, "hallucination_from_wording": hallucination_from_wording(rows),
+             "answer_first_in_a_or_b": answer_first(rows), "masked_question_prior": masked_prior(rows)}
+    return {k: v for k, v in entry.items() if v is not None}
 
 
 def _rows(frame: pl.DataFrame) -> pl.DataFrame:

@@ -286,7 +286,8 @@ def text_only_section(text_only: dict) -> list[str]:
                             f"{_STATUS.get(b.get('check'), 'n/a')} |")
     if not rows:
         return []
-    return ["", "Text-only baselines per kind: what the question's wording alone tells (chance: the majority class, "
+    return ["", "Text-only baselines per kind (\"all\": every released question together): what the question's wording "
+            "alone tells (chance: the majority class, "
             "0.5 for the first option, the kind's most common answer of the other folds for the prior).", "",
             "| kind | baseline | accuracy or share | questions | chance | target | target met |",
             "| --- | --- | ---: | ---: | ---: | --- | --- |", *rows]

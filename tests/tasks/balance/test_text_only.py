@@ -94,3 +94,21 @@ def test_the_report_does_not_depend_on_parts():
     assert bias_report_parts(lambda: iter(parts))["text_only"] == whole
     assert set(whole["kinds"]["grounded"]) == {"questions", "hallucination_from_wording", "answer_first_in_a_or_b",
                                                "masked_question_prior"}
+
+
+def test_a_release_of_several_kinds_also_reports_every_question_together():
+    # 60 grounded "left or right" questions (answer "left") and 40 template questions (answer "Paris"), images 0-99
+    rows = [grounded(f"g{i}", f"vg:{i}", f"Is the cup{i} to the left or to the right of the box?", "left", False)
+            for i in range(60)]
+    rows += [dict(question_id=f"t{i}", image_id=f"gldv2:{i}", question="What is the capital of the country of this "
+                  "landmark?", answer="Paris", kind="template", n_hop=2) for i in range(60, 100)]
+    kinds = bias_report(*release(rows))["text_only"]["kinds"]
+    assert set(kinds) == {"grounded", "template", "all"}
+    together = kinds["all"]
+    assert together["questions"] == 100 and together["masked_question_prior"]["n"] == 100
+    # every masked text is held by other folds with one answer: all 100 right; "left" alone is right for 60
+    assert together["masked_question_prior"]["accuracy"] == 1.0 and together["masked_question_prior"]["chance"] == 0.6
+    assert together["answer_first_in_a_or_b"]["n"] == 60 == kinds["grounded"]["answer_first_in_a_or_b"]["n"]
+    assert kinds["template"]["masked_question_prior"]["n"] == 40
+    single = bias_report(*release(rows[:60]))["text_only"]["kinds"]
+    assert set(single) == {"grounded"}  # one kind: no "all" entry repeating it
