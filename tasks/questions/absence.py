@@ -17,14 +17,18 @@ Bases of absent objects, strongest first (``ABSENT_OBJECT_BASES``; every name in
 - ``review``: a human decision imported from review (annotation_exports); evidence the decision id.
 - ``detector``: a detector's negative at a stated threshold (reserved: the proposals stage does not
   yet record which prompted classes found no box before its filters, so none is made here).
-- ``cooccurrence`` (weakest): the label is improbable for the scene by corpus co-occurrence:
-  among the n images sharing a label with this one, k hold it, and the rule-of-succession
-  estimate (k + 1) / (n + 2) is below ``absence_probability``; evidence the estimate, threshold,
-  n and k. With few such images the estimate cannot fall below the threshold: no claim.
+- ``cooccurrence`` (weakest): the label is improbable for the scene by corpus co-occurrence
+  (tasks/questions/cooccurrence.py): of the C[s, s] corpus images holding a label s of this image, C[s, x]
+  also hold x; the estimate is the largest over the image's labels of the rule of succession
+  (C[s, x] + 1) / (C[s, s] + 2) (the label that most suggests x) and must be below ``absence_probability``;
+  evidence the estimate, threshold, that label ``given``, ``given_images`` = C[s, s] and ``with_label`` = C[s, x].
+  A label held by few images cannot push the estimate below the threshold: it gives every x at least
+  1 / (C[s, s] + 2), so an image holding a label of fewer than 1 / threshold - 2 images gets no such claim.
 
-The most co-occurring absent label (the label most likely present but unannotated) is still
-made for images without a taxonomy, with a null basis: set aside, exportable for review, and
-released once a reviewer confirms it (basis ``review``).
+The most co-occurring absent labels (those most likely present but unannotated: the same estimate, highest
+first, ties by label, only labels above the image's floor 1 / (min C[s, s] + 2), i.e. suggested by one of its
+labels) are still made for images without a taxonomy, with a null basis: set aside, exportable for review, and
+released once a reviewer confirms it (basis ``review``). Taxonomy classes are ranked by the same estimate.
 
 Bases of the other hallucination forms: wrong attributes ``annotated_attribute`` (the subject's
 annotated value of the asked family contradicts the asked word); impossible relations
@@ -44,7 +48,7 @@ import pyarrow as pa
 
 from reasonvqa.tasks.questions.cooccurrence import Cooccurrence
 
-ROW_BUDGET = 5_000_000  # co-occurrence score rows held at once (absent_labels)
+ROW_BUDGET = 5_000_000  # co-occurrence candidate rows held at once (absent_labels)
 
 
 @dataclass(frozen=True)
@@ -92,9 +96,10 @@ def absent_labels(corpus: pa.Table, images: list[str], per_image: int, taxonomie
     pairs = cast(pl.DataFrame, pl.from_arrow(corpus.select(["image_id", "label"]))).unique()
     common = _common_vocabulary(pairs, min_label_images)
     cooccurrence = Cooccurrence(pairs)
-    # up to one score row per label and image: a few images at a time, memory stays near ROW_BUDGET rows
-    # whatever the corpus size (the answer of each image is its own)
-    step = max(1, ROW_BUDGET // max(1, cooccurrence.labels.len()))
+    # per image at most (its labels) x (ranked prefix + taxonomy classes) candidate rows: a few images at a time,
+    # memory stays near ROW_BUDGET rows whatever the corpus size (the answer of each image is its own)
+    widest = max(1, cooccurrence.widest)
+    step = max(1, ROW_BUDGET // (widest * (3 * per_image + widest + max(map(len, taxonomies.values()), default=0))))
     out: dict[str, list[AbsentLabel]] = {}
     for start in range(0, len(images), step):
         out.update(_absent_chunk(pairs, common, cooccurrence, images[start:start + step], 3 * per_image, taxonomies,
@@ -106,15 +111,13 @@ def _absent_chunk(pairs: pl.DataFrame, common: pl.DataFrame, cooccurrence: Coocc
                   taxonomies: dict[str, list[str]], threshold: float) -> dict[str, list[AbsentLabel]]:
     """``absent_labels`` for some of the images."""
     mine = pairs.filter(pl.col("image_id").is_in(images))
-    # the images of the corpus that share a label with each of ours (n), and how many of them hold each label (k)
-    scenes, scores = cooccurrence.scenes_and_scores(images)
     out: dict[str, list[AbsentLabel]] = {}
     with_taxonomy = [i for i in images if source_of(i) in taxonomies]
     if with_taxonomy:
         classes = pl.DataFrame([(i, label) for i in with_taxonomy for label in taxonomies[source_of(i)]],
                                schema={"image_id": pl.String, "label": pl.String}, orient="row")
-        ranked = (classes.join(mine, on=["image_id", "label"], how="anti").join(scores, on=["image_id", "label"], how="left")
-                  .with_columns(pl.col("k").fill_null(0)).sort(["image_id", "k", "label"], descending=[False, True, False])
+        ranked = (cooccurrence.estimates(classes.join(mine, on=["image_id", "label"], how="anti"))
+                  .with_columns(pl.col("p").fill_null(0)).sort(["image_id", "p", "label"], descending=[False, True, False])
                   .group_by("image_id", maintain_order=True).head(cap))
         for image_id, label in ranked.select("image_id", "label").iter_rows():
             kind = source_of(image_id)
@@ -123,17 +126,17 @@ def _absent_chunk(pairs: pl.DataFrame, common: pl.DataFrame, cooccurrence: Coocc
     others = [i for i in images if source_of(i) not in taxonomies]
     if not others:
         return out
-    improbable = _improbable(common, mine, scenes, scores, others, cap, threshold)
-    for image_id, label, p, n, k in improbable:
+    improbable = _improbable(common, mine, cooccurrence, others, cap, threshold)
+    for image_id, label, p, given, given_images, with_label in improbable:
         out.setdefault(image_id, []).append(AbsentLabel(label, "cooccurrence", {
-            "probability": round(p, 6), "threshold": threshold, "scenes": n, "with_label": k,
-            "estimate": "(with_label + 1) / (scenes + 2) over the images sharing a label with this one"}))
+            "probability": round(p, 6), "threshold": threshold, "given": given, "given_images": given_images,
+            "with_label": with_label, "estimate": "(with_label + 1) / (given_images + 2): of the given_images corpus "
+                                                  "images holding the image's label given, with_label hold this one; "
+                                                  "the largest over the image's labels"}))
     # the most co-occurring absent labels: the ones most likely present but unannotated, so unbased
     based = pl.DataFrame([(i, label) for i, label, *_ in improbable], schema={"image_id": pl.String, "label": pl.String},
                          orient="row")
-    top = (scores.filter(pl.col("image_id").is_in(others)).join(mine, on=["image_id", "label"], how="anti")
-           .join(based, on=["image_id", "label"], how="anti")
-           .sort(["image_id", "k", "label"], descending=[False, True, False]).group_by("image_id", maintain_order=True).head(cap))
+    top = cooccurrence.ranked(others, cap).join(based, on=["image_id", "label"], how="anti", maintain_order="left")
     for image_id, label in top.select("image_id", "label").iter_rows():
         out.setdefault(image_id, []).append(AbsentLabel(label, None))
     return out
@@ -151,12 +154,14 @@ def _common_vocabulary(pairs: pl.DataFrame, min_label_images: int) -> pl.DataFra
                                                                size=pl.len().over("source"))
 
 
-def _improbable(common: pl.DataFrame, mine: pl.DataFrame, scenes: pl.DataFrame, scores: pl.DataFrame, images: list[str],
-                cap: int, threshold: float) -> list[tuple[str, str, float, int, int]]:
-    """(image, label, estimate, scenes, with label) of labels whose estimate is below ``threshold``: a window of
-    ``cap`` labels of the image's source vocabulary (``_common_vocabulary``), at a stable hash offset of the image,
-    in hash order."""
-    if common.is_empty():
+def _improbable(common: pl.DataFrame, mine: pl.DataFrame, cooccurrence: Cooccurrence, images: list[str], cap: int,
+                threshold: float) -> list[tuple[str, str, float, str, int, int]]:
+    """(image, label, estimate, given, given_images, with_label) of labels whose estimate is below ``threshold``: a
+    window of ``cap`` labels of the image's source vocabulary (``_common_vocabulary``), at a stable hash offset of
+    the image, in hash order."""
+    # an image whose floor (its rarest label's) is not below the threshold has no improbable label: skipped
+    images = [i for i, floor in zip(images, cooccurrence.floors(images)) if floor < threshold]
+    if common.is_empty() or not images:
         return []
     sizes = dict(common.group_by("source").agg(pl.first("size")).iter_rows())
     rows = []
@@ -167,12 +172,8 @@ def _improbable(common: pl.DataFrame, mine: pl.DataFrame, scenes: pl.DataFrame, 
         return []
     window = pl.DataFrame(rows, schema={"image_id": pl.String, "source": pl.String, "rank": pl.Int64, "at": pl.Int64},
                           orient="row")
-    found = (window.join(common.select("source", "rank", "label").with_columns(pl.col("rank").cast(pl.Int64)),
+    asked = (window.join(common.select("source", "rank", "label").with_columns(pl.col("rank").cast(pl.Int64)),
                          on=["source", "rank"])
-             .join(mine, on=["image_id", "label"], how="anti")
-             .join(scores, on=["image_id", "label"], how="left").join(scenes, on="image_id", how="left")
-             .with_columns(pl.col("k").fill_null(0), pl.col("n").fill_null(0))
-             .with_columns(p=(pl.col("k") + 1) / (pl.col("n") + 2))
-             .filter(pl.col("p") < threshold)
-             .sort(["image_id", "at"]))
-    return [(i, label, p, n, k) for i, label, p, n, k in found.select("image_id", "label", "p", "n", "k").iter_rows()]
+             .join(mine, on=["image_id", "label"], how="anti"))
+    found = cooccurrence.estimates(asked).filter(pl.col("p") < threshold).sort(["image_id", "at"])
+    return list(found.select("image_id", "label", "p", "given", "given_images", "with_label").iter_rows())
