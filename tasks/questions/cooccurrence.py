@@ -132,6 +132,14 @@ class Cooccurrence:
         starts = self.c.indptr[given]
         above = np.searchsorted(keys, given * (top + 2) + top - (self.held[given] + 2) // (least + 2), side="right") - starts
         taken = np.minimum(above, cap + lengths[owner])
+        # a full prefix holds ``cap`` labels not the image's at or above its last estimate, so the image's top ``cap``
+        # are at or above the largest such: cut every prefix there (a hair lower, never too short)
+        held = self.held[given] + 2
+        full = taken == cap + lengths[owner]
+        last = (counts[starts + np.maximum(taken, 1) - 1] + 1) / held
+        bound = np.maximum.reduceat(np.where(full, last, 0), np.cumsum(lengths) - lengths)[owner]
+        least_count = np.maximum(np.floor(bound * held * (1 - 1e-9)) - 1, 0).astype(np.int64)
+        taken = np.minimum(taken, np.searchsorted(keys, given * (top + 2) + top - least_count, side="right") - starts)
         at = _ranges(starts, taken)
         image_of, label = np.repeat(owner, taken), labels[at]
         n_labels = self.labels.len()
