@@ -40,15 +40,19 @@ annotated value of the asked family contradicts the asked word); impossible rela
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass, field
 from typing import cast
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from reasonvqa.tasks.questions.cooccurrence import Cooccurrence
 
 ROW_BUDGET = 5_000_000  # co-occurrence candidate rows held at once (absent_labels)
+_LAST: dict[tuple[int, int], Cooccurrence] = {}
+_LAST_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ def absent_labels(corpus: pa.Table, images: list[str], per_image: int, taxonomie
         return {}
     pairs = cast(pl.DataFrame, pl.from_arrow(corpus.select(["image_id", "label"]))).unique()
     common = _common_vocabulary(pairs, min_label_images)
-    cooccurrence = Cooccurrence(pairs)
+    cooccurrence = _cooccurrence(pairs)
     # per image at most (its labels) x (ranked prefix + taxonomy classes) candidate rows: a few images at a time,
     # memory stays near ROW_BUDGET rows whatever the corpus size (the answer of each image is its own)
     widest = max(1, cooccurrence.widest)
@@ -105,6 +109,17 @@ def absent_labels(corpus: pa.Table, images: list[str], per_image: int, taxonomie
         out.update(_absent_chunk(pairs, common, cooccurrence, images[start:start + step], 3 * per_image, taxonomies,
                                  threshold))
     return out
+
+
+def _cooccurrence(pairs: pl.DataFrame) -> Cooccurrence:
+    """The corpus's co-occurrence counts, kept for the next call of this process: every shard of a build reads the
+    same build-wide corpus, so a worker builds them once (keyed by the pairs' count and order-free row hash sum)."""
+    key = (pairs.height, int(pairs.hash_rows(seed=0).to_numpy().sum(dtype=np.uint64)))
+    with _LAST_LOCK:
+        if key not in _LAST:
+            _LAST.clear()  # one corpus at a time: its counts are the largest thing here
+            _LAST[key] = Cooccurrence(pairs)
+        return _LAST[key]
 
 
 def _absent_chunk(pairs: pl.DataFrame, common: pl.DataFrame, cooccurrence: Cooccurrence, images: list[str], cap: int,

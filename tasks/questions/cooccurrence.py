@@ -106,10 +106,10 @@ class Cooccurrence:
         counts, and increasing keys ``row * (top + 2) + top - count`` (``top`` the largest count) for searching."""
         if self._ranked is None:
             rows = np.repeat(np.arange(self.labels.len(), dtype=np.int64), np.diff(self.c.indptr))
-            order = np.lexsort((self.c.indices, -self.c.data, rows))
             top = int(self.held.max(initial=0))
-            counts = self.c.data[order].astype(np.int64)
-            self._ranked = (self.c.indices[order].astype(np.int64), counts, rows * (top + 2) + top - counts)
+            keys = rows * (top + 2) + top - self.c.data
+            order = np.argsort(keys, kind="stable")  # stable: ties stay in label order (C's indices are sorted)
+            self._ranked = (self.c.indices[order].astype(np.int64), self.c.data[order].astype(np.int64), keys[order])
         return self._ranked
 
     def ranked(self, images: list[str], cap: int) -> pl.DataFrame:

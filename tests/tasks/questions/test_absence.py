@@ -11,6 +11,7 @@ from fractions import Fraction
 import pyarrow as pa
 
 from reasonvqa.absence_bases import BASES
+from reasonvqa.tasks.questions import absence
 from reasonvqa.tasks.questions.absence import absent_labels, corpus_taxonomies
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.grounded_shard import generate_grounded
@@ -182,3 +183,14 @@ def test_every_hallucination_row_names_its_basis():
     assert evidence["family"] in ("color", "material") and evidence["annotated"] and evidence["subject"].startswith("vg:7/g")
     # the unbased ones are all Visual Genome absent objects (not exhaustive there)
     assert {q["image_id"] for q in rows if q["absence_basis"] is None} == {"vg:7"}
+
+
+def test_the_kept_counts_are_never_those_of_another_corpus_of_the_same_size():
+    # absent_labels keeps the last corpus's counts for the next shard; a corpus of as many pairs must not reuse them
+    other = corpus({"vg:1": ["car", "road", "bush"], "vg:2": ["car", "road"], "vg:3": ["car", "bush"],
+                    "vg:4": ["cup", "table"], "vg:5": ["cup", "table", "plate"], "vg:6": ["car", "road", "sky"]})
+    absence._LAST.clear()
+    fresh = absent_labels(other, ["vg:2"], 5, {}, 0.21)
+    assert [c.label for c in fresh["vg:2"] if c.basis is None] == ["bush", "sky"]
+    absent_labels(SIX, ["vg:2"], 5, {}, 0.21)
+    assert absent_labels(other, ["vg:2"], 5, {}, 0.21) == fresh
