@@ -179,14 +179,18 @@ def _improbable(common: pl.DataFrame, mine: pl.DataFrame, cooccurrence: Cooccurr
     if common.is_empty() or not images:
         return []
     sizes = dict(common.group_by("source").agg(pl.first("size")).iter_rows())
-    rows = []
-    for image_id, start in zip(images, _stable_rank(images, "absent-window")):
-        size = sizes.get(source_of(image_id), 0)
-        rows += [(image_id, source_of(image_id), (start + o) % size, o) for o in range(min(cap, size))]
-    if not rows:
+    sources = [source_of(i) for i in images]
+    size = np.array([sizes.get(kind, 0) for kind in sources], dtype=np.int64)
+    start = np.array(_stable_rank(images, "absent-window"), dtype=np.uint64) % np.maximum(size, 1).astype(np.uint64)
+    n = np.minimum(cap, size)
+    if n.sum() == 0:
         return []
-    window = pl.DataFrame(rows, schema={"image_id": pl.String, "source": pl.String, "rank": pl.Int64, "at": pl.Int64},
-                          orient="row")
+    row = np.repeat(np.arange(len(images)), n)
+    at = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    window = pl.DataFrame({"image_id": pl.Series(images, dtype=pl.String).gather(row),
+                           "source": pl.Series(sources, dtype=pl.String).gather(row),
+                           "rank": (start.astype(np.int64)[row] + at) % size[row], "at": at},
+                          schema={"image_id": pl.String, "source": pl.String, "rank": pl.Int64, "at": pl.Int64})
     asked = (window.join(common.select("source", "rank", "label").with_columns(pl.col("rank").cast(pl.Int64)),
                          on=["source", "rank"])
              .join(mine, on=["image_id", "label"], how="anti"))
