@@ -20,10 +20,12 @@ Bases of absent objects, strongest first (``ABSENT_OBJECT_BASES``; every name in
 - ``cooccurrence`` (weakest): the label is improbable for the scene by corpus co-occurrence
   (tasks/questions/cooccurrence.py): of the C[s, s] corpus images holding a label s of this image, C[s, x]
   also hold x; the estimate is the largest over the image's labels of the rule of succession
-  (C[s, x] + 1) / (C[s, s] + 2) (the label that most suggests x) and must be below ``absence_probability``;
-  evidence the estimate, threshold, that label ``given``, ``given_images`` = C[s, s] and ``with_label`` = C[s, x].
-  A label held by few images cannot push the estimate below the threshold: it gives every x at least
-  1 / (C[s, s] + 2), so an image holding a label of fewer than 1 / threshold - 2 images gets no such claim.
+  (C[s, x] + 1) / (C[s, s] + 2) (the label that most suggests x) and must be below ``absence_probability``.
+  A label held by few images gives every x at least 1 / (C[s, s] + 2), so it could never push the estimate
+  below the threshold: labels held by fewer than m images (m the least count with 1 / (m + 2) below the
+  threshold; 19 at 0.05) abstain, and only the others take part in the maximum; an image whose labels all
+  abstain gets no such claim. Evidence: the estimate, threshold, the label ``given``, ``given_images`` = C[s, s],
+  ``with_label`` = C[s, x], and how many of the image's labels were ``taking_part`` and ``abstaining``.
 
 The most co-occurring absent labels (those most likely present but unannotated: the same estimate, highest
 first, ties by label, only labels above the image's floor 1 / (min C[s, s] + 2), i.e. suggested by one of its
@@ -48,7 +50,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from reasonvqa.tasks.questions.cooccurrence import Cooccurrence
+from reasonvqa.tasks.questions.cooccurrence import Cooccurrence, least_images
 
 ROW_BUDGET = 5_000_000  # co-occurrence candidate rows held at once (absent_labels)
 _LAST: dict[tuple[int, int], Cooccurrence] = {}
@@ -142,12 +144,13 @@ def _absent_chunk(pairs: pl.DataFrame, common: pl.DataFrame, cooccurrence: Coocc
     if not others:
         return out
     improbable = _improbable(common, mine, cooccurrence, others, cap, threshold)
-    for image_id, label, p, given, given_images, with_label in improbable:
+    for image_id, label, p, given, given_images, with_label, taking_part, abstaining in improbable:
         out.setdefault(image_id, []).append(AbsentLabel(label, "cooccurrence", {
             "probability": round(p, 6), "threshold": threshold, "given": given, "given_images": given_images,
-            "with_label": with_label, "estimate": "(with_label + 1) / (given_images + 2): of the given_images corpus "
-                                                  "images holding the image's label given, with_label hold this one; "
-                                                  "the largest over the image's labels"}))
+            "with_label": with_label, "taking_part": taking_part, "abstaining": abstaining,
+            "estimate": "(with_label + 1) / (given_images + 2): of the given_images corpus images holding the image's "
+                        "label given, with_label hold this one; the largest over the image's labels taking part (held "
+                        "by enough images that 1 / (images + 2) is below the threshold; the rarer abstain)"}))
     # the most co-occurring absent labels: the ones most likely present but unannotated, so unbased
     based = pl.DataFrame([(i, label) for i, label, *_ in improbable], schema={"image_id": pl.String, "label": pl.String},
                          orient="row")
@@ -170,13 +173,17 @@ def _common_vocabulary(pairs: pl.DataFrame, min_label_images: int) -> pl.DataFra
 
 
 def _improbable(common: pl.DataFrame, mine: pl.DataFrame, cooccurrence: Cooccurrence, images: list[str], cap: int,
-                threshold: float) -> list[tuple[str, str, float, str, int, int]]:
-    """(image, label, estimate, given, given_images, with_label) of labels whose estimate is below ``threshold``: a
+                threshold: float) -> list[tuple[str, str, float, str, int, int, int, int]]:
+    """(image, label, estimate, given, given_images, with_label, taking_part, abstaining) of labels whose estimate
+    over the image's labels taking part (``Cooccurrence.estimates``' ``min_images``) is below ``threshold``: a
     window of ``cap`` labels of the image's source vocabulary (``_common_vocabulary``), at a stable hash offset of
     the image, in hash order."""
-    # an image whose floor (its rarest label's) is not below the threshold has no improbable label: skipped
-    images = [i for i, floor in zip(images, cooccurrence.floors(images)) if floor < threshold]
-    if common.is_empty() or not images:
+    if common.is_empty() or threshold <= 0:
+        return []
+    least = least_images(threshold)
+    # an image none of whose labels takes part has no improbable label: skipped
+    images = [i for i, n in zip(images, cooccurrence.taking_part(images, least)) if n > 0]
+    if not images:
         return []
     sizes = dict(common.group_by("source").agg(pl.first("size")).iter_rows())
     sources = [source_of(i) for i in images]
@@ -194,5 +201,6 @@ def _improbable(common: pl.DataFrame, mine: pl.DataFrame, cooccurrence: Cooccurr
     asked = (window.join(common.select("source", "rank", "label").with_columns(pl.col("rank").cast(pl.Int64)),
                          on=["source", "rank"])
              .join(mine, on=["image_id", "label"], how="anti"))
-    found = cooccurrence.estimates(asked).filter(pl.col("p") < threshold).sort(["image_id", "at"])
-    return list(found.select("image_id", "label", "p", "given", "given_images", "with_label").iter_rows())
+    found = cooccurrence.estimates(asked, least).filter(pl.col("p") < threshold).sort(["image_id", "at"])
+    return list(found.select("image_id", "label", "p", "given", "given_images", "with_label", "taking_part",
+                             "abstaining").iter_rows())

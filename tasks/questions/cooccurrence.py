@@ -4,8 +4,11 @@ The corpus's distinct (image, label) pairs are coded once into ``X`` (images x l
 and ``C = X^T X`` (labels x labels): ``C[s, x]`` images hold both ``s`` and ``x``, ``C[s, s]`` hold ``s``. For
 an image with label set ``S`` and a label ``x`` not in ``S``, the estimate that ``x`` is present is the largest
 over ``s`` in ``S`` of the rule of succession ``(C[s, x] + 1) / (C[s, s] + 2)``: the image's label that most
-suggests ``x`` (ties: the first label). Its *floor* is ``1 / (min C[s, s] + 2)``, the estimate of a label never
-seen with any of the image's labels; an image holding a label of few images therefore has every estimate high.
+suggests ``x`` (ties: the first label). A label ``s`` gives every ``x`` at least ``1 / (C[s, s] + 2)``, so for an
+absence claim (``estimates(..., min_images=m)``) labels held by fewer than ``m`` images abstain and only the
+others take part in the maximum (``least_images``: the least ``m`` whose ``1 / (m + 2)`` is below the threshold);
+otherwise one rare label of the image would block every claim. The ranking's *floor* is ``1 / (min C[s, s] + 2)``,
+the estimate of a label never seen with any of the image's labels.
 
 Cost is linear in the corpus: ``C`` once (the pairs times the labels per image), then per image one lookup of
 ``C`` per (asked label, label of the image), and for the ranking the first entries of its labels' rows of
@@ -28,6 +31,17 @@ def _codes(values: pl.Series, vocabulary: pl.Series) -> np.ndarray:
     """Each value's position in the sorted ``vocabulary`` (-1 if absent)."""
     return values.replace_strict(vocabulary, pl.int_range(vocabulary.len(), eager=True), default=-1,
                                  return_dtype=pl.Int64).to_numpy()
+
+
+def least_images(threshold: float) -> int:
+    """The least image count ``m`` of a label whose floor ``1 / (m + 2)`` is below ``threshold`` (a label held by
+    fewer images gives every estimate at least the threshold, so it cannot back an improbability)."""
+    if threshold <= 0:
+        raise ValueError(f"threshold must be positive, got {threshold}")
+    m = max(0, int(1 / threshold) - 3)
+    while 1 / (m + 2) >= threshold:  # exact comparison as the claim makes it, whatever 1 / threshold rounds to
+        m += 1
+    return m
 
 
 class Cooccurrence:
@@ -66,11 +80,14 @@ class Cooccurrence:
         at = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
         return np.where((label >= 0) & (self._keys[at] == keys), self.c.data[at], 0).astype(np.int64)
 
-    def estimates(self, asked: pl.DataFrame) -> pl.DataFrame:
-        """``asked`` (image_id, label, ...) with ``p`` (the estimate), ``given`` (the image's label giving it),
-        ``given_images`` (C[given, given]) and ``with_label`` (C[given, label]), in ``asked``'s order; all null
-        for an image without labels in the corpus."""
-        columns = {"p": pl.Float64, "given": pl.String, "given_images": pl.Int64, "with_label": pl.Int64}
+    def estimates(self, asked: pl.DataFrame, min_images: int = 0) -> pl.DataFrame:
+        """``asked`` (image_id, label, ...) with ``p`` (the estimate over the image's labels held by at least
+        ``min_images`` images; the others abstain), ``given`` (the label giving it), ``given_images``
+        (C[given, given]), ``with_label`` (C[given, label]), ``taking_part`` and ``abstaining`` (how many of the
+        image's labels), in ``asked``'s order; all null for an image without labels in the corpus, the first four
+        null for one whose labels all abstain."""
+        columns = {"p": pl.Float64, "given": pl.String, "given_images": pl.Int64, "with_label": pl.Int64,
+                   "taking_part": pl.Int64, "abstaining": pl.Int64}
         image = _codes(asked["image_id"], self.images)
         rows = np.flatnonzero(image >= 0)
         if len(rows) == 0:
@@ -78,18 +95,35 @@ class Cooccurrence:
         lengths, given = self._label_sets(image[rows])
         label = np.repeat(_codes(asked["label"], self.labels)[rows], lengths)
         with_label = self._counts(given, label)
-        p = (with_label + 1) / (self.held[given] + 2)
+        part = self.held[given] >= min_images
+        p = np.where(part, (with_label + 1) / (self.held[given] + 2), -1.0)  # -1: abstains, below every estimate
         starts = np.cumsum(lengths) - lengths
         best = np.maximum.reduceat(p, starts)
+        taking_part = np.add.reduceat(part.astype(np.int64), starts)
         # the first (label-ordered) of each row's maxima; every row has one, so the first hit per row is its own
         hits = np.flatnonzero(p == np.repeat(best, lengths))
         owner = np.repeat(np.arange(len(rows)), lengths)[hits]
         first = hits[np.r_[True, owner[1:] != owner[:-1]]]
         found = pl.DataFrame({"_row": rows, "p": best, "given": self.labels.gather(given[first]),
-                              "given_images": self.held[given[first]], "with_label": with_label[first]},
+                              "given_images": self.held[given[first]], "with_label": with_label[first],
+                              "taking_part": taking_part, "abstaining": lengths - taking_part},
                              schema={"_row": pl.Int64, **columns})
+        none = pl.col("taking_part") == 0
+        found = found.with_columns(*(pl.when(none).then(None).otherwise(pl.col(name)).alias(name)
+                                     for name in ("p", "given", "given_images", "with_label")))
         return asked.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64)).join(
             found, on="_row", how="left", maintain_order="left").drop("_row")
+
+    def taking_part(self, images: list[str], min_images: int) -> np.ndarray:
+        """Per image, how many of its labels ``min_images`` images hold (0 for an image without labels)."""
+        image = _codes(pl.Series(images, dtype=pl.String), self.images)
+        out = np.zeros(len(image), np.int64)
+        known = np.flatnonzero(image >= 0)
+        if len(known):
+            lengths, given = self._label_sets(image[known])
+            part = (self.held[given] >= min_images).astype(np.int64)
+            out[known] = np.add.reduceat(part, np.cumsum(lengths) - lengths)
+        return out
 
     def floors(self, images: list[str]) -> np.ndarray:
         """Each image's floor ``1 / (min C[s, s] + 2)`` over its labels (1.0 for an image without labels)."""

@@ -1,5 +1,6 @@
 """Label co-occurrence over literal corpora: the counts C = X^T X, the rule-of-succession estimate (the largest over
-the image's labels), the image's floor and the ranking; then against a pure-Python reference on a random corpus."""
+the image's labels, rare labels abstaining when asked), the image's floor and the ranking; then against a pure-Python
+reference on a random corpus."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from fractions import Fraction
 
 import polars as pl
 
-from reasonvqa.tasks.questions.cooccurrence import Cooccurrence
+from reasonvqa.tasks.questions.cooccurrence import Cooccurrence, least_images
 
 IMAGES = {"vg:1": ["car", "road", "tree"], "vg:2": ["car", "road"], "vg:3": ["car", "tree"], "vg:4": ["cup", "table"],
           "vg:5": ["cup", "table", "plate"], "vg:6": ["car", "road", "sky"]}
@@ -37,8 +38,10 @@ def test_estimate_is_the_largest_over_the_image_labels():
     asked = pl.DataFrame({"image_id": ["vg:2", "vg:2", "vg:2", "vg:2", "vg:4", "vg:4", "vg:9", "vg:3"],
                           "label": ["tree", "sky", "cup", "giraffe", "plate", "car", "car", "sky"], "at": range(8)})
     found = Cooccurrence(PAIRS).estimates(asked)
-    assert found.columns == ["image_id", "label", "at", "p", "given", "given_images", "with_label"]
+    assert found.columns == ["image_id", "label", "at", "p", "given", "given_images", "with_label", "taking_part",
+                             "abstaining"]
     assert found["at"].to_list() == list(range(8))
+    assert found.select("taking_part", "abstaining").rows() == [(2, 0)] * 6 + [(None, None), (2, 0)]
     rows = found.select("p", "given", "given_images", "with_label").rows()
     assert rows == [
         (3 / 6, "car", 4, 2),  # tree on vg:2: car (2 + 1) / (4 + 2) beats road (1 + 1) / (3 + 2)
@@ -49,6 +52,24 @@ def test_estimate_is_the_largest_over_the_image_labels():
         (1 / 4, "cup", 2, 0),
         (None, None, None, None),  # vg:9 holds no label of the corpus: no estimate
         (2 / 6, "car", 4, 1)]  # sky on vg:3: car 2/6 beats tree 1/4
+
+
+def test_labels_of_fewer_images_abstain():
+    # held: car 4, road 3, cup, table, tree 2, plate, sky 1; with min_images 3 only car and road take part
+    asked = pl.DataFrame({"image_id": ["vg:3", "vg:1", "vg:6", "vg:5", "vg:9"], "label": ["cup", "cup", "plate", "car", "car"]})
+    found = Cooccurrence(PAIRS).estimates(asked, min_images=3)
+    assert found.select("p", "given", "given_images", "with_label", "taking_part", "abstaining").rows() == [
+        (1 / 6, "car", 4, 0, 1, 1),  # tree (1/4) would give the maximum; it abstains, car gives (0 + 1) / (4 + 2)
+        (1 / 5, "road", 3, 0, 2, 1),  # vg:1 (car, road, tree): road 1/5 beats car 1/6, tree abstains
+        (1 / 5, "road", 3, 0, 2, 1),  # vg:6 (car, road, sky): sky (1 image) abstains
+        (None, None, None, None, 0, 3),  # vg:5 (cup, table, plate): every label abstains, no estimate
+        (None, None, None, None, None, None)]
+    assert Cooccurrence(PAIRS).taking_part(["vg:3", "vg:5", "vg:9", "vg:6"], 3).tolist() == [1, 0, 0, 2]
+
+
+def test_least_images_is_the_first_count_whose_floor_is_below_the_threshold():
+    # 1 / (m + 2) < t: 0.05 -> 19 (1/21; 1/20 is not below), 0.2 -> 4 (1/6), 0.21 -> 3 (1/5), 1/3 -> 2, 0.6 -> 0
+    assert [least_images(t) for t in (0.05, 0.2, 0.21, 1 / 3, 0.6)] == [19, 4, 3, 2, 0]
 
 
 def test_floors_and_the_ranking_above_them():
@@ -91,18 +112,19 @@ def _reference(corpus: dict[str, list[str]]):
                 if x != s:
                     both[s, x] += 1
 
-    def estimate(image: str, x: str) -> tuple[Fraction, str, int, int]:
+    def estimate(image: str, x: str, least: int = 0) -> tuple[Fraction, str, int, int] | None:
         best = None
         for s in sorted(corpus[image]):
+            if held[s] < least:  # abstains
+                continue
             p = Fraction(both[s, x] + 1, held[s] + 2)
             if best is None or p > best[0]:
                 best = (p, s, held[s], both[s, x])
-        assert best is not None
         return best
 
     def ranked(image: str, cap: int) -> list[tuple[str, Fraction]]:
         floor = Fraction(1, min(held[s] for s in corpus[image]) + 2)
-        scored = [(x, estimate(image, x)[0]) for x in sorted(held) if x not in corpus[image]]
+        scored = [(x, estimate(image, x)[0]) for x in sorted(held) if x not in corpus[image]]  # type: ignore[index]
         return sorted([(x, p) for x, p in scored if p > floor], key=lambda row: (-row[1], row[0]))[:cap]
 
     return held, estimate, ranked
@@ -118,10 +140,16 @@ def test_against_a_dict_counting_reference_on_a_random_corpus():
     images = sorted(corpus)
     asked = pl.DataFrame([(i, x) for i in images for x in sorted(held) + ["unseen"] if x not in corpus[i]],
                          schema={"image_id": pl.String, "label": pl.String}, orient="row")
-    found = co.estimates(asked)
-    expected = [estimate(i, x) for i, x in asked.iter_rows()]
-    assert found.select("given", "given_images", "with_label").rows() == [(s, n, k) for _, s, n, k in expected]
-    assert found["p"].to_list() == [float(p) for p, *_ in expected]
+    for least in (0, 9, 30):
+        found = co.estimates(asked, least)
+        expected = [estimate(i, x, least) for i, x in asked.iter_rows()]
+        assert found.select("p", "given", "given_images", "with_label").rows() == [
+            (float(e[0]), *e[1:]) if e else (None, None, None, None) for e in expected]
+        part = [sum(held[s] >= least for s in corpus[i]) for i, _ in asked.iter_rows()]
+        assert found.select("taking_part", "abstaining").rows() == [
+            (n, len(corpus[i]) - n) for n, (i, _) in zip(part, asked.iter_rows())]
+        assert co.taking_part(images, least).tolist() == [sum(held[s] >= least for s in corpus[i]) for i in images]
+    assert 0 < sum(e is None for e in expected) < len(expected)  # at 30 some images have no label taking part
     assert co.floors(images).tolist() == [float(Fraction(1, min(held[s] for s in corpus[i]) + 2)) for i in images]
     for cap in (1, 3, 8, 50):
         got = co.ranked(images, cap)
