@@ -77,7 +77,6 @@ def compute_unit(stage: type[Stage], config: BaseModel | None, device: str | Non
 class ShardProcesses:
     """One stage run's worker processes (spawned on demand, at most ``size``), found by the key its tasks get."""
 
-    stage: type[Stage]
     size: int
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     executor: ProcessPoolExecutor | None = None
@@ -86,9 +85,9 @@ class ShardProcesses:
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     @classmethod
-    def start(cls, stage: type[Stage], units: int) -> ShardProcesses:
-        """Worker processes for ``units`` units of ``stage``: one per core at most, none started yet."""
-        pool = cls(stage, max(1, min(os.cpu_count() or 1, units)))
+    def start(cls, units: int) -> ShardProcesses:
+        """Worker processes for ``units`` units: one per core at most, none started yet."""
+        pool = cls(max(1, min(os.cpu_count() or 1, units)))
         # spawn, not fork: the flow's process has threads (Prefect's, the runner's) that a fork would copy mid-lock
         pool.executor = ProcessPoolExecutor(pool.size, mp_context=multiprocessing.get_context("spawn"))
         with cls._lock:
@@ -132,6 +131,18 @@ class ShardProcesses:
         except Exception as error:
             error.add_note(f"({shard}, computed in a worker process)")
             raise
+
+
+def local_slots() -> int | None:
+    """The cores of this machine plus one when the flow's tasks run on its thread pool, else None (a
+    Dask cluster schedules by its own workers). CPU-bound shards beyond that only add memory: each
+    one in flight holds its tables (30 shards of 5,000 images at once held 3.3 GB); the one extra
+    keeps a core busy while a shard waits on Parquet or the Prefect API (2 cores: 3 in flight was
+    7 % faster than 2 at 4.6 M questions)."""
+    context = FlowRunContext.get()
+    if context is None or isinstance(context.task_runner, ThreadPoolTaskRunner):
+        return (os.cpu_count() or 1) + 1
+    return None
 
 
 @dataclass
@@ -193,7 +204,7 @@ def start_stage(stage: type[Stage], config: BaseModel | None, stage_dir: Path, u
     run = StageRun(stage, [], [], advance, bar, runner is None and dask_client() is not None)
     try:
         if in_processes(stage, runner, len(numbered)):
-            run.processes = ShardProcesses.start(stage, len(numbered))
+            run.processes = ShardProcesses.start(len(numbered))
         key = run.processes.key if run.processes is not None else None
         submit_bounded(submit, [(stage, config, device, Path(stage_dir), number, unit, key) for number, unit in numbered],
                        in_flight, run.futures, run.pending, advance)
