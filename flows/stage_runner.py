@@ -10,15 +10,27 @@ marker (``reasonvqa.stage``). When every unit is done (or one failed) the stage 
 process that may have set it up: the flow's (its threads, and a ``runner_for_endpoint`` pool) and, on
 Dask, every worker (``client.run``). ``run_partition_steps`` uses the same scheduler for the partitioned
 release's per-file steps, which are not stages.
+
+A ``cpu_bound`` stage with more than one unit, on the flow's thread runner, keeps its one task per unit, but
+each task hands its unit's compute to worker processes (``ShardProcesses``: a spawn ``ProcessPoolExecutor`` of
+up to one process per core, made per stage run and shut down at its teardown, which tears the stage down in
+the workers). The worker runs ``run_unit``, so it writes the shard's files and marker and returns its stats;
+a shard already done is answered by the task from its marker without a worker. On Dask nothing changes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
+import pickle
+import threading
+import uuid
+from concurrent.futures import CancelledError, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -29,15 +41,96 @@ from prefect.utilities.callables import get_call_parameters
 from pydantic import BaseModel
 
 from reasonvqa import progress, workstore
-from reasonvqa.stage_contract import Stage, run_unit, teardown_stage
+from reasonvqa.stage_contract import Stage, finished_unit, run_unit, teardown_stage
 
 
 @task(name="stage-shard", cache_policy=NO_CACHE)
 @workstore.portable
 def stage_shard(stage: type[Stage], config: BaseModel | None, device: str | None, stage_dir: Path, number: int,
-                unit: Any) -> dict | list[dict]:
-    """One unit of ``stage``: its shard's stats (a streaming stage: its shards' stats)."""
-    return run_unit(stage, config, device, stage_dir, number, unit)
+                unit: Any, processes: str | None = None) -> dict | list[dict]:
+    """One unit of ``stage``: its shard's stats (a streaming stage: its shards' stats), computed here or, with
+    ``processes`` (a ``ShardProcesses`` key), in one of that stage run's worker processes."""
+    if processes is None:
+        return run_unit(stage, config, device, stage_dir, number, unit)
+    return ShardProcesses.compute(processes, stage, config, device, stage_dir, number, unit)
+
+
+class WorkerDied(RuntimeError):
+    """A worker process died (killed, out of memory) while it computed, or was about to compute, a shard."""
+
+
+def compute_unit(stage: type[Stage], config: BaseModel | None, device: str | None, stage_dir: Path, number: int,
+                 unit: Any) -> dict | list[dict]:
+    """``run_unit`` in a worker process (paths rebased onto its mirror); an error that would not survive the
+    trip back (an exception class that does not pickle) comes back as a RuntimeError with its type and text."""
+    try:
+        return workstore.portable(run_unit)(stage, config, device, stage_dir, number, unit)
+    except Exception as error:
+        try:
+            pickle.loads(pickle.dumps(error))
+        except Exception:
+            raise RuntimeError(f"{type(error).__qualname__}: {error}") from None
+        raise
+
+
+@dataclass
+class ShardProcesses:
+    """One stage run's worker processes (spawned on demand, at most ``size``), found by the key its tasks get."""
+
+    size: int
+    key: str = field(default_factory=lambda: uuid.uuid4().hex)
+    executor: ProcessPoolExecutor | None = None
+
+    _open: ClassVar[dict[str, ShardProcesses]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    @classmethod
+    def start(cls, units: int) -> ShardProcesses:
+        """Worker processes for ``units`` units: one per core at most, none started yet."""
+        pool = cls(max(1, min(os.cpu_count() or 1, units)))
+        # spawn, not fork: the flow's process has threads (Prefect's, the runner's) that a fork would copy mid-lock
+        pool.executor = ProcessPoolExecutor(pool.size, mp_context=multiprocessing.get_context("spawn"))
+        with cls._lock:
+            cls._open[pool.key] = pool
+        return pool
+
+    def close(self) -> None:
+        """Cancel what no worker started, wait for the rest, and let the workers exit (each tears the stage
+        down as it exits: ``stage_contract``'s finalizer)."""
+        with self._lock:
+            self._open.pop(self.key, None)
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+
+    @classmethod
+    def compute(cls, key: str, stage: type[Stage], config: BaseModel | None, device: str | None, stage_dir: Path,
+                number: int, unit: Any) -> dict | list[dict]:
+        """Unit ``number``'s stats: from its marker when done, else computed by a worker process. A worker's
+        error is raised as the worker raised it; a dead worker is a ``WorkerDied`` naming the shard."""
+        done = finished_unit(stage, stage_dir, number)
+        if done is not None:
+            return done
+        shard = f"stage {stage.name!r} shard {number:05d}"
+        with cls._lock:
+            pool = cls._open.get(key)
+        try:
+            if pool is None or pool.executor is None:
+                raise RuntimeError("closed")
+            future = pool.executor.submit(compute_unit, stage, config, device, stage_dir, number, unit)
+        except RuntimeError as error:  # BrokenProcessPool included: an earlier shard's worker died
+            raise RuntimeError(f"{shard}: not run, the stage's worker processes were shut down or one died "
+                               "(another shard failed)") from error
+        try:
+            return future.result()
+        except BrokenProcessPool as error:
+            raise WorkerDied(f"{shard}: not written, a worker process of the stage died (killed, or out of memory) "
+                             "while the shard ran or waited for one; a rerun resumes at the shards not written") from error
+        except CancelledError:
+            raise RuntimeError(f"{shard}: not run, the stage's worker processes were shut down "
+                               "(another shard failed)") from None
+        except Exception as error:
+            error.add_note(f"({shard}, computed in a worker process)")
+            raise
 
 
 def local_slots() -> int | None:
@@ -62,6 +155,7 @@ class StageRun:
     advance: Callable[[int], None]
     bar: contextlib.ExitStack
     remote_workers: bool
+    processes: ShardProcesses | None = None
     done: list[Any] = field(default_factory=list)
 
     def wait(self) -> list[dict]:
@@ -71,11 +165,19 @@ class StageRun:
             wait_all(self.pending, self.advance)
             results = [f.result() for f in self.futures]
         finally:
-            self.bar.close()
-            teardown_everywhere(self.stage, self.remote_workers)
+            self.close()
         if self.stage.streams:
             return [stats for unit in results for stats in unit]
         return results
+
+    def close(self) -> None:
+        """Close the bar, shut the worker processes down and tear the stage down everywhere."""
+        self.bar.close()
+        try:
+            if self.processes is not None:
+                self.processes.close()
+        finally:
+            teardown_everywhere(self.stage, self.remote_workers)
 
 
 def start_stage(stage: type[Stage], config: BaseModel | None, stage_dir: Path, units: Iterable[Any] | dict[int, Any],
@@ -101,13 +203,23 @@ def start_stage(stage: type[Stage], config: BaseModel | None, stage_dir: Path, u
     advance = bar.enter_context(progress.stage(label, len(numbered)))
     run = StageRun(stage, [], [], advance, bar, runner is None and dask_client() is not None)
     try:
-        submit_bounded(submit, [(stage, config, device, Path(stage_dir), number, unit) for number, unit in numbered],
+        if in_processes(stage, runner, len(numbered)):
+            run.processes = ShardProcesses.start(len(numbered))
+        key = run.processes.key if run.processes is not None else None
+        submit_bounded(submit, [(stage, config, device, Path(stage_dir), number, unit, key) for number, unit in numbered],
                        in_flight, run.futures, run.pending, advance)
     except BaseException:
-        bar.close()
-        teardown_everywhere(stage, run.remote_workers)
+        run.close()
         raise
     return run
+
+
+def in_processes(stage: type[Stage], runner: TaskRunner | None, units: int) -> bool:
+    """Whether ``stage``'s units compute in worker processes: a ``cpu_bound`` stage with more than one unit
+    (one unit has nothing to run beside), its tasks on the flow's thread runner (Dask's workers are processes)."""
+    context = FlowRunContext.get()
+    return (stage.cpu_bound and units > 1 and runner is None and context is not None
+            and isinstance(context.task_runner, ThreadPoolTaskRunner))
 
 
 def run_stage(stage: type[Stage], config: BaseModel | None, stage_dir: Path, units: Iterable[Any] | dict[int, Any],

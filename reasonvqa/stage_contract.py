@@ -22,7 +22,8 @@ A stage is a class in its stage package (``tasks/<area>/``, ``knowledge/``)::
 described by a *unit*: by default ``{table: path | None | pa.Table}``, read by ``Stage.read``
 (a stage whose unit is something else, e.g. a ``SourceShard``, overrides ``read``). A
 *streaming* stage (``streams = True``: the sources) yields several shards per unit from
-``stream(unit, ctx)`` into ``folder(stage_dir, number)``.
+``stream(unit, ctx)`` into ``folder(stage_dir, number)``. A stage whose shards are CPU-bound Python
+sets ``cpu_bound = True``: the local runner then computes its shards in worker processes.
 
 ``instance(StageClass, config)`` returns the worker process's one set-up instance for that
 class, config and device: threads of a thread-pool runner share it, each Dask worker process
@@ -155,6 +156,8 @@ class Stage(ABC):
     outputs: ClassVar[dict[str, pa.Schema]] = {}
     resources: ClassVar[Resources | None] = None  # declared: a model stage (device, memory, call cache)
     streams: ClassVar[bool] = False  # several shards per unit, from ``stream``
+    # its shards are CPU-bound Python: on the local thread runner, computed in worker processes (one GIL each)
+    cpu_bound: ClassVar[bool] = False
     config_model: ClassVar[type[BaseModel] | None] = None  # validates a build config's ``stages`` entry
     batch_size: int = 1
 
@@ -325,16 +328,22 @@ def run_unit(stage: type[Stage], config: BaseModel | None, device: str | None, s
              unit: Any) -> dict | list[dict]:
     """Run unit ``number`` of ``stage`` unless done (no set-up then): the shard's stats (a streaming
     stage: its shards' stats), on this process's set-up instance (``instance``)."""
-    folder = stage.folder(Path(stage_dir), number)
-    if stage.streams:
-        if workstore.exists(folder / "_done" / "ALL"):
-            return stage_stats(folder)
-        worker = instance(stage, config, device)
-        return write_unit(folder, unit, lambda u: worker.stream(u, ShardContext(number, None, u, Path(stage_dir))))
-    done = done_shard_stats(folder, number)
+    done = finished_unit(stage, stage_dir, number)
     if done is not None:
         return done
+    folder = stage.folder(Path(stage_dir), number)
+    if stage.streams:
+        worker = instance(stage, config, device)
+        return write_unit(folder, unit, lambda u: worker.stream(u, ShardContext(number, None, u, Path(stage_dir))))
     return run_stage_shard(folder, number, instance(stage, config, device), unit)
+
+
+def finished_unit(stage: type[Stage], stage_dir: Path, number: int) -> dict | list[dict] | None:
+    """The stats ``run_unit`` returns for unit ``number`` when it is done (its marker), else None."""
+    folder = stage.folder(Path(stage_dir), number)
+    if stage.streams:
+        return stage_stats(folder) if workstore.exists(folder / "_done" / "ALL") else None
+    return done_shard_stats(folder, number)
 
 
 def done_shard_stats(stage_dir: Path, shard: int) -> dict | None:

@@ -77,6 +77,7 @@ class GroundedStage(Stage):
 
     name = "grounded"
     outputs = {"questions": schemas.QUESTIONS, "regions": schemas.REGIONS}
+    cpu_bound = True  # Python rules per object: each shard on a core of its own (flows/stage_runner.py)
 
     def read(self, unit: Any) -> dict[str, pa.Table]:
         return {name: unit.table(name) for name in ("images", "objects", "attributes", "relations", "regions")}
