@@ -26,7 +26,10 @@ def released_share(rows: list[dict]) -> list[dict]:
 def test_the_wording_does_not_tell_hallucination_questions_apart(vg50):
     rows = vg50[0].outputs["questions"].to_pylist()
     assert len(rows) > 1000 and 0.2 < sum(r["is_hallucination"] for r in rows) / len(rows) < 0.8
-    for sample in (rows, released_share(rows)):
+    # what a release of these images can hold before review: real questions and hallucination ones with a basis
+    # (unbased ones are set aside for review; balancing never releases them)
+    releasable = [r for r in rows if not r["is_hallucination"] or r["absence_basis"] is not None]
+    for sample in (releasable, released_share(releasable)):
         assert vote_accuracy(sample) <= majority_rate(sample) + 0.05, (vote_accuracy(sample), majority_rate(sample))
     # every form that makes hallucination questions makes real ones
     forms: dict[str, Counter] = defaultdict(Counter)
