@@ -47,15 +47,18 @@ def coco_categories(instances: Iterable[Path], wanted: set[int]) -> dict[int, se
     (an image listed with no annotation: the empty set, every category absent)."""
     found: dict[int, set[int]] = {}
     for path in instances:
-        with open(path, "rb") as f:
-            for image_id in ijson.items(f, "images.item.id"):
-                if image_id in wanted:
-                    found.setdefault(int(image_id), set())
-        with open(path, "rb") as f:
-            for ann in ijson.items(f, "annotations.item"):
-                image_id = ann.get("image_id")
-                if image_id in found and ann.get("category_id") is not None:
-                    found[image_id].add(int(ann["category_id"]))
+        try:
+            with open(path, "rb") as f:
+                for image_id in ijson.items(f, "images.item.id"):
+                    if image_id in wanted:
+                        found.setdefault(int(image_id), set())
+            with open(path, "rb") as f:
+                for ann in ijson.items(f, "annotations.item"):
+                    image_id = ann.get("image_id") if isinstance(ann, dict) else None
+                    if image_id in found and ann.get("category_id") is not None:
+                        found[image_id].add(int(ann["category_id"]))
+        except (ijson.JSONError, ValueError, TypeError) as exc:
+            raise ValueError(f"{path}: not a readable COCO instances file ({type(exc).__name__}: {exc})") from exc
     return found
 
 

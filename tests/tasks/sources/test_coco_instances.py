@@ -99,3 +99,10 @@ def test_the_vg_config_names_coco_files_and_the_flow_writes_their_table(files, t
     missing = config.model_copy(update={"coco_instances": [tmp_path / "instances_val2017.json"]})
     with pytest.raises(FileNotFoundError, match="instances_val2017.json"):
         source.check(missing)
+
+
+def test_a_broken_instances_file_is_named_in_the_error(tmp_path):
+    broken = tmp_path / "instances_val2014.json"
+    broken.write_text('{"images": [{"id": 9}], "annotations": [{"image_id": 9, "category_id": ')
+    with pytest.raises(ValueError, match="instances_val2014.json: not a readable COCO instances file"):
+        coco_categories([broken], {9})
