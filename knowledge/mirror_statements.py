@@ -55,7 +55,8 @@ class StatementsClient:
 
     @property
     def requests(self) -> int:
-        return self.client.requests + self.answered
+        """Queries sent to the endpoint (those answered from the store are ``answered``, not requests)."""
+        return self.client.requests
 
     @property
     def cache_hits(self) -> int:
