@@ -139,7 +139,9 @@ def hallucination_candidates(image_id: str, regions: list[Region], labels: set[s
     refs = references(regions)
     named = sorted(ref for r in regions if (ref := refs.get(r.region_id)) and r.label and ref == f"the {r.label}")
     present = {r.synset for r in regions if r.synset}
-    present_words = PresentWords(labels)
+    # the region labels too: a region may be named by its synset's lemma ("cartridge holder" for the object "clip"),
+    # and "no holder" would be false of it
+    present_words = PresentWords(labels | {r.label for r in regions if r.label})
     out: list[Candidate] = []
     kept: Counter = Counter()
     slots = identification_slots(weights) if "identification" in config.task_types else []
