@@ -20,7 +20,7 @@ from pyoxigraph import Literal, NamedNode, Store
 
 from reasonvqa.knowledge import queries
 from reasonvqa.knowledge.mirror import json_term
-from reasonvqa.knowledge.wikidata import Binding, SparqlClient
+from reasonvqa.knowledge.wikidata import Binding, SparqlClient, WrappedClient
 
 WD = "http://www.wikidata.org/entity/"
 WIKIBASE = "http://wikiba.se/ontology#"
@@ -44,23 +44,15 @@ def statements_query_ids(query: str) -> tuple[list[str], list[str]] | None:
     return qids, pids
 
 
-class StatementsClient:
-    """A ``SparqlClient`` answering statements queries from the store at ``location``; the rest via ``client``."""
+class StatementsClient(WrappedClient):
+    """A ``SparqlClient`` answering statements queries from the store at ``location``; the rest via ``client``
+    (``requests`` counts the queries sent to the endpoint; those answered from the store are ``answered``)."""
 
     def __init__(self, client: SparqlClient, location: Path) -> None:
-        self.client = client
+        super().__init__(client)
         self.store = Store.read_only(str(location))  # per client (~30 ms): a store rebuilt in place is never stale
         self.answered = 0  # statements queries answered from the store
         self._lock = threading.Lock()
-
-    @property
-    def requests(self) -> int:
-        """Queries sent to the endpoint (those answered from the store are ``answered``, not requests)."""
-        return self.client.requests
-
-    @property
-    def cache_hits(self) -> int:
-        return self.client.cache_hits
 
     def select(self, query: str) -> list[Binding]:
         ids = statements_query_ids(query)

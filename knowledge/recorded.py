@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reasonvqa import schemas
-from reasonvqa.knowledge.wikidata import Binding, SparqlClient
+from reasonvqa.knowledge.wikidata import Binding, SparqlClient, WrappedClient
 from reasonvqa.stage import StageResult, write_parquet
 
 TABLE = schemas.QUERIES_TABLE
@@ -38,21 +38,13 @@ def canonical_answer(bindings: list[Binding]) -> str:
     return "[" + ",".join(rows) + "]"
 
 
-class RecordingClient:
+class RecordingClient(WrappedClient):
     """A ``SparqlClient`` that answers through ``client`` in canonical row order and keeps every answer."""
 
     def __init__(self, client: SparqlClient):
-        self.client = client
+        super().__init__(client)
         self.answers: dict[str, str] = {}
         self._lock = threading.Lock()
-
-    @property
-    def requests(self) -> int:
-        return self.client.requests
-
-    @property
-    def cache_hits(self) -> int:
-        return self.client.cache_hits
 
     def select(self, query: str) -> list[Binding]:
         answer = canonical_answer(self.client.select(query))

@@ -72,6 +72,21 @@ class SparqlClient(Protocol):
     def select(self, query: str) -> list[Binding]: ...
 
 
+class WrappedClient:
+    """Base of a ``SparqlClient`` around ``client`` whose request and cache counts are the wrapped client's."""
+
+    def __init__(self, client: SparqlClient) -> None:
+        self.client = client
+
+    @property
+    def requests(self) -> int:
+        return self.client.requests
+
+    @property
+    def cache_hits(self) -> int:
+        return self.client.cache_hits
+
+
 def user_agent(config: KnowledgeConfig) -> str:
     """``reasonvqa-pipeline/0.1.0 (<contact>) SPARQLWrapper/2.0.0``."""
     try:
