@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_rehearsal --scale 0.01|0.1|1 [--inputs DIR] [--json FILE]
     python -m benchmarks.bench_rehearsal --sample [--repeats 3] [--baseline OTHER_CHECKOUT]
+    python -m benchmarks.bench_rehearsal --cooccurrence --scale 0.01|0.1 [--old-images 300] [--old-ref main]
 
 ``--scale``: writes (once, reused) the rehearsal's raw inputs at that fraction of ReasonVQA's size
 (``reasonvqa/rehearsal_inputs.py``: Visual Genome JSON, GLDv2 CSVs, a Wikidata JSON-lines dump), then
@@ -20,6 +21,13 @@ generation from the cached facts (``questions_for_shard`` over the build's shard
 Prefect), and the release step's floor (``bench_release_floor.run_floor``: read the pool and write pool,
 train and test, nothing decided). Prints and writes (``--json``, ``--markdown``) a table: stage, wall,
 CPU, rows, tasks, floor, ratio; the whole build's peak memory and the load before and after.
+
+``--cooccurrence`` times only the grounded stage's absence choice (``absence.absent_labels``, default
+grounded config, no taxonomy) on the rehearsal's Visual Genome corpus (its (image, label) pairs read from
+``objects.json``), in the build's shards of 5,000 images, against ``--old-ref``'s absence.py and
+cooccurrence.py (from git, imported as a temporary module) on the first ``--old-images`` images; each side a
+fresh interpreter (shards in one process, as a worker takes them: the new code builds its counts in the first);
+prints ms per image of each.
 
 ``--sample`` times ``reasonvqa build --sample`` (what bench_end_to_end did), alternating with
 ``--baseline``'s checkout, and prints each side's release content hash.
@@ -343,6 +351,76 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+# --- the absence choice alone (co-occurrence) -----------------------------------------------------------
+
+
+def vg_corpus(inputs: Path):
+    """(image_id, label) of the rehearsal's Visual Genome objects, as regions.image_labels writes them."""
+    import orjson
+    import pyarrow as pa
+
+    pairs = sorted({(f"vg:{image['image_id']}", name.strip().lower())
+                    for image in orjson.loads((inputs / "vg" / "objects.json").read_bytes())
+                    for obj in image["objects"] for name in obj["names"] if name.strip()})
+    return pa.table({"image_id": [i for i, _ in pairs], "label": [label for _, label in pairs]})
+
+
+def _old_absence(ref: str):
+    """``ref``'s absence module, its co-occurrence import pointed at ``ref``'s cooccurrence.py."""
+    import importlib.util
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-cooc-old-"))
+    for name in ("absence", "cooccurrence"):
+        text = subprocess.run(["git", "show", f"{ref}:tasks/questions/{name}.py"], cwd=ROOT, check=True,
+                              capture_output=True, text=True).stdout
+        (folder / f"old_{name}.py").write_text(text.replace("reasonvqa.tasks.questions.cooccurrence", "old_cooccurrence"))
+    sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location("old_absence", folder / "old_absence.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules["old_absence"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def cooccurrence_child(inputs: Path, side: str, images: int, ref: str) -> dict:
+    """One side's ``absent_labels`` over the corpus's images (``images`` of them, 0: all) in shards of 5,000."""
+    from reasonvqa.tasks.questions import absence
+    from reasonvqa.tasks.questions.grounded_config import GroundedConfig
+
+    module = _old_absence(ref) if side == "old" else absence
+    corpus, config = vg_corpus(inputs), GroundedConfig()
+    ids = sorted(set(corpus["image_id"].to_pylist()))[: images or None]
+    claims, shards = {}, []
+    for at in range(0, len(ids), 5_000):  # one process: from the second shard on, the new code reuses its counts
+        start = time.perf_counter()
+        claims.update(module.absent_labels(corpus, ids[at:at + 5_000], config.hallucination_candidates_per_image, {},
+                                           config.absence_probability, config.absence_min_label_images))
+        shards.append(round(time.perf_counter() - start, 3))
+    seconds = sum(shards)
+    bases = [c.basis or "none" for found in claims.values() for c in found]
+    return {"side": side, "images": len(ids), "corpus_images": len(corpus["image_id"].unique()), "pairs": corpus.num_rows,
+            "seconds": round(seconds, 3), "shard_seconds": shards, "ms_per_image": round(1000 * seconds / len(ids), 3),
+            "claims": {basis: bases.count(basis) for basis in sorted(set(bases))},
+            "images_with_cooccurrence": sum(any(c.basis == "cooccurrence" for c in found) for found in claims.values()),
+            "peak_mb": round(measure.own_peak_mb(), 1)}
+
+
+def cooccurrence(scale: float, inputs_root: Path, old_images: int, ref: str) -> dict:
+    from reasonvqa.rehearsal_inputs import make_rehearsal_inputs
+
+    inputs = make_rehearsal_inputs(inputs_root / f"scale-{scale:g}", scale)
+    load_before = measure.load_average()
+    sides = {side: measure.run_once(_child("--cooccurrence-child", side, "--inputs", str(inputs.folder), "--old-images",
+                                           str(old_images if side == "old" else 0), "--old-ref", ref), label=side)
+             for side in ("new", "old")}
+    result = {"scale": scale, "load_before": load_before, "load_after": measure.load_average(),
+              **{side: {"wall_s": r.wall_s, "peak_mb": r.peak_mb, **r.result} for side, r in sides.items()}}
+    for side in sides:
+        print(f"scale {scale:g} {side}: {result[side]['ms_per_image']} ms/image over {result[side]['images']} images "
+              f"(corpus {result[side]['corpus_images']} images), claims {result[side]['claims']}")
+    return result
+
+
 # --- the sample build (was bench_end_to_end) ------------------------------------------------------------
 
 
@@ -378,6 +456,10 @@ def main() -> None:
                         help="time the grounded stage's function over a kept build's work folder (A/B with --baseline)")
     parser.add_argument("--dump", type=Path, help="with --grounded: write its outputs there")
     parser.add_argument("--profile", type=Path, help="with --grounded: write a cProfile there")
+    parser.add_argument("--cooccurrence", action="store_true", help="time absence.absent_labels alone, new and old")
+    parser.add_argument("--old-images", type=int, default=300, help="images the old absence code is timed on")
+    parser.add_argument("--old-ref", default="main", help="the git ref of the old absence code")
+    parser.add_argument("--cooccurrence-child", choices=("new", "old"), help=argparse.SUPPRESS)
     parser.add_argument("--floor", choices=("read", "prepare-ntriples", "mirror", "generation", "release"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -392,8 +474,13 @@ def main() -> None:
     if args.grounded and args.child:
         measure.child_result(grounded_cpu(args.grounded, args.dump, args.profile))
         return
+    if args.cooccurrence_child:
+        measure.child_result(cooccurrence_child(args.inputs, args.cooccurrence_child, args.old_images, args.old_ref))
+        return
     if args.grounded:
         result = grounded_ab(args)
+    elif args.cooccurrence and args.scale:
+        result = cooccurrence(args.scale, args.inputs, args.old_images, args.old_ref)
     elif args.sample:
         result = sample(args)
     elif args.scale:

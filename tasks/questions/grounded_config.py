@@ -43,8 +43,8 @@ class GroundedConfig(BaseModel):
                                                     "balance.hallucination_share of the grounded questions.")
     # at their defaults left out of dumps, so configs (and their hashes) read as before they existed
     absence_probability: float = Field(default=0.05, gt=0, le=1, exclude_if=lambda value: value == 0.05, description="An absent object whose only basis is "
-                                       "corpus co-occurrence needs an estimated probability for the scene, (k + 1) / (n + 2) "
-                                       "over the n images sharing a label with it (k of them hold it), below this.")
+                                       "corpus co-occurrence needs an estimated probability for the scene below this: the largest over the "
+                                       "image's labels s of (C[s,x] + 1) / (C[s,s] + 2), C the corpus images per label pair.")
     absence_min_label_images: int = Field(default=2, ge=1, exclude_if=lambda value: value == 2, description="Labels claimed absent by co-occurrence come "
                                           "from those held by at least this many images of the source.")
     spatial_margin: float = Field(default=0.02, ge=0, description="Least gap between two boxes along the asked axis, "

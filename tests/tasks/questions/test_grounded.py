@@ -208,7 +208,8 @@ def test_absence_is_checked_by_whole_words_both_ways():
 def test_cooccurrence_ranks_labels_seen_with_this_scene():
     corpus = pa.table({"image_id": ["a", "a", "b", "b", "c", "c", "d"], "label": ["tree", "car", "tree", "dog", "car", "dog", "cat"]})
     found = absent_labels(corpus, ["a"], 2, {}, 0.05)
-    # two neighbours hold a dog, the cat none; the most co-occurring label has no basis (likely present, unannotated)
+    # a dog is seen with each of its labels, the cat with neither; the most co-occurring label has no basis (likely
+    # present, unannotated)
     assert [(c.label, c.basis) for c in found["a"]] == [("dog", None)]
 
 
