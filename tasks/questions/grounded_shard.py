@@ -25,7 +25,8 @@ from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.absence import absent_labels
 from reasonvqa.tasks.questions.coco_taxonomy import image_taxonomies
 from reasonvqa.tasks.questions.detector_negatives import negatives_part, read_negatives, with_detector_negatives
-from reasonvqa.tasks.questions.hallucination import hallucination_candidates
+from reasonvqa.tasks.questions.hallucination import check_absent, hallucination_candidates, position_options, position_slots
+from reasonvqa.tasks.questions.position_draw import draw_positions
 from reasonvqa.tasks.questions.hallucination_attribute import attribute_candidates
 from reasonvqa.tasks.questions.hallucination_relation import predicate_index, relation_candidates
 from reasonvqa.tasks.questions.object_classes import lexname
@@ -98,11 +99,15 @@ def _generate(images: pa.Table, objects: pa.Table | None, attributes: pa.Table |
     index = predicate_index(corpus_relations, shard_labels)
     halluc = []
     weights = form_weights(candidates)
+    checks = {i: check_absent(by_image.get(i, []), labels.get(i, set()), absent.get(i, [])) for i in eligible}
+    # the identification form's absent objects, drawn over the shard so that they name different classes
+    drawn = draw_positions({i: position_options(checks[i]) for i in eligible},
+                           {i: len(position_slots(weights.get(i), config)) for i in eligible})
     for image_id in eligible:
         image_regions = by_image.get(image_id, [])
         refs = references(image_regions)
-        halluc += hallucination_candidates(image_id, image_regions, labels.get(image_id, set()),
-                                           absent.get(image_id, []), config, weights.get(image_id))
+        halluc += hallucination_candidates(image_id, image_regions, labels.get(image_id, set()), absent.get(image_id, []),
+                                           config, weights.get(image_id), checks[image_id], drawn[image_id])
         halluc += attribute_candidates(image_id, image_regions, refs, config, weights.get(image_id))
         halluc += relation_candidates(image_id, image_regions, refs, relations_of.get(image_id, []), index,
                                       image_rows[image_id], config, weights.get(image_id))

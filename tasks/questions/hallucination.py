@@ -12,7 +12,8 @@ here; its answer states the absence, its evidence is empty and ``is_hallucinatio
 3. The question takes one of the forms real questions take (counting, attribute, identification by
    position "What is the object above the <absent>?", spatial, comparison; ``forms``) chosen by a stable
    hash in proportion to the image's real questions per form; forms that need a named present object use one. The absent
-   label must be an object class (object_classes.py) and is named by its synset's lemma.
+   label must be an object class (object_classes.py) and is named by its synset's lemma. The identification
+   form takes one based absent object per real position question, drawn over the shard (position_draw.py).
 4. Share: every valid candidate (at most ``hallucination_candidates_per_image`` per basis) goes to the pool;
    after answer balancing, tasks/balance/hallucination_share.py keeps ``balance.hallucination_share``
    (default 27%) of the kept grounded questions.
@@ -24,6 +25,7 @@ import functools
 import re
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import polars as pl
 import pyarrow as pa
@@ -34,6 +36,7 @@ from reasonvqa.tasks.questions.grounded import (Candidate, attribute_question, b
                                                 spatial_question)
 from reasonvqa.tasks.questions.grounded_config import GroundedConfig
 from reasonvqa.tasks.questions.object_classes import OBJECT_LEXNAMES, synset_lemma, word_class
+from reasonvqa.tasks.questions.position_draw import draw_positions
 from reasonvqa.tasks.questions.position_identification import SIDES, form_of, identify_question
 from reasonvqa.tasks.questions.regions import Region
 
@@ -126,46 +129,83 @@ def _absent_class(label: str) -> tuple[str | None, str | None, str]:
     return synset, lex, synset_lemma(synset) or label
 
 
-def hallucination_candidates(image_id: str, regions: list[Region], labels: set[str], absent: list[AbsentLabel],
-                             config: GroundedConfig, weights: dict[str, int] | None = None) -> list[Candidate]:
-    """Up to ``hallucination_candidates_per_image`` questions per basis about absent objects of one image, and
-    identification questions by position about based absent objects, one per real one (``identification_slots``).
+@dataclass(frozen=True)
+class AbsentCheck:
+    """One absent label of an image: its class, the name questions use, and why it is refused (None: valid)."""
 
-    An absent label is named by the lemma of its most frequent noun sense (object_classes.word_class:
-    "trees" -> "tree"); a label whose sense is no object class (``non_object_class``) or that WordNet
-    does not know (``unknown_class``) is refused, and one whose class a region of the image has is ``not_absent``.
-    The form is drawn in proportion to ``weights`` (the image's real questions per form, grounded.pick_form).
-    """
-    refs = references(regions)
-    named = sorted(ref for r in regions if (ref := refs.get(r.region_id)) and r.label and ref == f"the {r.label}")
+    choice: AbsentLabel
+    synset: str | None
+    lexname: str | None
+    name: str
+    reason: str | None
+
+
+def check_absent(regions: list[Region], labels: set[str], absent: list[AbsentLabel]) -> list[AbsentCheck]:
+    """Each of an image's absent labels checked: a label whose sense is no object class (``non_object_class``) or
+    that WordNet does not know (``unknown_class``) is refused, and one whose class a region of the image has, or
+    that a present label or name contains as whole words or contains (``is_absent``), is ``not_absent``."""
     present = {r.synset for r in regions if r.synset}
     # the region labels too: a region may be named by its synset's lemma ("cartridge holder" for the object "clip"),
     # and "no holder" would be false of it
     present_words = PresentWords(labels | {r.label for r in regions if r.label})
+    out = []
+    for choice in absent:
+        synset, lex, name = _absent_class(choice.label)
+        reason = ("unknown_class" if synset is None else "non_object_class" if lex not in OBJECT_LEXNAMES else
+                  "not_absent" if synset in present or not present_words.absent(choice.label)
+                  or not present_words.absent(name) else None)
+        out.append(AbsentCheck(choice, synset, lex, name, reason))
+    return out
+
+
+def position_options(checks: list[AbsentCheck]) -> list[tuple[AbsentLabel, str]]:
+    """(absent label, name) of the valid absent objects with a basis: those the identification form may take."""
+    return [(c.choice, c.name) for c in checks if c.reason is None and c.choice.basis is not None]
+
+
+def position_slots(weights: dict[str, int] | None, config: GroundedConfig) -> list[tuple[str, str, str]]:
+    """``identification_slots`` where the config asks identification questions (else none)."""
+    return identification_slots(weights) if "identification" in config.task_types else []
+
+
+def hallucination_candidates(image_id: str, regions: list[Region], labels: set[str], absent: list[AbsentLabel],
+                             config: GroundedConfig, weights: dict[str, int] | None = None,
+                             checks: list[AbsentCheck] | None = None,
+                             drawn: list[AbsentLabel] | None = None) -> list[Candidate]:
+    """Up to ``hallucination_candidates_per_image`` questions per basis about absent objects of one image, and
+    identification questions by position about based absent objects, one per real one (``identification_slots``).
+
+    An absent label is named by the lemma of its most frequent noun sense (object_classes.word_class:
+    "trees" -> "tree") and checked (``check_absent``; ``checks``: already done). The form is drawn in proportion
+    to ``weights`` (the image's real questions per form, grounded.pick_form). ``drawn``: the absent objects that
+    take the identification form, drawn over the shard (position_draw.draw_positions; None: over this image alone).
+    """
+    refs = references(regions)
+    named = sorted(ref for r in regions if (ref := refs.get(r.region_id)) and r.label and ref == f"the {r.label}")
+    checks = check_absent(regions, labels, absent) if checks is None else checks
+    slots = position_slots(weights, config)
+    if drawn is None:
+        drawn = draw_positions({image_id: position_options(checks)}, {image_id: len(slots)})[image_id]
     out: list[Candidate] = []
     kept: Counter = Counter()
-    slots = identification_slots(weights) if "identification" in config.task_types else []
-    for choice in absent:
-        label = choice.label
-        synset, lex, name = _absent_class(label)
-        reason = ("unknown_class" if synset is None else "non_object_class" if lex not in OBJECT_LEXNAMES else
-                  "not_absent" if synset in present or not present_words.absent(label) or not present_words.absent(name) else None)
+    for check in checks:
+        choice, name, label = check.choice, check.name, check.choice.label
         picked = []
         if kept[choice.basis] < config.hallucination_candidates_per_image:
             options = [f for f in lazy_forms(name, named, key=(image_id, label)) if f[0] in config.task_types]
             if options:
                 task, form, question = pick_form(options, weights, image_id, label, "form")
                 picked.append((task, form, question()))
-        if slots and choice.basis is not None and reason is None:
+        if slots and any(choice is d for d in drawn):
             task, form, predicate = slots.pop(0)
             picked.append((task, form, identify_question(predicate, f"the {name}")))
         for task, form, question in picked:
             answer = f"There are no {plural(name)} in the image." if task == "counting" else f"There {be(name)} no {name} in the image."
             c = Candidate(image_id, task, question, answer, [], is_hallucination=True, template_id=TEMPLATE_ID,
-                          detail={"absent": label, "synset": synset, "lexname": lex,
+                          detail={"absent": label, "synset": check.synset, "lexname": check.lexname,
                                   "absence_basis": choice.basis, "absence_evidence": choice.evidence}, form=form)
-            c.reason = reason
-            if reason is None and task != "identification":
+            c.reason = check.reason
+            if check.reason is None and task != "identification":
                 kept[choice.basis] += 1
             out.append(c)
     return out

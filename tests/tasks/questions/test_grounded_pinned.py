@@ -20,8 +20,10 @@ from reasonvqa.tasks.questions.hallucination import is_absent
 from reasonvqa.tasks.questions.regions import Region, box_iou, iou_matrix, side_masks
 
 # sha256 of the rows as sorted-key JSON lines (see ``digest``): the per-pair code of fa0cd4c wrote the same rows as
-# the vectorized one; re-pinned when absence claims moved to label-pair co-occurrence (absence.py, cooccurrence.py)
-QUESTIONS_SHA256 = "72e6e414346fbeaff6f0133375593cd398556c5fff70a9b876a7db52e39ae9b8"
+# the vectorized one; re-pinned when absence claims moved to label-pair co-occurrence (absence.py, cooccurrence.py),
+# and when the position form's absent objects were drawn over the shard (position_draw.py: 18 of the 26
+# identification hallucination rows name another absent object; every other row and every reject as before)
+QUESTIONS_SHA256 = "b97f1470b11920f1718cd64d7defef5bdb448a018eae9296ac9359a16317ae64"
 REJECTS_SHA256 = "5080ff52166e62d886d42e5ebe42b301bf95a766a0bcd8c20fa245809e64daa4"
 COUNTS = {"rows_in": 10093, "rows_out": 6840, "hallucination": 3130}
 
