@@ -20,11 +20,11 @@ import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
 from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.loaded_once import loaded_once
 
 _NAME = re.compile(r"(?P<lemma>.+)\.(?P<pos>[nvasr])\.(?P<sense>\d+)")
 
@@ -146,7 +146,7 @@ class NltkWordNet:
         return SynsetInfo(synset.name(), f"{synset.offset():08d}-{pos}", wn31, tuple(hypernyms))
 
 
-@lru_cache(maxsize=4)
+@loaded_once(maxsize=4)
 def _table(path: str) -> TableWordNet:
     return TableWordNet(Path(path))
 

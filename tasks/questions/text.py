@@ -13,10 +13,12 @@ from functools import lru_cache
 
 import polars as pl
 
+from reasonvqa.loaded_once import loaded_once
+
 _ARTICLE = re.compile(r"\{a\} ([\w'-]+)")
 
 
-@lru_cache(maxsize=1)
+@loaded_once(maxsize=1)
 def english():
     """inflect's engine, made when first needed (a re-split, a Dask worker or a flow-run process that never words a
     question never imports inflect).
