@@ -15,14 +15,16 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import os
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
 from reasonvqa.knowledge.config import KnowledgeConfig
+from reasonvqa.loaded_once import loaded_once
 
 _NAME = re.compile(r"(?P<lemma>.+)\.(?P<pos>[nvasr])\.(?P<sense>\d+)")
 
@@ -144,7 +146,7 @@ class NltkWordNet:
         return SynsetInfo(synset.name(), f"{synset.offset():08d}-{pos}", wn31, tuple(hypernyms))
 
 
-@lru_cache(maxsize=4)
+@loaded_once(maxsize=4)
 def _table(path: str) -> TableWordNet:
     return TableWordNet(Path(path))
 
@@ -158,11 +160,42 @@ def nltk_available() -> bool:
     return True
 
 
+def nltk_search_path() -> list[str] | None:
+    """The folders NLTK looks for data in: ``nltk.data.path`` once NLTK is imported, else the list NLTK makes at
+    import on Linux and macOS ($NLTK_DATA's entries, then its default folders), without importing NLTK (2 CPU s);
+    None where NLTK's defaults are not mirrored here (Windows)."""
+    loaded = sys.modules.get("nltk.data")
+    if loaded is not None:
+        return list(loaded.path)
+    if sys.platform.startswith(("win", "cygwin")):
+        return None
+    folders = [os.path.expanduser(entry) for entry in os.environ.get("NLTK_DATA", "").split(os.pathsep) if entry]
+    if "APPENGINE_RUNTIME" not in os.environ and os.path.expanduser("~/") != "~/":
+        folders.append(os.path.expanduser("~/nltk_data"))
+    return folders + [os.path.join(sys.prefix, "nltk_data"), os.path.join(sys.prefix, "share", "nltk_data"),
+                      os.path.join(sys.prefix, "lib", "nltk_data"), "/usr/share/nltk_data",
+                      "/usr/local/share/nltk_data", "/usr/lib/nltk_data", "/usr/local/lib/nltk_data"]
+
+
+def nltk_corpora_may_exist() -> bool:
+    """Whether some NLTK data folder may hold both ``corpora/wordnet`` and ``corpora/wordnet31`` (folders or
+    zips); False means ``NltkWordNet()`` would raise LookupError, known without importing NLTK."""
+    folders = nltk_search_path()
+    if folders is None:
+        return True
+
+    def found(name: str) -> bool:
+        return any(os.path.exists(os.path.join(folder, "corpora", name + suffix))
+                   for folder in folders for suffix in ("", ".zip"))
+
+    return found("wordnet") and found("wordnet31")
+
+
 def load_wordnet(config: KnowledgeConfig) -> WordNetMap:
     """The WordNet source the config asks for (auto: NLTK corpora if installed, else the bundled table)."""
     if config.wordnet_source == "nltk":
         return NltkWordNet()
-    if config.wordnet_source == "auto":
+    if config.wordnet_source == "auto" and nltk_corpora_may_exist():
         try:
             return NltkWordNet()
         except (LookupError, OSError, ImportError):

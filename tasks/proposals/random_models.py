@@ -9,7 +9,9 @@ product's loaders read them (no weights can be downloaded here). The proposals t
   encoder and one decoder layer, 30 queries) and a checkpoint ``{"model": state_dict}`` of
   the model that groundingdino's ``build_model`` builds from it;
 - SAM: segment-anything's ``_build_sam`` with a 1-block, 32-wide image encoder, registered
-  in ``sam_model_registry`` under ``TINY_SAM`` and saved as a checkpoint.
+  in ``sam_model_registry`` under ``TINY_SAM`` and saved as a checkpoint; ``SMALL_INPUT_SAM`` is the same
+  with 256-pixel inputs (SAM's own classes and decoder sizes; a 16x16 instead of 64x64 image embedding, so
+  the mask decoder attends over 16 times fewer positions per box), for the tests.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ WORDS = ["person", "man", "car", "dog", "cat", "tree", "bus", "sky", "red", "min
 VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?", ",", "-"] + WORDS + list(string.ascii_lowercase)
          + ["##" + c for c in string.ascii_lowercase] + ["##van"])
 TINY_SAM = "tiny_random"
+SMALL_INPUT_SAM = "tiny_random_256"
 
 GDINO_CONFIG = '''
 batch_size = 1
@@ -129,12 +132,42 @@ def write_grounding_dino(folder: Path, full_size: bool = False, num_queries: int
 
 
 def register_tiny_sam() -> None:
-    """Add ``TINY_SAM`` to segment-anything's model registry (its own ``_build_sam``, smaller encoder)."""
+    """Add ``TINY_SAM`` (its own ``_build_sam``, smaller encoder) and ``SMALL_INPUT_SAM`` to segment-anything's
+    model registry."""
     import importlib
 
     build_sam = importlib.import_module("segment_anything.build_sam")  # the package exports a function of that name
     build_sam.sam_model_registry[TINY_SAM] = functools.partial(
         build_sam._build_sam, encoder_embed_dim=32, encoder_depth=1, encoder_num_heads=2, encoder_global_attn_indexes=[0])
+    build_sam.sam_model_registry[SMALL_INPUT_SAM] = functools.partial(_build_small_input_sam, image_size=256)
+
+
+def _build_small_input_sam(image_size: int, checkpoint: str | None = None):
+    """``_build_sam`` of segment-anything 1.0 with TINY_SAM's encoder and ``image_size`` inputs: the same classes
+    and prompt encoder and mask decoder sizes, the image embedding ``image_size / 16`` on a side."""
+    from functools import partial
+
+    import torch
+    from segment_anything.modeling import ImageEncoderViT, MaskDecoder, PromptEncoder, Sam, TwoWayTransformer
+
+    embedding = image_size // 16
+    sam = Sam(
+        image_encoder=ImageEncoderViT(depth=1, embed_dim=32, img_size=image_size, mlp_ratio=4,
+                                      norm_layer=partial(torch.nn.LayerNorm, eps=1e-6), num_heads=2, patch_size=16,
+                                      qkv_bias=True, use_rel_pos=True, global_attn_indexes=[0], window_size=14,
+                                      out_chans=256),
+        prompt_encoder=PromptEncoder(embed_dim=256, image_embedding_size=(embedding, embedding),
+                                     input_image_size=(image_size, image_size), mask_in_chans=16),
+        mask_decoder=MaskDecoder(num_multimask_outputs=3,
+                                 transformer=TwoWayTransformer(depth=2, embedding_dim=256, mlp_dim=2048, num_heads=8),
+                                 transformer_dim=256, iou_head_depth=3, iou_head_hidden_dim=256),
+        pixel_mean=[123.675, 116.28, 103.53], pixel_std=[58.395, 57.12, 57.375],
+    )
+    sam.eval()
+    if checkpoint is not None:
+        with open(checkpoint, "rb") as handle:
+            sam.load_state_dict(torch.load(handle))
+    return sam
 
 
 def write_sam(folder: Path, model_type: str = TINY_SAM) -> Path:
@@ -152,11 +185,12 @@ def write_sam(folder: Path, model_type: str = TINY_SAM) -> Path:
 
 
 def tiny_proposals_config(folder: Path, image_roots: dict | None = None, full_size: bool = False,
-                          num_queries: int | None = None, **suppression: float) -> ProposalsConfig:
-    """A proposals config of random-weight models written under ``folder``: tiny, or at the released
-    sizes (GroundingDINO-T, BERT-base, SAM ViT-H) when ``full_size``; ``num_queries`` boxes per pass."""
+                          num_queries: int | None = None, sam: str = TINY_SAM, **suppression: float) -> ProposalsConfig:
+    """A proposals config of random-weight models written under ``folder``: tiny (``sam``: TINY_SAM or
+    SMALL_INPUT_SAM), or at the released sizes (GroundingDINO-T, BERT-base, SAM ViT-H) when ``full_size``;
+    ``num_queries`` boxes per pass."""
     gdino = write_grounding_dino(folder / "gdino", full_size, num_queries)
-    model_type = "vit_h" if full_size else TINY_SAM
+    model_type = "vit_h" if full_size else sam
     sam = write_sam(folder / "sam", model_type)
     return ProposalsConfig(
         enabled=True, image_roots=image_roots or {}, images_per_call=2,

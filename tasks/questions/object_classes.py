@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import polars as pl
 
+from reasonvqa.loaded_once import loaded_once
 from reasonvqa.paths import DATA_DIR
 
 WORDNET_DIR = DATA_DIR / "knowledge" / "wordnet"
@@ -102,7 +103,7 @@ def write_table(names: list[tuple[str, str]], nouns: dict[str, NounEntry], path:
         gz.write(("name\tlexname\tobject\n" + "".join(lines)).encode())
 
 
-@lru_cache(maxsize=1)
+@loaded_once(maxsize=1)
 def synset_lexnames() -> dict[str, str]:
     """WordNet 3.0 noun synset name (``tree.n.01``; any lemma's sense, ``ground.n.01``) -> its lexicographer file
     (``noun.plant``); the unique beginners of noun.Tops that are physical objects (person.n.01, animal.n.01,

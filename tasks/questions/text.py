@@ -8,20 +8,41 @@ closed choice sets) and column-side checks can never disagree.
 from __future__ import annotations
 
 import re
+import sys
 from functools import lru_cache
 
 import polars as pl
 
+from reasonvqa.loaded_once import loaded_once
+
 _ARTICLE = re.compile(r"\{a\} ([\w'-]+)")
 
 
-@lru_cache(maxsize=1)
+@loaded_once(maxsize=1)
 def english():
-    """inflect's engine, made when first needed: importing inflect takes about 1.5-2 CPU s (typeguard rewrites its
-    functions), and a re-split, a Dask worker or a flow-run process that never words a question never needs it."""
+    """inflect's engine, made when first needed (a re-split, a Dask worker or a flow-run process that never words a
+    question never imports inflect).
+
+    inflect wraps its methods in typeguard's ``@typechecked``, which rewrites each at import: 2.3 CPU s a process
+    against 0.2 s without, paid by every build. The rules here call it with strings only, so inflect is imported with
+    ``typechecked`` as the identity, put back at once; its answers are the same (tests/tasks/questions/test_text.py)."""
+    if "inflect" not in sys.modules:
+        import typeguard
+
+        checked = typeguard.typechecked
+        typeguard.typechecked = _unchecked
+        try:
+            import inflect  # noqa: F401
+        finally:
+            typeguard.typechecked = checked
     import inflect
 
     return inflect.engine()
+
+
+def _unchecked(function=None, **_options):
+    """``typeguard.typechecked`` that leaves the function as it is (bare ``@typechecked`` or with options)."""
+    return function if function is not None else (lambda decorated: decorated)
 
 
 def normalize_expr(expr: pl.Expr) -> pl.Expr:

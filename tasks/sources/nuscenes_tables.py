@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
+
+from reasonvqa.loaded_once import loaded_once
 
 TABLES = ("scene", "sample", "sample_data", "sample_annotation", "instance", "category", "attribute",
           "visibility", "sensor", "calibrated_sensor", "ego_pose", "log")
@@ -65,7 +66,7 @@ def _mtime(path: Path) -> int:
     return path.stat().st_mtime_ns if path.exists() else -1
 
 
-@lru_cache(maxsize=2)
+@loaded_once(maxsize=2)
 def _load(folder: Path, stamp: tuple) -> Tables:
     rows: dict[str, dict[str, dict]] = {}
     for name in TABLES:

@@ -26,7 +26,7 @@ def proposals_build(run_folder):
     from reasonvqa.flows.config import sample_config
     from reasonvqa.tasks.proposals.config import ProposalsConfig
     from tests.flows.test_build_proposals import first_vg_images, write_sample_images
-    from reasonvqa.tasks.proposals.random_models import register_tiny_sam, tiny_proposals_config
+    from reasonvqa.tasks.proposals.random_models import SMALL_INPUT_SAM, register_tiny_sam, tiny_proposals_config
     from tests.tool_cache import locked
 
     root = run_folder / "proposals-build"
@@ -40,7 +40,7 @@ def proposals_build(run_folder):
     with locked(run_folder / "proposals-build.lock"):
         if not (root / "release.path").exists():
             write_sample_images(root / "vg_images")
-            proposals = tiny_proposals_config(root / "models", image_roots={"vg": root / "vg_images"})
+            proposals = tiny_proposals_config(root / "models", image_roots={"vg": root / "vg_images"}, sam=SMALL_INPUT_SAM)
             (root / "proposals.json").write_text(proposals.model_dump_json())
             (root / "release.path").write_text(str(build_reasonvqa(config(), str(root / "out"))))
     return config, Path((root / "release.path").read_text())

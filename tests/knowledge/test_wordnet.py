@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import gzip
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from reasonvqa.knowledge.config import KnowledgeConfig
-from reasonvqa.knowledge.wordnet import NltkWordNet, TableWordNet, canonical_name, load_wordnet, nltk_available, parse_name
+from reasonvqa.knowledge.wordnet import (NltkWordNet, TableWordNet, canonical_name, load_wordnet, nltk_available,
+                                         nltk_corpora_may_exist, parse_name)
 from tests.knowledge import wordnet_data
 
 # (name, WordNet 3.0 offset, WordNet 3.1 offset), as NLTK's WordNet 3.0 and the 3.1 database give them
@@ -73,6 +78,46 @@ def test_auto_falls_back_to_the_table_without_corpora(monkeypatch, tmp_path):
         pytest.skip("NLTK corpora already loaded in this process")
     assert load_wordnet(KnowledgeConfig(wordnet_source="auto")).source == "table"
     assert load_wordnet(KnowledgeConfig(wordnet_source="table")).source == "table"
+
+
+def test_without_nltk_imported_the_search_path_is_the_one_nltk_makes(tmp_path):
+    """A fresh interpreter: the path computed before NLTK is imported equals ``nltk.data.path`` after, and an
+    empty data folder gives the table without importing NLTK."""
+    script = ("import json, sys\n"
+              "from reasonvqa.knowledge.config import KnowledgeConfig\n"
+              "from reasonvqa.knowledge.wordnet import load_wordnet, nltk_search_path\n"
+              "ours = nltk_search_path()\n"
+              "source = load_wordnet(KnowledgeConfig(wordnet_source='auto')).source\n"
+              "imported = 'nltk' in sys.modules\n"
+              "import nltk.data\n"
+              "print(json.dumps([ours, nltk.data.path, source, imported]))\n")
+    env = {**os.environ, "NLTK_DATA": os.pathsep.join([str(tmp_path / "a"), "~/b"])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    ours, nltks, source, imported = json.loads(done.stdout)
+    assert ours == nltks
+    assert ours[:2] == [str(tmp_path / "a"), os.path.expanduser("~/b")]
+    assert (source, imported) == ("table", False)
+
+
+@pytest.mark.parametrize("files,expected", [
+    ([], False),
+    (["corpora/wordnet/"], False),  # 3.1 missing
+    (["corpora/wordnet/", "corpora/wordnet31/"], True),
+    (["corpora/wordnet.zip", "corpora/wordnet31.zip"], True),
+    (["wordnet/", "wordnet31/"], False),  # not under corpora/
+])
+def test_the_corpora_are_looked_for_as_nltk_finds_them(tmp_path, monkeypatch, files, expected):
+    for name in files:
+        target = tmp_path / "data" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.mkdir() if name.endswith("/") else target.write_bytes(b"")
+    monkeypatch.delitem(sys.modules, "nltk.data", raising=False)  # as before NLTK is imported
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
+    assert nltk_corpora_may_exist() is (expected or any(
+        os.path.isdir(f"{folder}/corpora/wordnet") for folder in ("/usr/share/nltk_data", "/usr/local/share/nltk_data",
+                                                                   "/usr/lib/nltk_data", "/usr/local/lib/nltk_data")))
 
 
 @pytest.fixture

@@ -19,12 +19,12 @@ from reasonvqa.stage import read_table  # noqa: E402
 from reasonvqa.tasks.proposals.detector import Detections  # noqa: E402
 from reasonvqa.tasks.proposals.prompts import build_prompt  # noqa: E402
 from reasonvqa.tasks.proposals.stage import NEGATIVES, ProposalsStage, detector_negatives  # noqa: E402
-from reasonvqa.tasks.proposals.random_models import TINY_SAM, register_tiny_sam, tiny_proposals_config  # noqa: E402
+from reasonvqa.tasks.proposals.random_models import SMALL_INPUT_SAM, register_tiny_sam, tiny_proposals_config  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
-    return tiny_proposals_config(tmp_path_factory.mktemp("models"))
+    return tiny_proposals_config(tmp_path_factory.mktemp("models"), sam=SMALL_INPUT_SAM)
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_every_candidate_is_a_region_or_a_reject_with_its_reason(config, shard, 
     assert regions.schema.equals(schemas.REGIONS)
     for row in rows:
         assert row["label"] in {"man", "dog", "traffic light"}
-        assert row["origin"] == f"model:grounding_dino+sam:{TINY_SAM}"
+        assert row["origin"] == f"model:grounding_dino+sam:{SMALL_INPUT_SAM}"
         assert row["prompt"] in {"dog . man .", "traffic light ."}
         assert row["mask"]["size"] == ([120, 160] if row["image_id"] == "vg:1" else [160, 120])
         assert 0 <= row["x"] and row["x"] + row["w"] <= (160 if row["image_id"] == "vg:1" else 120) + 1e-9

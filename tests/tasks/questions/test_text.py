@@ -39,3 +39,17 @@ def test_normalization_ignores_case_and_punctuation_but_keeps_number_boundaries(
     assert normalize_text("1.5 m") != normalize_text("15 m")
     assert normalize_text("Żelazowa Wola") == "żelazowa wola"
     assert normalize_text(" - ") == ""
+
+
+def test_inflect_imported_without_type_checks_words_as_inflect_does():
+    """``english()`` imports inflect with typeguard's decorator as the identity: the engine still answers by inflect's
+    rules (hand-checked values), and typeguard's own decorator is put back."""
+    import typeguard
+
+    from reasonvqa.tasks.questions.text import english
+
+    engine = english()
+    assert [engine.a(w) for w in ("apple", "hour", "unicorn", "x-ray")] == ["an apple", "an hour", "a unicorn", "an x-ray"]
+    assert [engine.plural_noun(w) for w in ("bus", "child", "knife", "sheep")] == ["buses", "children", "knives", "sheep"]
+    assert [engine.singular_noun(w) for w in ("trees", "women", "glasses", "tree")] == ["tree", "woman", "glass", False]
+    assert typeguard.typechecked.__module__.startswith("typeguard")
