@@ -5,13 +5,22 @@ rc settings (matplotlib defaults + DejaVu Sans at fixed sizes) and saved without
 "Software" metadata, so the same stats give byte-identical PNGs. matplotlib is imported when
 the first figure is rendered (about 0.25 s), so a caller rendering on a thread beside other
 work (``stats.start_stats``) pays it there.
+
+A figure is a pure function of what it draws (about 2 CPU s for the five, mostly text layout): a process keeps
+the PNG bytes of the last ``KEPT_FIGURES`` it drew by a digest of their inputs, and a later build with the same
+statistics (a rebuild in a long-running ``serve`` or Dask worker, a re-split that keeps the counts) writes them again
+instead of drawing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import math
 import threading
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,29 +51,49 @@ FIGURES = {  # file name -> size (inches)
 
 def write_plots(stats: dict, largest_groups: list[str], out_dir: Path) -> dict[str, Path]:
     """Render every figure of ``stats`` into ``out_dir``; return {file name: path}."""
-    figures = {
-        "answers_before_after.png": lambda fig: _top_answers(fig, stats["top_answers"], "before_order", ("pool", "balanced"), False),
-        "answers_train_test.png": lambda fig: _top_answers(fig, stats["top_answers"], "after_order", ("train", "test"), True),
-        "entropy_before_after.png": lambda fig: _entropy(fig, stats["entropy_bits"]),
-        "divergence_train_test.png": lambda fig: _divergence(fig, stats["train_test_divergence"], largest_groups),
-        "counts_by_split.png": lambda fig: _counts(fig, stats["counts"]),
+    top, entropy, divergence, counts = (stats["top_answers"], stats["entropy_bits"], stats["train_test_divergence"],
+                                        stats["counts"])
+    figures = {  # file name -> (what it is drawn from, how)
+        "answers_before_after.png": (top, lambda fig: _top_answers(fig, top, "before_order", ("pool", "balanced"), False)),
+        "answers_train_test.png": (top, lambda fig: _top_answers(fig, top, "after_order", ("train", "test"), True)),
+        "entropy_before_after.png": (entropy, lambda fig: _entropy(fig, entropy)),
+        "divergence_train_test.png": ([divergence, largest_groups], lambda fig: _divergence(fig, divergence, largest_groups)),
+        "counts_by_split.png": (counts, lambda fig: _counts(fig, counts)),
     }
     out = {}
-    for name, draw in figures.items():
+    for name, (inputs, draw) in figures.items():
         out[name] = out_dir / name
-        render(draw, FIGURES[name], out[name])
+        key = _figure_key(name, inputs)
+        with _RENDERING:
+            png = _DRAWN.get(key)
+            if png is None:
+                png = _DRAWN[key] = render_png(draw, FIGURES[name])
+                while len(_DRAWN) > KEPT_FIGURES:
+                    _DRAWN.popitem(last=False)
+            _DRAWN.move_to_end(key)
+        out[name].parent.mkdir(parents=True, exist_ok=True)
+        out[name].write_bytes(png)
     return out
 
 
-_RENDERING = threading.Lock()  # rcParams and the warnings filters are process-wide: one figure at a time
+KEPT_FIGURES = 20  # about 100 KB each
+_DRAWN: OrderedDict[str, bytes] = OrderedDict()  # digest of a figure's inputs -> its PNG bytes, oldest first
+_RENDERING = threading.RLock()  # rcParams and the warnings filters are process-wide: one figure at a time
 
 
-def render(draw, size: tuple[float, float], path: Path) -> None:
-    """Draw on a fresh figure under the fixed rc settings and save deterministic PNG bytes."""
+def _figure_key(name: str, inputs: object) -> str:
+    """A digest of everything the figure ``name`` is drawn from (the drawing code is the process's own)."""
+    text = json.dumps([name, FIGURES[name], RC, inputs], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def render_png(draw, size: tuple[float, float]) -> bytes:
+    """Draw on a fresh figure under the fixed rc settings; its deterministic PNG bytes."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    buffer = io.BytesIO()
     with _RENDERING, matplotlib.rc_context():
         matplotlib.rcdefaults()
         matplotlib.rcParams.update(RC)
@@ -74,9 +103,9 @@ def render(draw, size: tuple[float, float], path: Path) -> None:
             warnings.filterwarnings("ignore", message="Glyph .* missing from font")
             draw(fig)
             fig.tight_layout()
-            path.parent.mkdir(parents=True, exist_ok=True)
             # zlib level 1: PNG encoding was a third of the rendering time at the default level 6
-            fig.savefig(path, format="png", metadata={"Software": None}, pil_kwargs={"compress_level": 1})
+            fig.savefig(buffer, format="png", metadata={"Software": None}, pil_kwargs={"compress_level": 1})
+    return buffer.getvalue()
 
 
 def _short(text: str) -> str:

@@ -15,7 +15,7 @@ from tests.waiting import until
 # ttls in seconds: a renewal comes every ttl / 3 and a waiter takes a lease left unchanged for a whole ttl,
 # so a renewing thread held up for a ttl on a loaded machine would rightly lose its lease. TTL is long
 # against such stalls; the tests wait on renewal counts, not on times.
-TTL = 1.5
+TTL = 2.5
 
 
 @pytest.fixture(scope="module")
