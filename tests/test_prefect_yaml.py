@@ -1,17 +1,18 @@
 """prefect.yaml on a real Prefect server: deploy to a process work pool, run from the CLI or by schedule,
-refresh knowledge, keep `reasonvqa serve` off the deployments.
+refresh knowledge, keep `reasonvqa serve` off the deployments and run what it serves.
 
-One `prefect server start` on 127.0.0.1 with a temporary PREFECT_HOME serves the module (its scheduler
-on); `prefect deploy --all` runs with prompts forced on and no input, so a question would fail it; a
-`prefect worker start` runs the flow runs as subprocesses, as in production. Knowledge comes from
-the bundled entities served by Oxigraph on 127.0.0.1 behind a proxy that counts SPARQL requests.
+The module's server is the one the deployments journey of docs/deployments.md starts (run as written, as
+tests/test_readme.py runs the other journeys, with prompts forced on and no input, so a question from
+`prefect deploy --all` would fail it): `prefect server start` on 127.0.0.1 with a temporary PREFECT_HOME (its
+scheduler on), the `reasonvqa` process pool, the deployments and a `prefect worker start` that runs the flow
+runs as subprocesses, as in production. Knowledge comes from the bundled entities served by Oxigraph on
+127.0.0.1 behind a proxy that counts SPARQL requests.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -29,13 +30,14 @@ from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
 from prefect.client.schemas.objects import FlowRun
 from prefect.client.schemas.responses import DeploymentResponse
+from prefect.deployments import run_deployment as run_deployment_here
 
 from reasonvqa.children import free_port, popen_bound, stop
 from reasonvqa.flows.config import sample_config
 from reasonvqa.knowledge.config import KnowledgeConfig
 from reasonvqa.knowledge.mirror import serve_mirror
-from reasonvqa.prefect_api import wait_healthy
 from reasonvqa.tasks.release.verify import verify_release
+from tests.test_readme import EXPECTED_RELEASES, journey_checkout, journey_running
 
 pytestmark = pytest.mark.integration
 PROJECT = Path(__file__).resolve().parents[1]  # where prefect.yaml lives
@@ -43,34 +45,23 @@ PROJECT = Path(__file__).resolve().parents[1]  # where prefect.yaml lives
 
 @pytest.fixture(scope="module")
 def prefect_env(tmp_path_factory):
-    """A Prefect server and a process worker on 127.0.0.1; yields the environment for `prefect` commands."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    port = free_port()
-    env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="WARNING",
-               PREFECT_WORKER_QUERY_SECONDS="1", PREFECT_CLI_PROMPT="false", COLUMNS="500",  # --watch lines unwrapped
+    """The deployments journey of docs/deployments.md run as written (tests/test_readme.py): a Prefect server, the
+    `reasonvqa` process pool, `prefect deploy --all`, a worker and two deployment runs; yields the environment for
+    `prefect` commands against that server while its server and worker still run."""
+    folder, env = journey_checkout(tmp_path_factory.mktemp("deployments"))
+    port = str(free_port())
+    env.update(PREFECT_LOGGING_LEVEL="WARNING",
+               PREFECT_CLI_PROMPT="true",  # a question from `prefect deploy --all` (or any command): EOFError
                # a new deployment's runs are scheduled within a second (Prefect: 5 s)
                PREFECT_SERVER_SERVICES_SCHEDULER_RECENT_DEPLOYMENTS_LOOP_SECONDS="1")
-    log = home / "server.log"
-    with log.open("ab") as handle:
-        server = popen_bound([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                              "--port", str(port)], env=env, stdout=handle, stderr=subprocess.STDOUT)
-    worker = None
-    try:
-        wait_healthy(env["PREFECT_API_URL"], server, log, timeout_s=180)
-        prefect(env, "work-pool", "create", "reasonvqa", "--type", "process")
-        started = time.monotonic()
-        deployed = prefect({**env, "PREFECT_CLI_PROMPT": "true"}, "deploy", "--all")  # any question: EOFError
-        env["DEPLOY_SECONDS"] = f"{time.monotonic() - started:.1f}"  # how long a deploy takes on this machine
-        (home / "deploy.log").write_text(deployed.stdout + deployed.stderr)
-        with (home / "worker.log").open("ab") as handle:
-            worker = popen_bound([sys.executable, "-m", "prefect", "worker", "start", "--pool", "reasonvqa"],
-                                 env=env, cwd=PROJECT, stdout=handle, stderr=subprocess.STDOUT)
+    with journey_running("deployments", folder, env, port, timeout_s=480) as output:
+        (folder.parent / "journey-output.txt").write_text(output)  # a file: the environment limits a value's size
+        env.update(PREFECT_API_URL=f"http://127.0.0.1:{port}/api", PREFECT_CLI_PROMPT="false",
+                   JOURNEY_FOLDER=str(folder))
+        with api(env) as client:  # how long a deploy takes on this machine: from the pool's creation to the last
+            created = [d.created for d in client.read_deployments()]  # deployment (gcl create and deploy)
+            env["DEPLOY_SECONDS"] = f"{(max(created) - client.read_work_pool('reasonvqa').created).total_seconds():.1f}"
         yield env
-    finally:
-        if worker is not None:
-            stop(worker, grace_s=10)
-        stop(server, grace_s=15)
 
 
 def prefect(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -84,6 +75,14 @@ def prefect(env: dict, *args: str, check: bool = True) -> subprocess.CompletedPr
 
 def run_deployment(env: dict, name: str, params: dict, check: bool = True) -> subprocess.CompletedProcess:
     return prefect(env, "deployment", "run", name, "--params", json.dumps(params), "--watch", check=check)
+
+
+def sample_run(env: dict, params: dict) -> None:
+    """A run of build-reasonvqa/sample by the pool's worker, created in this process (the CLI's `deployment run`
+    is checked by the journey and the tests of a refused or failed run), which must complete."""
+    with api(env):
+        run = run_deployment_here("build-reasonvqa/sample", parameters=params, timeout=600, poll_interval=1)
+    assert run.state.is_completed(), run.state
 
 
 @contextlib.contextmanager
@@ -105,7 +104,7 @@ def flow_run_of(env: dict, watched: subprocess.CompletedProcess) -> FlowRun:
 
 def server_errors(env: dict) -> list[str]:
     """The ERROR lines of the module server's log."""
-    log = Path(env["PREFECT_HOME"]) / "server.log"
+    log = Path(env["JOURNEY_FOLDER"]) / "prefect-server.log"  # where the journey's server writes
     return [line for line in log.read_text(errors="replace").splitlines() if "| ERROR" in line]
 
 
@@ -157,11 +156,13 @@ class CountingProxy:
 
 def sample_with_endpoint(endpoint: str) -> dict:
     """The `sample` deployment's own config (relative paths, resolved in the deployment's working
-    directory) with the knowledge coming from ``endpoint``, refreshed daily."""
+    directory) with its first source only (the Visual Genome sample: the runs check scheduling and
+    refresh, the journey builds the whole sample) and the knowledge coming from ``endpoint``, refreshed daily."""
     deployment = yaml.safe_load((PROJECT / "prefect.yaml").read_text())["deployments"][0]
     assert deployment["name"] == "sample"
     config = deployment["parameters"]["config"]
-    return {**config, "knowledge": {"endpoint": endpoint, "refresh": "1d"}}
+    assert config["sources"][0]["kind"] == "vg"
+    return {**config, "sources": config["sources"][:1], "knowledge": {"endpoint": endpoint, "refresh": "1d"}}
 
 
 def test_bad_parameters_are_refused_by_the_schema(prefect_env):
@@ -184,8 +185,13 @@ def test_missing_input_path_fails_the_run_naming_it(prefect_env, tmp_path):
     assert state.message in done.stdout  # --watch prints the reason, not only "Failed"
 
 
+def test_the_deployments_journey_runs_as_written(prefect_env):
+    for version in EXPECTED_RELEASES["deployments"]:
+        assert verify_release(Path(prefect_env["JOURNEY_FOLDER"]) / "out" / "reasonvqa-sample" / version) == []
+
+
 def test_deploy_asks_nothing_and_the_readme_lists_every_deployment(prefect_env):
-    assert "Would you like" not in (Path(prefect_env["PREFECT_HOME"]) / "deploy.log").read_text()
+    assert "Would you like" not in (Path(prefect_env["JOURNEY_FOLDER"]).parent / "journey-output.txt").read_text()
     with api(prefect_env) as client:
         flows = {flow.id: flow.name for flow in client.read_flows()}
         deployed = sorted(f"{flows[d.flow_id]}/{d.name}" for d in client.read_deployments() if d.work_pool_name)
@@ -195,7 +201,7 @@ def test_deploy_asks_nothing_and_the_readme_lists_every_deployment(prefect_env):
 
 
 def test_schedule_fires_then_sample_runs_reuse_knowledge_within_the_day_and_refetch_after(prefect_env, tmp_path):
-    """Two behaviours on one sample build (one build fewer than a test each).
+    """Two behaviours on one build of the sample's Visual Genome source (one build fewer than a test each).
 
     The schedule: the `sample` deployment of prefect.yaml, deployed under another name with an interval schedule
     whose first run is due once `prefect deploy` has had time to finish: the scheduler creates it, the worker runs
@@ -243,20 +249,23 @@ def test_schedule_fires_then_sample_runs_reuse_knowledge_within_the_day_and_refe
         assert json.loads(manifest)["inputs"]["knowledge_date"] == "2026-03-01"
 
         # later the same day: every fact reused, nothing new published
-        run_deployment(prefect_env, "build-reasonvqa/sample", {**params, "knowledge_as_of": "2026-03-01T23:00:00Z"})
+        sample_run(prefect_env, {**params, "knowledge_as_of": "2026-03-01T23:00:00Z"})
         assert proxy.requests == first
         assert (release / "manifest.json").read_bytes() == manifest
 
         # past the refresh period: every query sent again; the same facts give the same content,
         # so the release is recognized as identical and not republished
-        run_deployment(prefect_env, "build-reasonvqa/sample", {**params, "knowledge_as_of": "2026-03-02T02:00:00Z"})
+        sample_run(prefect_env, {**params, "knowledge_as_of": "2026-03-02T02:00:00Z"})
         assert proxy.requests == 2 * first
         assert (release / "manifest.json").read_bytes() == manifest
         assert sorted(p.name for p in release.parent.iterdir()) == ["0.1.0"]
         proxy.server.shutdown()
 
 
-def test_serve_does_not_replace_a_deployment_from_prefect_yaml_unless_asked(prefect_env, tmp_path):
+def test_serve_does_not_replace_a_deployment_from_prefect_yaml_unless_asked_and_runs_what_it_serves(prefect_env,
+                                                                                                      tmp_path):
+    """`reasonvqa serve --name nightly` refuses to replace the pool's build-reasonvqa/nightly; with --replace it
+    registers its own, and a `run_deployment` of it runs in the serve process and builds a release that verifies."""
     def nightly() -> DeploymentResponse | None:
         """build-reasonvqa/nightly, or None between --replace deleting it and serve registering its own."""
         from prefect.exceptions import ObjectNotFound
@@ -267,9 +276,11 @@ def test_serve_does_not_replace_a_deployment_from_prefect_yaml_unless_asked(pref
             except ObjectNotFound:
                 return None
 
-    serve = [sys.executable, "-m", "reasonvqa.flows.cli", "serve", "--name", "nightly", "--sample", "--out", str(tmp_path)]
-    refused = subprocess.run(serve, env=prefect_env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                             timeout=300)
+    serve = [sys.executable, "-m", "reasonvqa.flows.cli", "serve", "--name", "nightly", "--out", str(tmp_path)]
+    vg_only = tmp_path / "vg.yaml"  # the served run is the vehicle: the sample's Visual Genome source alone
+    vg_only.write_text(yaml.safe_dump({"sources": [{"kind": "vg", "path": str(PROJECT / "data" / "sample" / "vg")}]}))
+    refused = subprocess.run([*serve, "--sample"], env=prefect_env, capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL, timeout=300)
     assert refused.returncode == 2
     assert refused.stderr.startswith("error: build-reasonvqa/nightly (work pool 'reasonvqa') exists, made by "
                                      "`prefect deploy` (prefect.yaml); serving --name nightly would replace it")
@@ -278,13 +289,17 @@ def test_serve_does_not_replace_a_deployment_from_prefect_yaml_unless_asked(pref
     assert before.parameters["config"]["release"]["name"] == "reasonvqa-nightly"
 
     with (tmp_path / "serve.log").open("wb") as log:
-        served = popen_bound([*serve, "--replace", "--cron", "0 3 * * 1", "--timezone", "Europe/Paris"],
-                             env=prefect_env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        served = popen_bound([*serve, "--config", str(vg_only), "--replace", "--cron", "0 3 * * 1",
+                              "--timezone", "Europe/Paris"], env=prefect_env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         replaced = wait_until(lambda: (d := nightly()) is not None and d.work_pool_name is None and d.schedules
                               and d, 300, "serve --replace registered build-reasonvqa/nightly")
+        with api(prefect_env):  # the module server's URL for run_deployment
+            run = run_deployment_here("build-reasonvqa/nightly", timeout=300, poll_interval=1)
     finally:
         stop(served, grace_s=15)
+    assert run.state.is_completed(), run.state
+    assert verify_release(tmp_path / "reasonvqa-sample" / "0.1.0") == []
     # the pool's deployment was deleted, not updated in place (an upsert would keep its work pool, and the
     # pool's worker would take the served deployment's runs too)
     assert replaced.id != before.id and replaced.parameters["config"]["release"]["name"] == "reasonvqa-sample"

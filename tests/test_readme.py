@@ -23,6 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -86,6 +87,10 @@ EXPECTED_RELEASES = {
     "sample": ["0.1.0", "0.1.0-places", "0.1.0-gld", "0.1.0-reviewed"],
     "deployments": ["0.1.0", "0.1.0-places"],
 }
+# journeys run by another test file, whose tests use what they leave running: `deployments` is the module fixture
+# of tests/test_prefect_yaml.py (its server, work pool, deployments and worker), checked there by
+# test_the_deployments_journey_runs_as_written
+RUN_ELSEWHERE = {"deployments": "tests/test_prefect_yaml.py"}
 
 
 def test_the_journeys_are_found():
@@ -129,15 +134,17 @@ def stop_groups(groups: list[int], grace_s: float = 20.0) -> None:
             os.killpg(pgid, signal.SIGKILL)
 
 
-def run_journey(journey: str, blocks: list[Block], folder: Path, env: dict, port: str, timeout_s: float) -> str:
-    """Run the blocks one bash process each (the shell's exported variables carried from one to the next,
-    ``HUMAN_STEPS`` between them); the output so far, raising AssertionError naming the block that failed."""
+@contextlib.contextmanager
+def journey_running(journey: str, folder: Path, env: dict, port: str, timeout_s: float) -> Iterator[str]:
+    """Run the journey's blocks one bash process each (the shell's exported variables carried from one to the next,
+    ``HUMAN_STEPS`` between them), raising AssertionError naming the block that failed; yields the output while
+    what the blocks started in the background (a server, a worker) still runs, and stops it on exit."""
     state = folder.parent / "exported.sh"
     log = folder.parent / f"{journey}.log"
     groups: list[int] = []
     deadline = time.monotonic() + timeout_s
     try:
-        for i, block in enumerate(blocks):
+        for i, block in enumerate(journey_blocks(documents())[journey]):
             step = HUMAN_STEPS.get((journey, i))
             if step is not None:
                 step(folder)
@@ -156,14 +163,14 @@ def run_journey(journey: str, blocks: list[Block], folder: Path, env: dict, port
             if code != 0:
                 raise AssertionError(f"journey {journey}: the block at {block.source} exited {code}:\n"
                                      f"{log.read_text(errors='replace')[-6000:]}")
+        yield log.read_text(errors="replace")
     finally:
         stop_groups(groups)
-    return log.read_text(errors="replace")
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("journey", sorted(EXPECTED_RELEASES))
-def test_journey_runs_as_written(journey, tmp_path, request):
+def journey_checkout(tmp_path: Path) -> tuple[Path, dict]:
+    """A new folder holding the checkout's ``prefect.yaml`` and ``data/``, and the environment a journey runs in
+    (this venv first on PATH, a private PREFECT_HOME, no other PREFECT_ setting)."""
     folder = tmp_path / "checkout"
     folder.mkdir()
     shutil.copy(PROJECT / "prefect.yaml", folder / "prefect.yaml")
@@ -172,8 +179,16 @@ def test_journey_runs_as_written(journey, tmp_path, request):
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
                PREFECT_HOME=str(tmp_path / "home"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
                PREFECT_WORKER_QUERY_SECONDS="1", COLUMNS="500")
+    return folder, env
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("journey", sorted(set(EXPECTED_RELEASES) - set(RUN_ELSEWHERE)))
+def test_journey_runs_as_written(journey, tmp_path, request):
+    folder, env = journey_checkout(tmp_path)
     if journey in SESSION_API_JOURNEYS:
         env["PREFECT_API_URL"] = request.getfixturevalue("prefect_api")
-    run_journey(journey, journey_blocks(documents())[journey], folder, env, str(free_port()), timeout_s=480)
+    with journey_running(journey, folder, env, str(free_port()), timeout_s=480):
+        pass
     for version in EXPECTED_RELEASES[journey]:
         assert verify_release(folder / "out" / "reasonvqa-sample" / version) == []
